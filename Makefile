@@ -1,0 +1,25 @@
+# `make demo` and `make test` do all set-up on a fresh machine with Python 3.11.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= 8
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) results/table_a8.csv
+	cat results/table_a8.md
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests workflow/scripts
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf results logs .snakemake

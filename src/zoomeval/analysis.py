@@ -1,0 +1,113 @@
+"""Correctness matrix, 1-crop accuracy, upper bounds and the greedy cover of one prediction file."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from zoomeval.cover import greedy_cover
+from zoomeval.io import read_metadata
+from zoomeval.manifest import Record
+from zoomeval.zoom import ONE_CROP, Transform, transforms
+
+
+def correctness_matrix(predictions: pl.DataFrame, records: list[Record], order: list[Transform]) -> np.ndarray:
+    """``(len(order), len(records))`` bool matrix: does transform t classify image i correctly?
+
+    An image with several labels is correct if the prediction is any of them. Every (image, transform)
+    pair must be predicted exactly once, so that no image is dropped silently.
+    """
+    n_t, n_i = len(order), len(records)
+    ids = pl.DataFrame({"image_id": [r.image_id for r in records], "i": np.arange(n_i, dtype=np.int64)})
+    tdf = pl.DataFrame(
+        {
+            "scale": [t.scale for t in order],
+            "row": [t.row for t in order],
+            "col": [t.col for t in order],
+            "t": np.arange(n_t, dtype=np.int64),
+        },
+        schema_overrides={"scale": pl.Int16, "row": pl.Int8, "col": pl.Int8},
+    )
+    preds = predictions.select("image_id", "scale", "row", "col", "pred").with_columns(
+        pl.col("image_id").cast(pl.String)
+    )
+    keyed = preds.join(ids, on="image_id", how="inner").join(tdf, on=["scale", "row", "col"], how="inner")
+    if keyed.height != n_t * n_i or keyed.select(pl.struct("t", "i").n_unique()).item() != n_t * n_i:
+        raise ValueError(
+            f"predictions cover {keyed.height} (image, transform) pairs of the expected {n_t} x {n_i}; "
+            "the prediction file does not match the manifest or the configured scales"
+        )
+    labels = pl.DataFrame(
+        {"image_id": [r.image_id for r in records], "pred": [r.labels for r in records]},
+        schema={"image_id": pl.String, "pred": pl.List(pl.Int16)},
+    ).explode("pred")
+    hits = keyed.join(labels, on=["image_id", "pred"], how="semi")
+    matrix = np.zeros((n_t, n_i), dtype=bool)
+    matrix[hits["t"].to_numpy(), hits["i"].to_numpy()] = True
+    return matrix
+
+
+@dataclass
+class Metrics:
+    """One row of Table A8 (accuracies in percent; ``None`` where the 1-crop transform is absent)."""
+
+    model: str
+    variant: str
+    dataset: str
+    n_images: int
+    acc_1crop: float | None
+    acc_top36: float
+    acc_max: float
+    cover_size: int
+
+
+def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Accuracies and the greedy cover of a correctness matrix (rows in ``order``)."""
+    n_images = matrix.shape[1]
+    picks = greedy_cover(matrix)
+    one = Transform(*ONE_CROP)
+    acc_1crop = 100 * float(matrix[order.index(one)].mean()) if one in order and n_images else None
+    top = [p.index for p in picks[:top_k]]
+    acc_top = 100 * float(matrix[top].any(axis=0).mean()) if top else 0.0
+    acc_max = 100 * float(matrix.any(axis=0).mean()) if n_images else 0.0
+    cover: list[dict[str, Any]] = []
+    covered = 0
+    for rank, p in enumerate(picks, start=1):
+        covered += p.gain
+        t = order[p.index]
+        cover.append(
+            {"rank": rank, "transform": t.name, "scale": t.scale, "row": t.row, "col": t.col,
+             "gain": p.gain, "covered": covered}
+        )  # fmt: skip
+    stats = {"n_images": n_images, "acc_1crop": acc_1crop, "acc_top36": acc_top, "acc_max": acc_max,
+             "cover_size": len(picks), "top_k": top_k}  # fmt: skip
+    return stats, cover
+
+
+def analyze_predictions(
+    predictions_path: str | os.PathLike[str], records: list[Record], top_k: int = 36
+) -> tuple[Metrics, list[dict[str, Any]]]:
+    """Read one prediction file and compute its Table A8 row and its ordered greedy cover."""
+    meta = read_metadata(predictions_path)
+    order = transforms(list(meta["scales"]))
+    matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
+    stats, cover = analyze(matrix, order, top_k)
+    metrics = Metrics(
+        model=meta["model"]["name"],
+        variant=meta["variant"],
+        dataset=meta["dataset"],
+        n_images=stats["n_images"],
+        acc_1crop=stats["acc_1crop"],
+        acc_top36=stats["acc_top36"],
+        acc_max=stats["acc_max"],
+        cover_size=stats["cover_size"],
+    )
+    return metrics, cover
+
+
+def metrics_dict(m: Metrics) -> dict[str, Any]:
+    return asdict(m)

@@ -1,0 +1,59 @@
+"""Atomic writes and the versioned key-value metadata that every output carries."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: Key of the JSON document stored in each Parquet file's key-value metadata.
+METADATA_KEY = b"zoomeval"
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    A killed or failing job therefore never leaves a partial file under the final name.
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any]) -> None:
+    """Write ``table`` with zstd and dictionary encoding and ``metadata`` as JSON under ``zoomeval``."""
+    meta = dict(table.schema.metadata or {})
+    meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True).encode()
+    table = table.replace_schema_metadata(meta)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=True)
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``zoomeval`` metadata document of a Parquet file written by :func:`write_parquet`."""
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta[METADATA_KEY])

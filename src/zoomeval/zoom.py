@@ -1,0 +1,126 @@
+"""The paper's zoom transform: resize the shorter side to S, cut a crop at one of 3x3 anchors.
+
+Geometry (paper.md section 1, taken from the authors' ``eval-IN-trained.py``):
+
+* the shorter side becomes ``S`` with PIL bicubic (PIL antialiases when it shrinks), the longer side
+  ``int(S * long / short)`` (torchvision's truncation);
+* the resized ``W x H`` image is split with integer arithmetic: ``tile_x = W // 3``,
+  ``anchor_x = col * tile_x + tile_x // 2`` and likewise for rows;
+* the crop is ``size x size`` with its top-left corner at ``anchor - size // 2``; pixels outside the
+  image are black (PIL's ``Image.crop`` fills them with zeros), before any normalisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+#: The 27 hand-picked scales of the authors' ``generate_transform_size_list``.
+HAND_PICKED_SCALES: tuple[int, ...] = (
+    10, 16, 32, 48, 64, 96, 128, 192, 224, 240, 256, 288, 320, 384,
+    448, 512, 576, 640, 664, 672, 680, 690, 700, 720, 768, 832, 896,
+)  # fmt: skip
+#: ``[int(x) for x in np.linspace(10, 1024, 10)]``, appended by the authors after the hand-picked list.
+LINSPACE_SCALES: tuple[int, ...] = tuple(int(x) for x in np.linspace(10, 1024, 10))
+
+
+def paper_scales() -> list[int]:
+    """The 36 unique scales in the paper's order: the 37 listed values with the second 10 dropped."""
+    seen: list[int] = []
+    for s in HAND_PICKED_SCALES + LINSPACE_SCALES:
+        if s not in seen:
+            seen.append(s)
+    return seen
+
+
+#: Scale and anchor of the standard 1-crop baseline (``LOC:1_1_Size:256``).
+ONE_CROP = (256, 1, 1)
+
+
+@dataclass(frozen=True, order=True)
+class Transform:
+    """One zoom transform: shorter side ``scale``, anchor ``row`` (0 = top) and ``col`` (0 = left)."""
+
+    scale: int
+    row: int
+    col: int
+
+    @property
+    def name(self) -> str:
+        """The authors' DataFrame index label, e.g. ``LOC:1_1_Size:256``."""
+        return f"LOC:{self.row}_{self.col}_Size:{self.scale}"
+
+
+def transforms(scales: list[int]) -> list[Transform]:
+    """All transforms in the authors' DataFrame order: anchors row-major, then scales as listed.
+
+    This order decides ties in the greedy set cover, so it is part of the method.
+    """
+    if len(set(scales)) != len(scales):
+        raise ValueError(f"scales must be unique, got {scales}")
+    return [Transform(s, r, c) for r in range(3) for c in range(3) for s in scales]
+
+
+def resized_size(width: int, height: int, scale: int) -> tuple[int, int]:
+    """``(W, H)`` after torchvision's ``Resize(scale)``: shorter side = scale, longer side truncated."""
+    if width <= height:
+        return scale, int(scale * height / width)
+    return int(scale * width / height), scale
+
+
+def resize_shorter(image: Image.Image, scale: int) -> Image.Image:
+    """Resize so the shorter side is ``scale`` with PIL bicubic (antialiased), keeping the aspect."""
+    size = resized_size(image.width, image.height, scale)
+    if size == image.size:
+        return image
+    return image.resize(size, Image.Resampling.BICUBIC)
+
+
+def crop_box(width: int, height: int, row: int, col: int, size: int = 224) -> tuple[int, int, int, int]:
+    """``(left, top, right, bottom)`` of the crop at anchor (row, col) of a ``width x height`` image."""
+    if not (0 <= row < 3 and 0 <= col < 3):
+        raise ValueError(f"anchor must be in 0..2, got row={row} col={col}")
+    tile_x, tile_y = width // 3, height // 3
+    left = col * tile_x + tile_x // 2 - size // 2
+    top = row * tile_y + tile_y // 2 - size // 2
+    return left, top, left + size, top + size
+
+
+def zoom_crop(image: Image.Image, scale: int, row: int, col: int, size: int = 224) -> Image.Image:
+    """Apply the zoom transform T(scale, row, col) to an RGB PIL image; returns a ``size x size`` image.
+
+    Row 0 is the top anchor row, col 0 the left column. Pixels outside the resized image are black.
+    This is the reference implementation; :func:`crop_array` cuts the same crops from an array.
+    """
+    resized = resize_shorter(image.convert("RGB"), scale)
+    return resized.crop(crop_box(resized.width, resized.height, row, col, size))
+
+
+def crop_array(resized: np.ndarray, row: int, col: int, size: int = 224) -> np.ndarray:
+    """The crop of :func:`zoom_crop` cut from an already resized ``H x W x C`` uint8 array."""
+    height, width = resized.shape[:2]
+    left, top, right, bottom = crop_box(width, height, row, col, size)
+    out = np.zeros((size, size) + resized.shape[2:], dtype=resized.dtype)
+    x0, y0 = max(left, 0), max(top, 0)
+    x1, y1 = min(right, width), min(bottom, height)
+    if x0 < x1 and y0 < y1:
+        out[y0 - top : y1 - top, x0 - left : x1 - left] = resized[y0:y1, x0:x1]
+    return out
+
+
+def all_crops(image: Image.Image, scales: list[int], size: int = 224) -> np.ndarray:
+    """Every crop of ``image`` as a ``(len(transforms(scales)), size, size, 3)`` uint8 array.
+
+    The image is resized once per scale and each resized copy is cut nine times; the crops come out in
+    :func:`transforms` order.
+    """
+    image = image.convert("RGB")
+    out = np.empty((9 * len(scales), size, size, 3), dtype=np.uint8)
+    n = len(scales)
+    for k, scale in enumerate(scales):
+        resized = np.asarray(resize_shorter(image, scale))
+        for anchor in range(9):
+            out[anchor * n + k] = crop_array(resized, anchor // 3, anchor % 3, size)
+    return out

@@ -1,0 +1,18 @@
+# Stage 5: tables.
+
+
+rule table_a8:
+    input:
+        metrics=[
+            f"results/analysis/{d}/{v}/{m}/metrics.json"
+            for m in MODELS
+            for d in DATASETS
+            for v in variants(d)
+        ],
+    output:
+        csv="results/table_a8.csv",
+        md="results/table_a8.md",
+    log:
+        "logs/tables/table_a8.log",
+    script:
+        "../scripts/table_a8.py"

@@ -1,0 +1,12 @@
+from dataclasses import asdict
+
+from zoomeval.analysis import analyze_predictions
+from zoomeval.io import write_json
+from zoomeval.logs import to_file
+from zoomeval.manifest import read_manifest
+
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    metrics, cover = analyze_predictions(sm.input.predictions, read_manifest(sm.input.manifest), sm.params.top_k)
+    write_json(sm.output.cover, {**asdict(metrics), "top_k": sm.params.top_k, "cover": cover})
+    write_json(sm.output.metrics, asdict(metrics))

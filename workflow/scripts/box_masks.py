@@ -1,0 +1,7 @@
+from zoomeval.logs import to_file
+from zoomeval.manifest import read_manifest
+from zoomeval.masks import write_box_masks
+
+with to_file(snakemake.log[0]):  # noqa: F821 (snakemake is injected by the script directive)
+    records = read_manifest(snakemake.input.manifest)  # noqa: F821
+    write_box_masks(snakemake.output.masks, records, snakemake.wildcards.dataset)  # noqa: F821
