@@ -61,6 +61,6 @@ def check_model(key: str, entry: dict[str, Any]) -> None:
 
         if not timm.is_model(arch):
             raise ConfigError(f"{key}.architecture: {arch!r} is not a timm model (timm.list_models())")
-        if not timm.list_pretrained(f"{arch}.{weights}"):
+        if f"{arch}.{weights}" not in timm.list_pretrained(f"{arch}.*"):
             tags = [n.split(".", 1)[1] for n in timm.list_pretrained(f"{arch}.*")]
             raise ConfigError(f"{key}.weights: {arch} has pretrained tags {tags}, not {weights!r}")

@@ -98,17 +98,23 @@ def torchvision_checkpoint(architecture: str, tag: str) -> tuple[str, Path]:
 
 
 @contextmanager
-def _weights_only_torchvision(path: Path) -> Iterator[None]:
-    # torchvision's builders read their checkpoint through torch.hub with weights_only=False. Route that one
-    # call to a weights_only load of the file we verified, and keep the builders' own per-weights settings.
-    from torchvision.models._api import Weights
+def _weights_only_torchvision(url: str, path: Path) -> Iterator[None]:
+    # torchvision's builders read their checkpoint through torch.hub with weights_only=False. Route that
+    # call (``WeightsEnum.get_state_dict``) to a weights_only load of the file we verified, and keep the
+    # builders' own per-weights settings (number of classes, image size).
+    from torchvision.models._api import WeightsEnum
 
-    original = Weights.get_state_dict
-    Weights.get_state_dict = lambda self, *a, **k: torch.load(path, map_location="cpu", weights_only=True)  # type: ignore[method-assign]
+    def load(self: WeightsEnum, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self.url != url:
+            raise RuntimeError(f"torchvision asked for {self.url}, expected {url}")
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    original = WeightsEnum.get_state_dict
+    WeightsEnum.get_state_dict = load  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Weights.get_state_dict = original  # type: ignore[method-assign]
+        WeightsEnum.get_state_dict = original  # type: ignore[method-assign]
 
 
 def _load_torchvision(architecture: str, tag: str) -> tuple[torch.nn.Module, Path]:
@@ -119,7 +125,7 @@ def _load_torchvision(architecture: str, tag: str) -> tuple[torch.nn.Module, Pat
         match = torch.hub.HASH_REGEX.search(path.name)
         with atomic_path(path) as tmp:
             torch.hub.download_url_to_file(url, str(tmp), hash_prefix=match.group(1) if match else None)
-    with _weights_only_torchvision(path):
+    with _weights_only_torchvision(url, path):
         module = torchvision.models.get_model(architecture, weights=tag)
     return module, path
 

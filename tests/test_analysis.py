@@ -1,0 +1,64 @@
+"""Table A8 cells recomputed by hand from a small prediction file."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from zoomeval.analysis import analyze_predictions
+from zoomeval.inference import BASE_FIELDS
+from zoomeval.io import write_parquet
+from zoomeval.manifest import Record
+from zoomeval.tables import write_table_a8
+from zoomeval.zoom import transforms
+
+SCALES = [224, 256]
+RECORDS = [
+    Record("a", "a.png", [5], ["x"], 10, 10),
+    Record("b", "b.png", [7, 9], ["y", "z"], 10, 10),  # two labels: either is correct
+    Record("c", "c.png", [3], ["w"], 10, 10),  # never correct
+]
+# (image, scale, row, col) -> prediction; every other pair predicts class 0 (wrong for all images)
+HITS = {("a", 256, 1, 1): 5, ("a", 224, 0, 0): 5, ("b", 224, 2, 2): 9, ("b", 256, 2, 2): 4}
+
+
+def write_predictions(path, records=RECORDS, drop=0):
+    rows = [(r.image_id, t) for r in records for t in transforms(SCALES)][drop:]
+    preds = [HITS.get((i, t.scale, t.row, t.col), 0) for i, t in rows]
+    table = pa.table(
+        {
+            "image_id": pa.array([i for i, _ in rows]).dictionary_encode(),
+            "scale": pa.array([t.scale for _, t in rows], pa.int16()),
+            "row": pa.array([t.row for _, t in rows], pa.int8()),
+            "col": pa.array([t.col for _, t in rows], pa.int8()),
+            "pred": pa.array(preds, pa.int16()),
+            "pred_full": pa.array(preds, pa.int16()),
+            "conf": pa.array(np.full(len(rows), 0.5), pa.float32()),
+        },
+        schema=pa.schema(BASE_FIELDS),
+    )
+    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES}
+    write_parquet(path, table, meta)
+
+
+def test_table_a8_cells_by_hand(tmp_path):
+    write_predictions(tmp_path / "p.parquet")
+    metrics, cover = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1)
+    # 1-crop (256, centre): only a -> 1/3; any transform: a and b -> 2/3
+    assert metrics.acc_1crop == pytest.approx(100 / 3)
+    assert metrics.acc_max == pytest.approx(200 / 3)
+    # greedy: LOC:0_0_Size:224 (a) comes first in the authors' order, then LOC:2_2_Size:224 (b)
+    assert [c["transform"] for c in cover] == ["LOC:0_0_Size:224", "LOC:2_2_Size:224"]
+    assert [(c["gain"], c["covered"]) for c in cover] == [(1, 1), (1, 2)]
+    assert metrics.cover_size == 2
+    assert metrics.acc_top36 == pytest.approx(100 / 3)  # top_k = 1: only the first pick
+    write_table_a8([vars(metrics)], tmp_path / "t.csv", tmp_path / "t.md")
+    assert (tmp_path / "t.csv").read_text() == (
+        "model,variant,dataset,n_images,acc_1crop,acc_top36,acc_max,cover_size\nm,original,toy,3,33.33,33.33,66.67,2\n"
+    )
+    assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 |" in (tmp_path / "t.md").read_text()
+
+
+def test_missing_predictions_are_an_error_not_a_dropped_image(tmp_path):
+    write_predictions(tmp_path / "p.parquet", drop=1)
+    with pytest.raises(ValueError, match="53 .* of the expected 18 x 3"):
+        analyze_predictions(tmp_path / "p.parquet", RECORDS)

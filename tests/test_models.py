@@ -1,0 +1,355 @@
+"""The real loading code of ``zoomeval.models`` run offline against random-init checkpoints in each library's cache.
+
+torchvision: a checkpoint placed at ``$TORCH_HOME/hub/checkpoints/<basename of url>``; timm: a huggingface_hub
+cache (``refs/main``, ``blobs/<sha256>``, ``snapshots/<commit>/model.safetensors``) for ``timm/<model>``.
+Every test blocks sockets, so any attempt to reach the network fails the test.
+"""
+
+from __future__ import annotations
+
+import email.message
+import hashlib
+import io
+import os
+import pickle
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import huggingface_hub.constants
+import pytest
+import safetensors.torch
+import timm
+import torch
+import torchvision
+from huggingface_hub.errors import LocalEntryNotFoundError
+from torchvision.models._api import WeightsEnum
+
+from zoomeval import embedded
+from zoomeval.config import ConfigError, check_model
+from zoomeval.models import LoadedModel, ModelSpec, load_model, torchvision_checkpoint
+
+R18 = ModelSpec(name="r18", source="torchvision", architecture="resnet18", weights="IMAGENET1K_V1")
+R18_URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
+TIMM_ARCH, TIMM_TAG = "test_resnet", "r160_in1k"  # a real pretrained tag (hf_hub_id timm/test_resnet.r160_in1k)
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def random_state(model: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """``model``'s state dict with every floating tensor (BatchNorm statistics included) drawn from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        k: torch.randn(v.shape, generator=gen) if v.is_floating_point() else v.clone()
+        for k, v in model.state_dict().items()
+    }
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_state_equal(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> None:
+    got = module.state_dict()
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert torch.equal(got[key], value), key
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every socket connection or name lookup raises and is recorded."""
+    attempts: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args)
+        raise OSError("network access in a test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts
+
+
+# torchvision
+
+
+@pytest.fixture
+def torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "torch"
+    monkeypatch.setenv("TORCH_HOME", str(home))
+    monkeypatch.setattr(torch.hub, "_hub_dir", None)  # a set_dir() elsewhere would override TORCH_HOME
+    assert torch.hub.get_dir() == str(home / "hub")
+    return home
+
+
+@pytest.fixture
+def r18_state() -> dict[str, torch.Tensor]:
+    return random_state(torchvision.models.resnet18(weights=None), seed=18)
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
+    """Calls to ``torch.hub.download_url_to_file``; each one raises (tests that expect one replace this)."""
+    calls: list[tuple[str, str, str | None]] = []
+
+    def refuse(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
+        calls.append((url, dst, hash_prefix))
+        raise AssertionError(f"download attempted: {url}")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", refuse)
+    return calls
+
+
+def test_checkpoint_path_is_in_torch_hub_cache(torch_home: Path) -> None:
+    url, path = torchvision_checkpoint("resnet18", "IMAGENET1K_V1")
+    assert url == R18_URL
+    assert path == torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+
+
+def test_torchvision_loads_the_cached_checkpoint(
+    torch_home: Path,
+    r18_state: dict[str, torch.Tensor],
+    downloads: list[tuple[str, str, str | None]],
+    no_network: list[object],
+) -> None:
+    path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    path.parent.mkdir(parents=True)
+    torch.save(r18_state, path)
+    original = WeightsEnum.get_state_dict
+
+    loaded = load_model(R18)
+
+    assert isinstance(loaded, LoadedModel)
+    assert isinstance(loaded.module, torchvision.models.ResNet)
+    assert not loaded.module.training
+    assert_state_equal(loaded.module, r18_state)
+    assert loaded.weights_file == path
+    assert loaded.weights_sha256 == sha256(path)
+    assert downloads == [] and no_network == []
+    assert WeightsEnum.get_state_dict is original
+
+
+def test_torchvision_downloads_a_missing_checkpoint_atomically(
+    torch_home: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    final = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    calls: list[tuple[str, str, str | None]] = []
+
+    def fake_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
+        calls.append((url, dst, hash_prefix))
+        assert not final.exists()  # written beside the final name, renamed only when complete
+        torch.save(r18_state, dst)
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", fake_download)
+
+    loaded = load_model(R18)
+
+    assert len(calls) == 1
+    url, dst, hash_prefix = calls[0]
+    assert (url, hash_prefix) == (R18_URL, "f37072fd")
+    assert Path(dst).parent == final.parent and Path(dst) != final
+    assert sorted(p.name for p in final.parent.iterdir()) == [final.name]  # the temporary file is gone
+    assert_state_equal(loaded.module, r18_state)
+    assert loaded.weights_file == final
+    assert loaded.weights_sha256 == sha256(final)
+
+
+def test_failed_download_leaves_no_file(torch_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
+        Path(dst).write_bytes(b"partial")
+        raise ConnectionError("connection reset")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", broken_download)
+    with pytest.raises(ConnectionError):
+        load_model(R18)
+    assert list((torch_home / "hub" / "checkpoints").iterdir()) == []
+
+
+class FakeResponse(io.BytesIO):
+    """What ``urlopen`` returns: a body and (empty) headers."""
+
+    def info(self) -> email.message.Message:
+        return email.message.Message()
+
+
+def test_real_download_checks_the_hash_prefix_of_the_file_name(
+    torch_home: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch.hub's own download_url_to_file, with urlopen serving a checkpoint whose sha256 is not f37072fd...
+    buffer = io.BytesIO()
+    torch.save(r18_state, buffer)
+    served = buffer.getvalue()
+    assert not hashlib.sha256(served).hexdigest().startswith("f37072fd")
+    requested: list[str] = []
+
+    def fake_urlopen(request: Any) -> FakeResponse:
+        requested.append(request.full_url)
+        return FakeResponse(served)
+
+    monkeypatch.setattr(torch.hub, "urlopen", fake_urlopen)
+    with pytest.raises(RuntimeError, match=r'invalid hash value \(expected "f37072fd"'):
+        load_model(R18)
+    assert requested == [R18_URL]
+    assert list((torch_home / "hub" / "checkpoints").iterdir()) == []
+
+
+class Marker:
+    """Unpickling this creates a file: the kind of code execution a checkpoint must not get."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[Path]]:
+        return Path.touch, (self.path,)
+
+
+def test_torchvision_refuses_a_pickled_object(
+    torch_home: Path,
+    tmp_path: Path,
+    r18_state: dict[str, torch.Tensor],
+    downloads: list[tuple[str, str, str | None]],
+) -> None:
+    marker = tmp_path / "executed"
+    path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    path.parent.mkdir(parents=True)
+    torch.save({**r18_state, "_extra": Marker(marker)}, path)
+    original = WeightsEnum.get_state_dict
+
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        load_model(R18)
+
+    assert not marker.exists()
+    assert WeightsEnum.get_state_dict is original
+    assert downloads == []
+    # Control: the payload is live, so the refusal above is what kept it from running.
+    torch.load(path, map_location="cpu", weights_only=False)
+    assert marker.exists()
+
+
+# timm
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty, offline huggingface_hub cache.
+
+    huggingface_hub reads its environment into ``huggingface_hub.constants`` at import; hf_hub_download,
+    try_to_load_from_cache and the HTTP session's offline check read these module attributes at call time.
+    """
+    home = tmp_path / "hf"
+    cache = home / "hub"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(home))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert huggingface_hub.constants.is_offline_mode()
+    return cache
+
+
+def put_in_hf_cache(cache: Path, repo_id: str, filename: str, data: bytes) -> Path:
+    """Lay ``data`` out as huggingface_hub caches a file of ``repo_id`` at ``main``; returns the snapshot path."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+    blob.parent.mkdir()
+    blob.write_bytes(data)
+    snapshot = repo / "snapshots" / COMMIT / filename
+    snapshot.parent.mkdir(parents=True)
+    snapshot.symlink_to(os.path.relpath(blob, snapshot.parent))
+    return snapshot
+
+
+@pytest.fixture
+def timm_state() -> dict[str, torch.Tensor]:
+    return random_state(timm.create_model(TIMM_ARCH, pretrained=False), seed=7)
+
+
+def test_timm_loads_the_cached_safetensors(
+    hf_cache: Path, timm_state: dict[str, torch.Tensor], no_network: list[object]
+) -> None:
+    hub_id = timm.create_model(f"{TIMM_ARCH}.{TIMM_TAG}", pretrained=False).pretrained_cfg["hf_hub_id"]
+    assert hub_id == f"timm/{TIMM_ARCH}.{TIMM_TAG}"
+    data = safetensors.torch.save(timm_state)
+    snapshot = put_in_hf_cache(hf_cache, hub_id, "model.safetensors", data)
+
+    loaded = load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
+
+    assert not loaded.module.training
+    assert loaded.module.pretrained_cfg["tag"] == TIMM_TAG
+    assert_state_equal(loaded.module, timm_state)
+    assert loaded.weights_file == snapshot
+    assert loaded.weights_sha256 == hashlib.sha256(data).hexdigest() == sha256(snapshot)
+    assert no_network == []
+
+
+def test_timm_offline_without_cache_fails_without_network(hf_cache: Path, no_network: list[object]) -> None:
+    with pytest.raises(LocalEntryNotFoundError):
+        load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
+    assert no_network == []
+
+
+# config checks
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "detail"),
+    [
+        ({"source": "torchvision", "architecture": "resnet_nope", "weights": "IMAGENET1K_V1"}, "architecture", ""),
+        (
+            {"source": "torchvision", "architecture": "resnet50", "weights": "IMAGENET1K_V9"},
+            "weights",
+            "['IMAGENET1K_V1', 'IMAGENET1K_V2']",
+        ),
+        (  # an alias, not a pinned tag
+            {"source": "torchvision", "architecture": "resnet50", "weights": "DEFAULT"},
+            "weights",
+            "['IMAGENET1K_V1', 'IMAGENET1K_V2']",
+        ),
+        ({"source": "timm", "architecture": "resnet_nope", "weights": "a1_in1k"}, "architecture", ""),
+        ({"source": "timm", "architecture": "test_resnet", "weights": "in22k"}, "weights", "['r160_in1k']"),
+        ({"source": "timm", "architecture": "test_resnet", "weights": "*"}, "weights", "['r160_in1k']"),
+        ({"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": "other.pth"}, "weights", ""),
+        (
+            {"source": "embedded", "architecture": "efficientnet_b0", "weights": embedded.WEIGHTS_FILE},
+            "architecture",
+            "",
+        ),
+    ],
+    ids=[
+        "tv-arch",
+        "tv-tag",
+        "tv-default-alias",
+        "timm-arch",
+        "timm-tag",
+        "timm-wildcard-tag",
+        "embedded-weights",
+        "embedded-arch",
+    ],
+)
+def test_check_model_names_the_bad_key(entry: dict[str, str], key: str, detail: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_model("models.m", entry)
+    message = str(info.value)
+    assert message.startswith(f"models.m.{key}: ")
+    assert repr(entry[key]) in message
+    assert detail in message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"source": "torchvision", "architecture": "resnet50", "weights": "IMAGENET1K_V1"},
+        {"source": "torchvision", "architecture": "vit_b_32", "weights": "IMAGENET1K_V1"},
+        {"source": "timm", "architecture": "resnet18", "weights": "a1_in1k"},
+        {"source": "timm", "architecture": TIMM_ARCH, "weights": TIMM_TAG},
+        {"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": embedded.WEIGHTS_FILE},
+    ],
+    ids=lambda e: f"{e['source']}-{e['architecture']}",
+)
+def test_check_model_accepts_known_models(entry: dict[str, str]) -> None:
+    check_model("models.m", entry)

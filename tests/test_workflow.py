@@ -1,0 +1,108 @@
+"""The workflow end to end on the demo with two scales, in a temporary directory."""
+
+import csv
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.test_cover import authors_greedy
+from zoomeval.manifest import read_manifest
+from zoomeval.zoom import transforms
+
+pytestmark = pytest.mark.workflow
+SCALES = [64, 256]
+
+
+def recompute_table_a8(workdir, dataset, variant, model, top_k):
+    """Table A8 cells from the prediction Parquet and the manifest, with plain polars and Python sets."""
+    records = read_manifest(workdir / f"results/datasets/{dataset}/manifest.parquet")
+    labels = {r.image_id: set(r.labels) for r in records}
+    preds = pl.read_parquet(workdir / f"results/predictions/{dataset}/{variant}/{model}.parquet")
+    names = {(t.scale, t.row, t.col): k for k, t in enumerate(transforms(SCALES))}
+    correct = {}
+    for image_id, scale, row, col, pred in preds.select("image_id", "scale", "row", "col", "pred").iter_rows():
+        correct[(names[(scale, row, col)], image_id)] = pred in labels[image_id]
+    ids = [r.image_id for r in records]
+    m = np.array([[correct[(t, i)] for i in ids] for t in range(len(names))])
+    cover = authors_greedy(m)
+    one = names[(256, 1, 1)]
+    return {
+        "n_images": str(len(ids)),
+        "acc_1crop": f"{100 * m[one].mean():.2f}",
+        "acc_top36": f"{100 * m[cover[:top_k]].any(axis=0).mean():.2f}" if cover else "0.00",
+        "acc_max": f"{100 * m.any(axis=0).mean():.2f}",
+        "cover_size": str(len(cover)),
+    }
+
+
+def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
+    config = config_writer(tmp_path, scales=SCALES, top_k=3)
+    snakemake_run(tmp_path, "results/table_a8.csv")
+    with open(tmp_path / "results/table_a8.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == [
+        "model",
+        "variant",
+        "dataset",
+        "n_images",
+        "acc_1crop",
+        "acc_top36",
+        "acc_max",
+        "cover_size",
+    ]
+    assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
+        ("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")
+    ]
+    for row in rows:
+        expected = recompute_table_a8(tmp_path, "demo", row["variant"], row["model"], top_k=3)
+        assert {k: row[k] for k in expected} == expected, row["variant"]
+    assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
+
+    # a second run has nothing to do
+    again = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    # a second model re-runs only its own jobs and the table
+    config["models"]["lite0_copy"] = dict(config["models"]["efficientnet_lite0"])
+    config_writer(tmp_path, **config)
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    out = plan.stdout + plan.stderr
+    table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]  # after the header rule
+    counts = {name: int(n) for name, n in (line.split() for line in table)}
+    assert counts == {"predict": 3, "analyze": 3, "table_a8": 1, "total": 7}
+    assert "lite0_copy" in out and "wildcards: dataset=demo, variant=original, model=efficientnet_lite0" not in out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.update(scale=[1]), "Additional properties are not allowed ('scale' was unexpected)"),
+        (lambda c: c.update(top_k="36"), "'36' is not of type 'integer'"),
+        (
+            lambda c: c["datasets"].update(
+                mine={"adapter": "imagefolder", "root": "/nonexistent", "variants": ["original"]}
+            ),
+            "datasets.mine.root: folder '/nonexistent' does not exist",
+        ),
+        (
+            lambda c: c["datasets"].update(mine={"adapter": "imagefolder", "root": "."}),
+            "datasets.mine.variants: ['bgset', 'fgset'] need object boxes",
+        ),
+        (
+            lambda c: c["models"].update(
+                r50={"source": "torchvision", "architecture": "resnet5", "weights": "IMAGENET1K_V1"}
+            ),
+            "models.r50.architecture: 'resnet5' is not a torchvision model",
+        ),
+    ],
+    ids=["unknown-key", "wrong-type", "missing-dataset-path", "variants-without-boxes", "unknown-model"],
+)
+def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run, config_writer, change, message):
+    config = config_writer(tmp_path)
+    change(config)
+    config_writer(tmp_path, **config)
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
