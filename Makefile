@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= 8
 
-.PHONY: demo test lint clean
+.PHONY: demo test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,3 +23,8 @@ test: $(STAMP)
 
 clean:
 	rm -rf results logs .snakemake
+
+# Throughput of the authors' data path, this project's and the model alone (figures in README).
+bench: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) results/datasets/demo/manifest.parquet
+	$(BIN)/python -m zoomeval.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json --parity-images 12

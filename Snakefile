@@ -1,10 +1,19 @@
 # zoomeval: how much of a classifier's accuracy depends on zoom and on background.
 # The logic lives in the zoomeval package (src/zoomeval); the rules below only wire files together.
+import os
+import sys
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
-if not config:
+# Make the package importable here and in every job, installed or not (e.g. under --sdm conda).
+SRC = os.path.join(workflow.basedir, "src")
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
+
+# The demo config is the default; a --configfile replaces it (--config key=value edits it).
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 

@@ -17,8 +17,8 @@ def test_imagefolder_reads_wnid_folders_in_sorted_order(tmp_path):
     assert [r.image_id for r in records] == ["n01440764/z", "n02123045/a", "n02123045/b"]
     assert [r.labels for r in records] == [[0], [281], [281]]
     assert [(r.width, r.height) for r in records] == [(30, 20), (31, 20), (30, 20)]
-    assert class_indices({"class_set": "subset"}, records) == [0, 281]
-    assert class_indices({"class_set": "full"}, records) is None
+    assert class_indices("subset", records) == [0, 281]
+    assert class_indices("full", records) is None
 
 
 def test_imagefolder_errors_name_the_problem(tmp_path):

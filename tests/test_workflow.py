@@ -4,6 +4,7 @@ import csv
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from tests.test_cover import authors_greedy
@@ -58,6 +59,12 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         expected = recompute_table_a8(tmp_path, "demo", row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]
     assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
+    for variant in ("original", "fgset", "bgset"):
+        path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
+        meta = pq.read_metadata(path)
+        data = sum(meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups)
+                   for c in range(meta.num_columns))  # fmt: skip
+        assert data / meta.num_rows <= 16  # column bytes per (image, transform) row, without the footer
 
     # a second run has nothing to do
     again = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
@@ -86,8 +93,10 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
             "datasets.mine.root: folder '/nonexistent' does not exist",
         ),
         (
-            lambda c: c["datasets"].update(mine={"adapter": "imagefolder", "root": "."}),
-            "datasets.mine.variants: ['bgset', 'fgset'] need object boxes",
+            lambda c: c["datasets"].update(
+                mine={"adapter": "imagefolder", "root": ".", "variants": ["original", "fgset"]}
+            ),
+            "datasets.mine.variants: ['fgset'] need object boxes",
         ),
         (
             lambda c: c["models"].update(

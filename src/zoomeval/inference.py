@@ -1,27 +1,37 @@
 """Run one model over every zoom transform of every image of one dataset variant.
 
 Each image is decoded once in a DataLoader worker, resized once per scale and cut nine times
-(:func:`zoomeval.zoom.all_crops`); the main process batches crops across images, normalises them on the
-device and keeps the argmax, the argmax over the dataset's class set and its softmax probability.
+(:func:`zoomeval.zoom.all_crops`); the main process batches uint8 crops across images, moves them to the
+device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over the
+dataset's class set and its softmax probability.
+
+Results are written in shards of ``shard_images`` images (each shard atomically), so a killed job loses
+at most the shard it was working on; a rerun reuses every shard whose identity (model, weights hash,
+scales, variant, class set, precision, resize backend, image ids, masks) matches, then merges them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from zoomeval import __version__
-from zoomeval.io import write_parquet
+from zoomeval.io import read_metadata, write_parquet
 from zoomeval.manifest import Record
 from zoomeval.masks import apply_variant, decode_mask
 from zoomeval.models import ModelSpec, load_model
@@ -42,6 +52,10 @@ BASE_FIELDS = [
     pa.field("conf", pa.float32()),
 ]
 TOP5_FIELDS = [pa.field("top5", pa.list_(pa.int16(), 5)), pa.field("top5_logit", pa.list_(pa.float32(), 5))]
+#: Seconds between progress lines in the job's log.
+PROGRESS_SECONDS = 10.0
+#: Float columns compress far better split into byte streams than dictionary-encoded.
+FLOAT_COLUMNS = ["conf", "top5_logit"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +67,10 @@ class Settings:
     num_workers: int = 1
     threads: int = 0
     precision: str = "fp32"
+    resize_backend: str = "pil"
+    compile: bool = False
     store_top5: bool = False
+    shard_images: int = 500
 
     def resolve_device(self) -> torch.device:
         if self.device == "auto":
@@ -71,8 +88,10 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
         variant: str = "original",
         masks: dict[str, bytes] | None = None,
         size: int = 224,
+        backend: str = "pil",
     ) -> None:
-        self.records, self.scales, self.variant, self.masks, self.size = records, scales, variant, masks, size
+        self.records, self.scales, self.variant, self.masks = records, scales, variant, masks
+        self.size, self.backend = size, backend
 
     def __len__(self) -> int:
         return len(self.records)
@@ -85,17 +104,17 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
             raise ValueError(f"{record.path}: size {image.size} differs from the manifest's")
         mask = decode_mask(self.masks[record.image_id]) if self.variant != "original" and self.masks else None
         image = apply_variant(image, mask, self.variant)
-        return i, torch.from_numpy(all_crops(image, self.scales, self.size))
+        return i, torch.from_numpy(all_crops(image, self.scales, self.size, self.backend))
 
 
-def _batches(
+def batches(
     loader: Iterator[tuple[int, torch.Tensor]], batch_size: int
 ) -> Iterator[tuple[np.ndarray, np.ndarray, torch.Tensor]]:
     """Regroup per-image crop stacks into batches of ``batch_size`` crops across image boundaries.
 
     Yields ``(image_index, transform_index, crops)`` per batch.
     """
-    pending: list[tuple[int, int, torch.Tensor]] = []  # (image, first transform, crops)
+    pending: list[tuple[int, int, torch.Tensor]] = []  # (image, first transform not yet yielded, crops)
     held = 0
     for i, crops in loader:
         pending.append((i, 0, crops))
@@ -123,7 +142,117 @@ def _take(pending: list[tuple[int, int, torch.Tensor]], n: int) -> tuple[np.ndar
     return np.concatenate(images), np.concatenate(tids), torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
-def predict(
+class Classifier:
+    """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns."""
+
+    def __init__(self, spec: ModelSpec, settings: Settings, class_indices: Sequence[int] | None) -> None:
+        self.device = settings.resolve_device()
+        self.settings = settings
+        loaded = load_model(spec)
+        self.weights_sha256 = loaded.weights_sha256
+        self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
+        model = loaded.module.to(self.device).to(memory_format=torch.channels_last)
+        self.model = torch.compile(model) if settings.compile else model
+        self.mean = torch.tensor(loaded.mean, device=self.device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
+        indices = class_indices if class_indices is not None else range(1000)
+        self.subset = torch.tensor(list(indices), device=self.device)
+        self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
+
+    def logits(self, crops: torch.Tensor) -> torch.Tensor:
+        x = crops.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
+        x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            return self.model(x).float()
+
+    def columns(self, logits: torch.Tensor) -> dict[str, np.ndarray]:
+        prob, arg = logits[:, self.subset].softmax(dim=1).max(dim=1)
+        out = {
+            "pred": self.subset[arg].cpu().numpy().astype(np.int16),
+            "pred_full": logits.argmax(dim=1).cpu().numpy().astype(np.int16),
+            "conf": prob.cpu().numpy().astype(np.float32),
+        }
+        if self.settings.store_top5:
+            values, indices = logits.topk(5, dim=1)
+            out["top5"] = indices.cpu().numpy().astype(np.int16)
+            out["top5_logit"] = values.cpu().numpy().astype(np.float32)
+        return out
+
+
+def _shard_table(records: Sequence[Record], scales: list[int], columns: dict[str, np.ndarray]) -> pa.Table:
+    order = transforms(scales)
+    n_t, n_i = len(order), len(records)
+    data: dict[str, Any] = {
+        "image_id": pa.DictionaryArray.from_arrays(
+            pa.array(np.repeat(np.arange(n_i, dtype=np.int32), n_t)), pa.array([r.image_id for r in records])
+        ),
+        "scale": np.tile(np.array([t.scale for t in order], np.int16), n_i),
+        "row": np.tile(np.array([t.row for t in order], np.int8), n_i),
+        "col": np.tile(np.array([t.col for t in order], np.int8), n_i),
+        "pred": columns["pred"].ravel(),
+        "pred_full": columns["pred_full"].ravel(),
+        "conf": columns["conf"].ravel(),
+    }
+    fields = list(BASE_FIELDS)
+    if "top5" in columns:
+        data["top5"] = pa.FixedSizeListArray.from_arrays(pa.array(columns["top5"].ravel()), 5)
+        data["top5_logit"] = pa.FixedSizeListArray.from_arrays(pa.array(columns["top5_logit"].ravel()), 5)
+        fields += TOP5_FIELDS
+    return pa.table(data, schema=pa.schema(fields))
+
+
+def _write_table(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any]) -> None:
+    floats = [c for c in FLOAT_COLUMNS if c in table.column_names]
+    write_parquet(
+        path,
+        table,
+        metadata,
+        use_dictionary=[c for c in table.column_names if c not in floats],
+        use_byte_stream_split=floats,
+    )
+
+
+def run_shard(
+    classifier: Classifier,
+    records: Sequence[Record],
+    scales: list[int],
+    variant: str,
+    masks: dict[str, bytes] | None,
+    crop_size: int,
+) -> tuple[pa.Table, float]:
+    """Predictions for ``records`` (image order, then :func:`transforms` order) and the seconds it took."""
+    settings = classifier.settings
+    n_t, n_i = 9 * len(scales), len(records)
+    shapes = {"pred": (), "pred_full": (), "conf": ()}
+    if settings.store_top5:
+        shapes |= {"top5": (5,), "top5_logit": (5,)}
+    columns: dict[str, np.ndarray] = {}
+    loader = DataLoader(
+        ZoomCrops(records, scales, variant, masks, crop_size, settings.resize_backend),
+        batch_size=None,
+        num_workers=settings.num_workers,
+        pin_memory=classifier.device.type == "cuda",
+        prefetch_factor=2 if settings.num_workers else None,
+    )
+    start = last_report = time.perf_counter()
+    done = 0
+    with torch.inference_mode():
+        for images, tids, batch in batches(iter(loader), settings.batch_size):
+            for name, values in classifier.columns(classifier.logits(batch)).items():
+                if name not in columns:
+                    columns[name] = np.empty((n_i, n_t, *shapes[name]), values.dtype)
+                columns[name][images, tids] = values
+            done += len(tids)
+            now = time.perf_counter()
+            if now - last_report >= PROGRESS_SECONDS or done == n_t * n_i:
+                rate = done / (now - start)
+                log.info("%d/%d crops, %.1f crops/s, %.2f images/s", done, n_t * n_i, rate, rate / n_t)
+                last_report = now
+    return _shard_table(records, scales, columns), time.perf_counter() - start
+
+
+def predict_to_file(
+    path: str | os.PathLike[str],
     records: Sequence[Record],
     spec: ModelSpec,
     scales: list[int],
@@ -132,102 +261,55 @@ def predict(
     variant: str = "original",
     masks: dict[str, bytes] | None = None,
     class_indices: Sequence[int] | None = None,
-) -> tuple[pa.Table, dict[str, Any]]:
-    """Predictions for every (image, transform), in image order then :func:`transforms` order.
+) -> dict[str, Any]:
+    """Predict every (image, transform) of ``records`` into the Parquet file ``path``; returns its metadata.
 
-    ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes). Returns the
-    table and the metadata that describes how it was made.
+    ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes).
     """
-    device = settings.resolve_device()
-    threads = settings.threads or os.cpu_count() or 1
-    torch.set_num_threads(threads)
-    loaded = load_model(spec)
-    model = loaded.module.to(device).to(memory_format=torch.channels_last)
-    mean = torch.tensor(spec.mean, device=device).view(1, 3, 1, 1) * 255
-    std = torch.tensor(spec.std, device=device).view(1, 3, 1, 1) * 255
-    subset = torch.tensor(class_indices if class_indices is not None else range(1000), device=device)
-    autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
-
-    order = transforms(scales)
-    n_t, n_i = len(order), len(records)
-    pred = np.empty((n_i, n_t), np.int16)
-    pred_full = np.empty((n_i, n_t), np.int16)
-    conf = np.empty((n_i, n_t), np.float32)
-    top5 = np.empty((n_i, n_t, 5), np.int16) if settings.store_top5 else None
-    top5_logit = np.empty((n_i, n_t, 5), np.float32) if settings.store_top5 else None
-
-    crops = ZoomCrops(records, scales, variant, masks, spec.input_size)
-    loader = DataLoader(
-        crops,
-        batch_size=None,
-        num_workers=settings.num_workers,
-        pin_memory=device.type == "cuda",
-        prefetch_factor=2 if settings.num_workers else None,
-        persistent_workers=False,
-    )
-    start, done_crops = time.perf_counter(), 0
-    with torch.inference_mode():
-        for images, tids, batch in _batches(iter(loader), settings.batch_size):
-            x = batch.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
-            x = ((x - mean) / std).contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-                logits = model(x)
-            logits = logits.float()
-            sub = logits[:, subset]
-            prob, arg = sub.softmax(dim=1).max(dim=1)
-            pred[images, tids] = subset[arg].cpu().numpy()
-            pred_full[images, tids] = logits.argmax(dim=1).cpu().numpy()
-            conf[images, tids] = prob.cpu().numpy()
-            if top5 is not None and top5_logit is not None:
-                values, indices = logits.topk(5, dim=1)
-                top5[images, tids] = indices.cpu().numpy()
-                top5_logit[images, tids] = values.cpu().numpy()
-            done_crops += len(tids)
-            elapsed = time.perf_counter() - start
-            log.info(
-                "%d/%d crops, %.1f crops/s, %.2f images/s",
-                done_crops, n_t * n_i, done_crops / elapsed, done_crops / n_t / elapsed,
-            )  # fmt: skip
-    elapsed = time.perf_counter() - start
-
-    columns: dict[str, Any] = {
-        "image_id": pa.DictionaryArray.from_arrays(
-            pa.array(np.repeat(np.arange(n_i, dtype=np.int32), n_t)), pa.array([r.image_id for r in records])
-        ),
-        "scale": np.tile(np.array([t.scale for t in order], np.int16), n_i),
-        "row": np.tile(np.array([t.row for t in order], np.int8), n_i),
-        "col": np.tile(np.array([t.col for t in order], np.int8), n_i),
-        "pred": pred.ravel(),
-        "pred_full": pred_full.ravel(),
-        "conf": conf.ravel(),
-    }
-    fields = list(BASE_FIELDS)
-    if top5 is not None and top5_logit is not None:
-        columns["top5"] = pa.FixedSizeListArray.from_arrays(pa.array(top5.ravel()), 5)
-        columns["top5_logit"] = pa.FixedSizeListArray.from_arrays(pa.array(top5_logit.ravel()), 5)
-        fields += TOP5_FIELDS
-    table = pa.table(columns, schema=pa.schema(fields))
-    metadata = {
+    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+    classifier = Classifier(spec, settings, class_indices)
+    metadata: dict[str, Any] = {
         "kind": "predictions",
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
         "torch": torch.__version__,
-        "model": {**asdict(spec), "weights_sha256": loaded.weights_sha256},
+        "model": {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256},
         "dataset": dataset,
         "variant": variant,
         "scales": scales,
         "crop_size": spec.input_size,
-        "resize_backend": "pil",
+        "resize_backend": settings.resize_backend,
         "precision": settings.precision,
-        "device": device.type,
+        "compile": settings.compile,
         "class_set": "full" if class_indices is None else "subset",
         "class_indices": None if class_indices is None else list(class_indices),
-        "n_images": n_i,
-        "seconds": round(elapsed, 3),
-        "crops_per_second": round(n_t * n_i / elapsed, 2) if elapsed else None,
+        "n_images": len(records),
     }
-    return table, metadata
-
-
-def write_predictions(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any]) -> None:
-    write_parquet(path, table, metadata)
+    masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
+    final = Path(path)
+    shard_dir = final.with_name(f".{final.name}.shards")
+    shard_paths, seconds, computed = [], 0.0, 0
+    for k in range(0, max(len(records), 1), settings.shard_images):
+        chunk = records[k : k + settings.shard_images]
+        identity = hashlib.sha256(
+            json.dumps([metadata, [r.image_id for r in chunk], masks_digest], sort_keys=True).encode()
+        ).hexdigest()
+        shard = shard_dir / f"{k // settings.shard_images:05d}.parquet"
+        shard_paths.append(shard)
+        if shard.exists() and read_metadata(shard).get("identity") == identity:
+            log.info("reusing %s", shard)
+            continue
+        table, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
+        _write_table(shard, table, {"kind": "prediction_shard", "identity": identity})
+        seconds += took
+        computed += len(chunk)
+    table = pa.concat_tables(pq.read_table(p) for p in shard_paths)
+    table = table.set_column(0, "image_id", table["image_id"].cast(pa.string()).combine_chunks().dictionary_encode())
+    metadata |= {
+        "device": classifier.device.type,
+        "seconds": round(seconds, 3),
+        "crops_per_second": round(computed * 9 * len(scales) / seconds, 2) if seconds else None,
+    }
+    _write_table(final, table, metadata)
+    shutil.rmtree(shard_dir)
+    return metadata

@@ -44,13 +44,14 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any]) -> None:
-    """Write ``table`` with zstd and dictionary encoding and ``metadata`` as JSON under ``zoomeval``."""
+def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any], **options: Any) -> None:
+    """Write ``table`` with zstd (dictionary encoding unless ``options`` say otherwise) and ``metadata``
+    as JSON under the ``zoomeval`` key."""
     meta = dict(table.schema.metadata or {})
     meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True).encode()
     table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=True)
+        pq.write_table(table, tmp, **{"compression": "zstd", "use_dictionary": True, **options})
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -9,7 +9,9 @@ Sources:
 * ``timm``: ``timm.create_model("<architecture>.<tag>", pretrained=True)``, cached by huggingface_hub
   (honours ``HF_HUB_OFFLINE`` and ``HF_HOME``).
 
-Every checkpoint is read with ``torch.load(..., weights_only=True)`` or from safetensors.
+Every checkpoint is read with ``torch.load(..., weights_only=True)`` or from safetensors. Unless the
+config gives ``mean``/``std``, a model is normalised as its weights expect (torchvision's weights
+transforms, timm's pretrained config, the embedded model's own constants).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from zoomeval.io import atomic_path
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+Triple = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,8 @@ class ModelSpec:
     architecture: str
     weights: str
     input_size: int = 224
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
+    mean: Triple | None = None  # None: the weights' own normalisation
+    std: Triple | None = None
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any]) -> ModelSpec:
@@ -50,8 +53,8 @@ class ModelSpec:
             architecture=entry["architecture"],
             weights=entry["weights"],
             input_size=int(entry.get("input_size", 224)),
-            mean=tuple(entry.get("mean", IMAGENET_MEAN)),  # type: ignore[arg-type]
-            std=tuple(entry.get("std", IMAGENET_STD)),  # type: ignore[arg-type]
+            mean=tuple(entry["mean"]) if "mean" in entry else None,  # type: ignore[arg-type]
+            std=tuple(entry["std"]) if "std" in entry else None,  # type: ignore[arg-type]
         )
 
 
@@ -60,6 +63,8 @@ class LoadedModel:
     module: torch.nn.Module
     weights_file: Path | None
     weights_sha256: str | None
+    mean: Triple
+    std: Triple
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -72,6 +77,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 def load_model(spec: ModelSpec) -> LoadedModel:
     """Build ``spec``'s network with its pinned weights, in eval mode on the CPU."""
+    norm: tuple[Triple, Triple] = (IMAGENET_MEAN, IMAGENET_STD)
     if spec.source == "embedded":
         from zoomeval import embedded
 
@@ -79,14 +85,20 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         if spec.weights != path.name:
             raise ValueError(f"model {spec.name!r}: the embedded weights file is {path.name!r}, not {spec.weights!r}")
         module = embedded.load_efficientnet_lite0(spec.architecture, path)
+        norm = (embedded.MEAN, embedded.STD)
     elif spec.source == "torchvision":
-        module, path = _load_torchvision(spec.architecture, spec.weights)
+        module, path, norm = _load_torchvision(spec.architecture, spec.weights)
     elif spec.source == "timm":
         module, path = _load_timm(spec.architecture, spec.weights)
+        norm = (tuple(module.pretrained_cfg["mean"]), tuple(module.pretrained_cfg["std"]))  # type: ignore[assignment]
+    elif spec.source == "random_init":  # benchmarks only (not a config choice): throughput without weights
+        import torchvision
+
+        module, path = torchvision.models.get_model(spec.architecture, weights=None), None
     else:
         raise ValueError(f"model {spec.name!r}: unknown source {spec.source!r}")
     module.eval()
-    return LoadedModel(module, path, sha256_file(path) if path else None)
+    return LoadedModel(module, path, sha256_file(path) if path else None, spec.mean or norm[0], spec.std or norm[1])
 
 
 def torchvision_checkpoint(architecture: str, tag: str) -> tuple[str, Path]:
@@ -117,7 +129,7 @@ def _weights_only_torchvision(url: str, path: Path) -> Iterator[None]:
         WeightsEnum.get_state_dict = original  # type: ignore[method-assign]
 
 
-def _load_torchvision(architecture: str, tag: str) -> tuple[torch.nn.Module, Path]:
+def _load_torchvision(architecture: str, tag: str) -> tuple[torch.nn.Module, Path, tuple[Triple, Triple]]:
     import torchvision
 
     url, path = torchvision_checkpoint(architecture, tag)
@@ -127,7 +139,8 @@ def _load_torchvision(architecture: str, tag: str) -> tuple[torch.nn.Module, Pat
             torch.hub.download_url_to_file(url, str(tmp), hash_prefix=match.group(1) if match else None)
     with _weights_only_torchvision(url, path):
         module = torchvision.models.get_model(architecture, weights=tag)
-    return module, path
+    preset = torchvision.models.get_model_weights(architecture)[tag].transforms()
+    return module, path, (tuple(preset.mean), tuple(preset.std))  # type: ignore[return-value]
 
 
 def _load_timm(architecture: str, tag: str) -> tuple[torch.nn.Module, Path | None]:

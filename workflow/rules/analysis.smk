@@ -10,6 +10,8 @@ rule analyze:
         cover="results/analysis/{dataset}/{variant}/{model}/cover.json",
     params:
         top_k=config["top_k"],
+    conda:
+        CONDA_ENV
     log:
         "logs/analysis/{dataset}/{variant}/{model}.log",
     script:

@@ -1,9 +1,12 @@
 # Config validation (JSON schema, then the package's own checks) before any job starts, and helpers.
 from snakemake.utils import validate
 
-from zoomeval.config import check_config
+from zoomeval.config import ADAPTERS_WITH_BOXES, check_config
 
 validate(config, "../schemas/config.schema.yaml")
+for _entry in config["datasets"].values():
+    # object-only and background-only variants need boxes; datasets without boxes default to the original
+    _entry.setdefault("variants", ["original", "fgset", "bgset"] if _entry["adapter"] in ADAPTERS_WITH_BOXES else ["original"])
 check_config(config)
 
 DATASETS = list(config["datasets"])
@@ -36,3 +39,24 @@ wildcard_constraints:
 
 def variants(dataset):
     return config["datasets"][dataset]["variants"]
+
+
+def canonical(entry):
+    """A config mapping with sorted keys, so that reordering keys in the YAML does not re-run jobs."""
+    return {k: entry[k] for k in sorted(entry)}
+
+
+def dataset_source(dataset):
+    """The dataset entry's keys that decide its manifest (not its variants or class set)."""
+    entry = config["datasets"][dataset]
+    return canonical({k: entry[k] for k in ("adapter", "root") if k in entry})
+
+
+CONDA_ENV = "../../envs/zoomeval.yaml"
+
+
+def masks_input(wc):
+    """The mask file an fgset/bgset prediction job needs (none for the original images)."""
+    if wc.variant == "original":
+        return []
+    return f"results/masks/{wc.dataset}/{config['datasets'][wc.dataset].get('mask_method', 'bbox')}.parquet"

@@ -8,7 +8,9 @@ rule generated_dataset:
     wildcard_constraints:
         dataset=_alternation(GENERATED_DATASETS),
     params:
-        entry=lambda wc: config["datasets"][wc.dataset],
+        entry=lambda wc: dataset_source(wc.dataset),
+    conda:
+        CONDA_ENV
     log:
         "logs/datasets/{dataset}.log",
     script:
@@ -21,7 +23,9 @@ rule dataset_manifest:
     wildcard_constraints:
         dataset=_alternation([d for d in DATASETS if d not in GENERATED_DATASETS]),
     params:
-        entry=lambda wc: config["datasets"][wc.dataset],
+        entry=lambda wc: dataset_source(wc.dataset),
+    conda:
+        CONDA_ENV
     log:
         "logs/datasets/{dataset}.log",
     script:

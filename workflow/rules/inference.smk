@@ -1,29 +1,26 @@
 # Stage 3: every model over every zoom transform of every image -> one Parquet file per job.
 
 
-def _masks(wc):
-    if wc.variant == "original":
-        return []
-    return f"results/masks/{wc.dataset}/{config['datasets'][wc.dataset]['mask_method']}.parquet"
-
-
 rule predict:
     input:
         manifest="results/datasets/{dataset}/manifest.parquet",
-        masks=_masks,
+        masks=masks_input,
     output:
         predictions="results/predictions/{dataset}/{variant}/{model}.parquet",
     params:
         # Only settings that change the numbers are params (a change re-runs the job); batch size,
-        # workers and threads are read from config by the script.
-        model=lambda wc: config["models"][wc.model],
-        dataset=lambda wc: config["datasets"][wc.dataset],
+        # workers, threads, compile and shard size are read from config by the script.
+        model=lambda wc: canonical(config["models"][wc.model]),
+        class_set=lambda wc: config["datasets"][wc.dataset].get("class_set", "full"),
         scales=config["scales"],
         precision=config["inference"]["precision"],
+        resize_backend=config["inference"]["resize_backend"],
         store_top5=config["inference"]["store_top5"],
     threads: workflow.cores
     resources:
         gpu=GPU_PER_JOB,
+    conda:
+        CONDA_ENV
     log:
         "logs/predictions/{dataset}/{variant}/{model}.log",
     script:

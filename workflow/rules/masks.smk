@@ -6,6 +6,8 @@ rule box_masks:
         manifest="results/datasets/{dataset}/manifest.parquet",
     output:
         masks="results/masks/{dataset}/bbox.parquet",
+    conda:
+        CONDA_ENV
     log:
         "logs/masks/{dataset}/bbox.log",
     script:

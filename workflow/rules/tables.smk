@@ -12,6 +12,8 @@ rule table_a8:
     output:
         csv="results/table_a8.csv",
         md="results/table_a8.md",
+    conda:
+        CONDA_ENV
     log:
         "logs/tables/table_a8.log",
     script:

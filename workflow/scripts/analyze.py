@@ -9,4 +9,4 @@ sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     metrics, cover = analyze_predictions(sm.input.predictions, read_manifest(sm.input.manifest), sm.params.top_k)
     write_json(sm.output.cover, {**asdict(metrics), "top_k": sm.params.top_k, "cover": cover})
-    write_json(sm.output.metrics, asdict(metrics))
+    write_json(sm.output.metrics, {**asdict(metrics), "top_k": sm.params.top_k})

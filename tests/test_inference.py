@@ -1,0 +1,97 @@
+"""Inference: sharded, resumable writes and the prediction file's layout."""
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from PIL import Image
+
+from zoomeval import embedded, inference
+from zoomeval.inference import Settings, batches, predict_to_file
+from zoomeval.io import read_metadata
+from zoomeval.manifest import Record
+from zoomeval.models import ModelSpec
+from zoomeval.zoom import transforms
+
+SCALES = [32, 256]
+SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
+
+
+@pytest.fixture
+def records(tmp_path):
+    rng = np.random.default_rng(3)
+    out = []
+    for k, (w, h) in enumerate([(90, 60), (61, 100), (300, 200), (64, 64), (120, 80)]):
+        path = tmp_path / f"img{k}.png"
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
+        out.append(Record(f"img{k}", str(path), [k], ["x"], w, h))
+    return out
+
+
+def test_batches_regroup_crops_across_images_in_order():
+    stacks = [(0, torch.arange(5)), (1, torch.arange(10, 13)), (2, torch.arange(20, 24))]
+    out = list(batches(iter(stacks), 4))
+    assert [b[2].tolist() for b in out] == [[0, 1, 2, 3], [4, 10, 11, 12], [20, 21, 22, 23]]
+    assert [b[0].tolist() for b in out] == [[0, 0, 0, 0], [0, 1, 1, 1], [2, 2, 2, 2]]
+    assert [b[1].tolist() for b in out] == [[0, 1, 2, 3], [4, 0, 1, 2], [0, 1, 2, 3]]
+
+
+def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkeypatch):
+    settings = Settings(batch_size=16, num_workers=0, threads=2, shard_images=2)
+    out = tmp_path / "pred.parquet"
+    real_run, calls, kill = inference.run_shard, [], [True]
+
+    def dies_on_second_shard(classifier, chunk, *args):
+        calls.append([r.image_id for r in chunk])
+        if kill[0] and len(calls) == 2:
+            raise RuntimeError("killed")
+        return real_run(classifier, chunk, *args)
+
+    monkeypatch.setattr(inference, "run_shard", dies_on_second_shard)
+    with pytest.raises(RuntimeError, match="killed"):
+        predict_to_file(out, records, SPEC, SCALES, settings, "toy")
+    assert not out.exists()  # nothing under the final name
+    shards = sorted((tmp_path / ".pred.parquet.shards").glob("*.parquet"))
+    assert [p.name for p in shards] == ["00000.parquet"]
+
+    calls.clear()
+    kill[0] = False
+    meta = predict_to_file(out, records, SPEC, SCALES, settings, "toy")
+    assert calls == [["img2", "img3"], ["img4"]]  # the first shard was reused
+    assert not (tmp_path / ".pred.parquet.shards").exists()
+
+    monkeypatch.setattr(inference, "run_shard", real_run)
+    clean = tmp_path / "clean.parquet"
+    predict_to_file(clean, records, SPEC, SCALES, Settings(batch_size=7, num_workers=1, threads=2), "toy")
+    resumed, fresh = pq.read_table(out), pq.read_table(clean)
+    assert resumed.schema == fresh.schema
+    for column in ("image_id", "scale", "row", "col", "pred", "pred_full"):
+        assert resumed[column].to_pylist() == fresh[column].to_pylist(), column
+    assert np.allclose(resumed["conf"].to_numpy(), fresh["conf"].to_numpy(), atol=1e-5)
+    assert (
+        meta["n_images"] == 5
+        and read_metadata(out)["model"]["weights_sha256"] == read_metadata(clean)["model"]["weights_sha256"]
+    )
+
+
+def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
+    out = tmp_path / "pred.parquet"
+    subset = [1, 281, 967]
+    settings = Settings(batch_size=32, num_workers=0, threads=2, store_top5=True)
+    predict_to_file(out, records[:2], SPEC, SCALES, settings, "toy", class_indices=subset)
+    table = pq.read_table(out)
+    assert table.column_names == ["image_id", "scale", "row", "col", "pred", "pred_full", "conf", "top5", "top5_logit"]
+    dictionary = "dictionary<values=string, indices=int32, ordered=0>"
+    assert [str(t) for t in table.schema.types[:7]] == [dictionary, "int16", "int8", "int8", "int16", "int16", "float"]
+    assert table.num_rows == 2 * 18
+    order = transforms(SCALES)
+    assert list(zip(table["scale"].to_pylist()[:18], table["row"].to_pylist()[:18], table["col"].to_pylist()[:18],
+                    strict=True)) == [(t.scale, t.row, t.col) for t in order]  # fmt: skip
+    assert set(table["pred"].to_pylist()) <= set(subset)
+    assert [top[0] for top in table["top5"].to_pylist()] == table["pred_full"].to_pylist()
+    conf = table["conf"].to_numpy()
+    assert ((conf > 1 / 3 - 1e-6) & (conf <= 1)).all()  # the max of a softmax over 3 classes
+    meta = read_metadata(out)
+    assert meta["class_set"] == "subset" and meta["class_indices"] == subset
+    assert meta["scales"] == SCALES and meta["precision"] == "fp32" and meta["resize_backend"] == "pil"
+    assert meta["model"]["name"] == "lite0" and len(meta["model"]["weights_sha256"]) == 64
