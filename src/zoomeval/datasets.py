@@ -55,9 +55,10 @@ def imagefolder(root: Path) -> list[Record]:
     return records
 
 
-def class_indices(policy: str, records: list[Record]) -> list[int] | None:
+def class_indices(policy: str, records: list[Record], classes: list[int] | None = None) -> list[int] | None:
     """The dataset's class set for ``pred``: ``None`` for all 1000 classes (policy ``full``), else the
-    sorted labels that occur in the dataset (policy ``subset``, the paper's protocol for IN-A/IN-R/ON)."""
+    adapter's ``classes`` or, without them, the sorted labels that occur in the dataset (policy
+    ``subset``, the paper's protocol for IN-A, IN-R and ObjectNet)."""
     if policy == "full":
         return None
-    return sorted({label for r in records for label in r.labels})
+    return sorted(classes) if classes else sorted({label for r in records for label in r.labels})

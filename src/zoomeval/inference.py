@@ -100,6 +100,9 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
         record = self.records[i]
         with Image.open(record.path) as raw:
             image = raw.convert("RGB")
+        if record.border:
+            b = record.border
+            image = image.crop((b, b, image.width - b, image.height - b))
         if (image.width, image.height) != (record.width, record.height):
             raise ValueError(f"{record.path}: size {image.size} differs from the manifest's")
         mask = decode_mask(self.masks[record.image_id]) if self.variant != "original" and self.masks else None

@@ -1,7 +1,14 @@
 """The dataset manifest: one row per image with its labels, size and object boxes.
 
-Boxes are ``[xmin, ymin, xmax, ymax]`` in pixels of the original image, 0-based and half-open (the
-box covers columns ``xmin .. xmax-1``). Adapters convert their source format to this convention.
+Boxes are ``[xmin, ymin, xmax, ymax]`` in pixels of the image as evaluated (after ``border`` is
+cropped), 0-based and half-open (the box covers columns ``xmin .. xmax-1``). Adapters convert their
+source format to this convention.
+
+``real_labels`` holds ImageNet-ReaL labels where the dataset has them (``None``: no ReaL information;
+``[]``: ReaL found no valid label, so the image is left out of ReaL scoring). ``border`` is the number
+of pixels cropped from every side at decode time (ObjectNet's 2-px red frame); ``width``/``height``
+are the size after that crop. The manifest's metadata may list ``classes``, the dataset's class set
+(ImageNet-1k indices) used by ``class_set: subset``.
 """
 
 from __future__ import annotations
@@ -13,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoomeval import __version__
-from zoomeval.io import write_parquet
+from zoomeval.io import read_metadata, write_parquet
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = pa.schema(
     [
@@ -27,6 +34,8 @@ SCHEMA = pa.schema(
         ("height", pa.int32()),
         ("boxes", pa.list_(pa.list_(pa.int32(), 4))),
         ("origin", pa.string()),
+        ("real_labels", pa.list_(pa.int16())),
+        ("border", pa.int16()),
     ]
 )
 
@@ -45,20 +54,29 @@ class Record:
     height: int
     boxes: list[Box] = field(default_factory=list)
     origin: str = ""
+    real_labels: list[int] | None = None
+    border: int = 0
 
 
-def write_manifest(path: str | os.PathLike[str], records: list[Record], dataset: str) -> None:
+def write_manifest(
+    path: str | os.PathLike[str], records: list[Record], dataset: str, classes: list[int] | None = None
+) -> None:
+    """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur)."""
     ids = [r.image_id for r in records]
     if len(set(ids)) != len(ids):
         raise ValueError(f"dataset {dataset!r}: image ids are not unique")
     columns = {name: [getattr(r, name) for r in records] for name in SCHEMA.names}
     columns["boxes"] = [[list(b) for b in r.boxes] for r in records]
     table = pa.table(columns, schema=SCHEMA)
-    write_parquet(
-        path, table, {"kind": "manifest", "schema_version": SCHEMA_VERSION, "dataset": dataset, "zoomeval": __version__}
-    )
+    meta = {"kind": "manifest", "schema_version": SCHEMA_VERSION, "dataset": dataset, "zoomeval": __version__}
+    write_parquet(path, table, {**meta, "classes": classes})
 
 
 def read_manifest(path: str | os.PathLike[str]) -> list[Record]:
     rows = pq.read_table(path).to_pylist()
     return [Record(**{**row, "boxes": [tuple(b) for b in row["boxes"]]}) for row in rows]
+
+
+def read_classes(path: str | os.PathLike[str]) -> list[int] | None:
+    """The class set recorded in a manifest's metadata (``None`` if the adapter gave none)."""
+    return read_metadata(path).get("classes")

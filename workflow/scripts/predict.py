@@ -3,7 +3,7 @@ import os
 from zoomeval.datasets import class_indices
 from zoomeval.inference import Settings, predict_to_file
 from zoomeval.logs import to_file
-from zoomeval.manifest import read_manifest
+from zoomeval.manifest import read_classes, read_manifest
 from zoomeval.masks import read_masks
 from zoomeval.models import ModelSpec
 
@@ -31,6 +31,6 @@ with to_file(sm.log[0]):
         dataset=sm.wildcards.dataset,
         variant=sm.wildcards.variant,
         masks=read_masks(sm.input.masks) if sm.input.masks else None,
-        class_indices=class_indices(sm.params.class_set, records),
+        class_indices=class_indices(sm.params.class_set, records, read_classes(sm.input.manifest)),
     )
     print(f"{metadata['n_images']} images, {metadata['crops_per_second']} crops/s")
