@@ -62,3 +62,39 @@ def test_missing_predictions_are_an_error_not_a_dropped_image(tmp_path):
     write_predictions(tmp_path / "p.parquet", drop=1)
     with pytest.raises(ValueError, match="53 .* of the expected 18 x 3"):
         analyze_predictions(tmp_path / "p.parquet", RECORDS)
+
+
+def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
+    records = [
+        Record("a", "a.png", [5], ["x"], 10, 10, real_labels=[5, 6]),
+        Record("b", "b.png", [7], ["y"], 10, 10, real_labels=[]),  # ReaL: no valid label -> left out of ReaL
+        Record("c", "c.png", [3], ["z"], 10, 10, real_labels=[4]),
+    ]
+    one_crop = {"a": 6, "b": 7, "c": 3}  # every other transform predicts 0, correct for nobody
+    rows = [(r.image_id, t) for r in records for t in transforms([256])]
+    preds = [one_crop[i] if (t.row, t.col) == (1, 1) else 0 for i, t in rows]
+    table = pa.table(
+        {
+            "image_id": pa.array([i for i, _ in rows]).dictionary_encode(),
+            "scale": pa.array([t.scale for _, t in rows], pa.int16()),
+            "row": pa.array([t.row for _, t in rows], pa.int8()),
+            "col": pa.array([t.col for _, t in rows], pa.int8()),
+            "pred": pa.array(preds, pa.int16()),
+            "pred_full": pa.array(preds, pa.int16()),
+            "conf": pa.array(np.full(len(rows), 0.5), pa.float32()),
+        },
+        schema=pa.schema(BASE_FIELDS),
+    )
+    write_parquet(tmp_path / "p.parquet", table, {"model": {"name": "m"}, "variant": "original",
+                                                  "dataset": "imagenet", "scales": [256]})  # fmt: skip
+    expected = {
+        "in": ("imagenet", 3, 200 / 3),
+        "real": ("imagenet_real", 2, 50.0),
+        "in_real": ("imagenet_in_real", 3, 100.0),
+    }
+    for label_set, (name, n, acc) in expected.items():
+        metrics, _ = analyze_predictions(tmp_path / "p.parquet", records, label_set=label_set)
+        assert (metrics.dataset, metrics.n_images) == (name, n), label_set
+        assert metrics.acc_1crop == pytest.approx(acc) and metrics.acc_max == pytest.approx(acc), label_set
+    with pytest.raises(ValueError, match="needs ImageNet-ReaL labels"):
+        analyze_predictions(tmp_path / "p.parquet", RECORDS, label_set="real")

@@ -90,7 +90,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
             lambda c: c["datasets"].update(
                 mine={"adapter": "imagefolder", "root": "/nonexistent", "variants": ["original"]}
             ),
-            "datasets.mine.root: folder '/nonexistent' does not exist",
+            "datasets.mine.root: '/nonexistent' does not exist",
         ),
         (
             lambda c: c["datasets"].update(
@@ -115,3 +115,25 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run,
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
+    import yaml
+
+    from tests.conftest import ROOT
+
+    config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    for name, entry in config["datasets"].items():  # stand-ins for the manually downloaded archives
+        for key, spec in entry.items():
+            if isinstance(spec, str) and spec.startswith("/data/"):
+                entry[key] = str(tmp_path / f"{name}-{key}.tar")
+                (tmp_path / f"{name}-{key}.tar").touch()
+    config_writer(tmp_path, **config)
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    out = plan.stdout + plan.stderr
+    table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
+    counts = {name: int(n) for name, n in (line.split() for line in table)}
+    # 7 datasets; ImageNet alone has boxes (3 variants) and ReaL (3 label sets); 5 models
+    assert counts == {"dataset_manifest": 7, "box_masks": 1, "predict": 5 * (3 + 6), "analyze": 5 * (3 * 3 + 6),
+                      "table_a8": 1, "total": 7 + 1 + 45 + 75 + 1}  # fmt: skip
+    assert "results/analysis/imagenet_in_real/bgset/vit32/metrics.json" in out

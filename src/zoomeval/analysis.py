@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -88,18 +88,43 @@ def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36) -> tupl
     return stats, cover
 
 
+#: How a dataset's images are scored: its own labels (``in``), ImageNet-ReaL's (``real``: images whose
+#: ReaL list is empty are left out) or either (``in_real``: over all images; an image without ReaL labels
+#: counts its own label only), as in the paper's IN / ReaL / IN+ReaL columns.
+LABEL_SETS = ("in", "real", "in_real")
+
+
+def relabel(records: list[Record], label_set: str) -> list[Record]:
+    """The records to score under ``label_set``, with ``labels`` replaced accordingly."""
+    if label_set == "in":
+        return records
+    if label_set not in LABEL_SETS:
+        raise ValueError(f"unknown label set {label_set!r}; expected one of {LABEL_SETS}")
+    if all(r.real_labels is None for r in records):
+        raise ValueError(f"label set {label_set!r} needs ImageNet-ReaL labels, which this dataset does not have")
+    if label_set == "real":
+        return [replace(r, labels=list(r.real_labels)) for r in records if r.real_labels]
+    return [replace(r, labels=sorted(set(r.labels) | set(r.real_labels or []))) for r in records]
+
+
+def scored_name(dataset: str, label_set: str) -> str:
+    """The ``dataset`` value of a Table A8 row: the dataset's name, suffixed for ReaL scoring."""
+    return dataset if label_set == "in" else f"{dataset}_{label_set}"
+
+
 def analyze_predictions(
-    predictions_path: str | os.PathLike[str], records: list[Record], top_k: int = 36
+    predictions_path: str | os.PathLike[str], records: list[Record], top_k: int = 36, label_set: str = "in"
 ) -> tuple[Metrics, list[dict[str, Any]]]:
     """Read one prediction file and compute its Table A8 row and its ordered greedy cover."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
+    records = relabel(records, label_set)
     matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
     stats, cover = analyze(matrix, order, top_k)
     metrics = Metrics(
         model=meta["model"]["name"],
         variant=meta["variant"],
-        dataset=meta["dataset"],
+        dataset=scored_name(meta["dataset"], label_set),
         n_images=stats["n_images"],
         acc_1crop=stats["acc_1crop"],
         acc_top36=stats["acc_top36"],
@@ -107,7 +132,3 @@ def analyze_predictions(
         cover_size=stats["cover_size"],
     )
     return metrics, cover
-
-
-def metrics_dict(m: Metrics) -> dict[str, Any]:
-    return asdict(m)

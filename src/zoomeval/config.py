@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 #: Adapters whose manifests carry object boxes (needed by the fgset/bgset variants with ``bbox`` masks).
-ADAPTERS_WITH_BOXES = {"demo"}
+ADAPTERS_WITH_BOXES = {"demo", "imagenet_val"}
+#: Adapters whose manifests carry ImageNet-ReaL labels (needed by the ``real``/``in_real`` label sets).
+ADAPTERS_WITH_REAL = {"imagenet_val"}
 
 
 class ConfigError(ValueError):
@@ -19,19 +21,31 @@ class ConfigError(ValueError):
 
 
 def check_config(config: dict[str, Any]) -> None:
+    from zoomeval.datasets import ADAPTER_INPUTS
+
     for name, entry in config["datasets"].items():
         key = f"datasets.{name}"
-        if entry["adapter"] == "imagefolder":
-            root = entry.get("root")
-            if not root:
-                raise ConfigError(f"{key}.root is required for adapter imagefolder: the folder of wnid sub-folders")
-            if not Path(root).is_dir():
-                raise ConfigError(f"{key}.root: folder {root!r} does not exist; point it at the dataset's folder")
+        adapter = entry["adapter"]
+        required, optional = ADAPTER_INPUTS[adapter]
+        for field in sorted(required):
+            if not entry.get(field):
+                raise ConfigError(f"{key}.{field} is required for adapter {adapter}: a local path, url or hf source")
+        for field in sorted(required | optional):
+            spec = entry.get(field)
+            path = spec if isinstance(spec, str) else (spec or {}).get("path")
+            if path and not Path(path).exists():
+                raise ConfigError(f"{key}.{field}: {path!r} does not exist; download the data and point the key at it")
         needs_masks = set(entry.get("variants", [])) - {"original"}
-        if needs_masks and entry["adapter"] not in ADAPTERS_WITH_BOXES:
+        if needs_masks and adapter not in ADAPTERS_WITH_BOXES:
             raise ConfigError(
                 f"{key}.variants: {sorted(needs_masks)} need object boxes, which adapter "
-                f"{entry['adapter']!r} does not provide; use variants: [original]"
+                f"{adapter!r} does not provide; use variants: [original]"
+            )
+        needs_real = set(entry.get("label_sets", [])) - {"in"}
+        if needs_real and adapter not in ADAPTERS_WITH_REAL:
+            raise ConfigError(
+                f"{key}.label_sets: {sorted(needs_real)} need ImageNet-ReaL labels, which only adapter "
+                f"imagenet_val provides; use label_sets: [in]"
             )
     for name, entry in config["models"].items():
         check_model(f"models.{name}", entry)

@@ -1,8 +1,10 @@
-"""Dataset adapters: each turns a source into a manifest (see :mod:`zoomeval.manifest`).
+"""Datasets: each adapter turns its inputs into a manifest (see :mod:`zoomeval.manifest`).
 
 * ``demo``: the embedded demo scenes, generated offline (:mod:`zoomeval.demo`);
 * ``imagefolder``: a folder with one sub-folder per ImageNet wnid (torchvision ``ImageFolder`` layout),
-  images in sorted path order; no boxes.
+  images in sorted path order; no boxes;
+* the published formats of ImageNet val, ImageNet-A/-R/-Sketch/-V2, ObjectNet and ImageNet-Hard
+  (:mod:`zoomeval.adapters`).
 """
 
 from __future__ import annotations
@@ -18,16 +20,48 @@ from zoomeval.manifest import Record
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 
-def build_records(name: str, entry: dict[str, Any], out_dir: Path) -> list[Record]:
-    """Records of dataset ``name``; generated files (if any) go under ``out_dir``."""
+#: The config inputs each adapter reads (optional ones in the second set).
+ADAPTER_INPUTS: dict[str, tuple[set[str], set[str]]] = {
+    "demo": (set(), set()),
+    "imagefolder": ({"root"}, set()),
+    "imagenet_val": ({"images", "annotations"}, {"real"}),
+    "imagenet_a": ({"root"}, set()),
+    "imagenet_r": ({"root"}, set()),
+    "imagenet_sketch": ({"root"}, set()),
+    "imagenet_v2": ({"root"}, set()),
+    "objectnet": ({"root"}, set()),
+    "imagenet_hard": ({"parquet"}, set()),
+}
+
+
+def build_records(
+    name: str, entry: dict[str, Any], out_dir: Path, resources: Path
+) -> tuple[list[Record], list[int] | None]:
+    """Records and class set of dataset ``name``. Generated files go under ``out_dir``; downloads and
+    extracted archives under ``resources``."""
+    from zoomeval import adapters
+    from zoomeval.sources import resolve
+
     adapter = entry["adapter"]
+    if adapter not in ADAPTER_INPUTS:
+        raise ValueError(f"dataset {name!r}: unknown adapter {adapter!r}")
+    required, optional = ADAPTER_INPUTS[adapter]
+    paths = {key: resolve(entry[key], resources) for key in required | optional if entry.get(key)}
     if adapter == "demo":
         from zoomeval.demo import build_demo
 
-        return build_demo(out_dir / "images")
+        return build_demo(out_dir / "images"), None
     if adapter == "imagefolder":
-        return imagefolder(Path(entry["root"]))
-    raise ValueError(f"dataset {name!r}: unknown adapter {adapter!r}")
+        return imagefolder(paths["root"]), None
+    if adapter == "imagenet_val":
+        return adapters.imagenet_val(paths["images"], paths["annotations"], paths.get("real"))
+    if adapter == "imagenet_hard":
+        files = sorted(paths["parquet"].rglob("*.parquet")) if paths["parquet"].is_dir() else [paths["parquet"]]
+        return adapters.imagenet_hard(files, out_dir / "images")
+    by_root = {"imagenet_a": adapters.imagenet_a, "imagenet_r": adapters.imagenet_r,
+               "imagenet_sketch": adapters.imagenet_sketch, "imagenet_v2": adapters.imagenet_v2,
+               "objectnet": adapters.objectnet}  # fmt: skip
+    return by_root[adapter](paths["root"])
 
 
 def imagefolder(root: Path) -> list[Record]:

@@ -1,18 +1,22 @@
 # Stage 4: 1-crop accuracy, upper bounds and the greedy minimum set cover per prediction file.
 
 
+# {scored} is a dataset name, suffixed _real or _in_real for its ImageNet-ReaL label sets.
 rule analyze:
     input:
-        predictions="results/predictions/{dataset}/{variant}/{model}.parquet",
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        predictions=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
+        manifest=lambda wc: f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet",
     output:
-        metrics="results/analysis/{dataset}/{variant}/{model}/metrics.json",
-        cover="results/analysis/{dataset}/{variant}/{model}/cover.json",
+        metrics="results/analysis/{scored}/{variant}/{model}/metrics.json",
+        cover="results/analysis/{scored}/{variant}/{model}/cover.json",
+    wildcard_constraints:
+        scored=_alternation(SCORED),
     params:
         top_k=config["top_k"],
+        label_set=lambda wc: SCORED[wc.scored][1],
     conda:
         CONDA_ENV
     log:
-        "logs/analysis/{dataset}/{variant}/{model}.log",
+        "logs/analysis/{scored}/{variant}/{model}.log",
     script:
         "../scripts/analyze.py"

@@ -1,7 +1,9 @@
 # Config validation (JSON schema, then the package's own checks) before any job starts, and helpers.
 from snakemake.utils import validate
 
+from zoomeval.analysis import scored_name
 from zoomeval.config import ADAPTERS_WITH_BOXES, check_config
+from zoomeval.datasets import ADAPTER_INPUTS
 
 validate(config, "../schemas/config.schema.yaml")
 for _entry in config["datasets"].values():
@@ -11,6 +13,10 @@ check_config(config)
 
 DATASETS = list(config["datasets"])
 MODELS = list(config["models"])
+# Scored datasets: name -> (dataset, label set); the dataset's own labels keep its name.
+SCORED = {
+    scored_name(d, ls): (d, ls) for d in DATASETS for ls in config["datasets"][d].get("label_sets", ["in"])
+}
 GENERATED_DATASETS = [d for d in DATASETS if config["datasets"][d]["adapter"] == "demo"]
 
 
@@ -49,7 +55,8 @@ def canonical(entry):
 def dataset_source(dataset):
     """The dataset entry's keys that decide its manifest (not its variants or class set)."""
     entry = config["datasets"][dataset]
-    return canonical({k: entry[k] for k in ("adapter", "root") if k in entry})
+    inputs = set().union(*ADAPTER_INPUTS[entry["adapter"]])
+    return canonical({k: entry[k] for k in entry if k == "adapter" or k in inputs})
 
 
 CONDA_ENV = "../../envs/zoomeval.yaml"

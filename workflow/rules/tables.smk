@@ -4,9 +4,9 @@
 rule table_a8:
     input:
         metrics=[
-            f"results/analysis/{d}/{v}/{m}/metrics.json"
+            f"results/analysis/{scored}/{v}/{m}/metrics.json"
             for m in MODELS
-            for d in DATASETS
+            for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:

@@ -4,8 +4,10 @@ from zoomeval.datasets import build_records
 from zoomeval.logs import to_file
 from zoomeval.manifest import write_manifest
 
-with to_file(snakemake.log[0]):  # noqa: F821 (snakemake is injected by the script directive)
-    out = Path(snakemake.output.manifest).parent  # noqa: F821
-    records = build_records(snakemake.wildcards.dataset, snakemake.params.entry, out)  # noqa: F821
-    write_manifest(snakemake.output.manifest, records, snakemake.wildcards.dataset)  # noqa: F821
-    print(f"{len(records)} images")
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    name = sm.wildcards.dataset
+    out = Path(sm.output.manifest).parent
+    records, classes = build_records(name, sm.params.entry, out, Path("resources") / name)
+    write_manifest(sm.output.manifest, records, name, classes)
+    print(f"{len(records)} images, class set: {'all 1000' if classes is None else len(classes)}")
