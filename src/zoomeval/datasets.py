@@ -39,18 +39,18 @@ def build_records(
 ) -> tuple[list[Record], list[int] | None]:
     """Records and class set of dataset ``name``. Generated files go under ``out_dir``; downloads and
     extracted archives under ``resources``."""
-    from zoomeval import adapters
-    from zoomeval.sources import resolve
-
     adapter = entry["adapter"]
     if adapter not in ADAPTER_INPUTS:
         raise ValueError(f"dataset {name!r}: unknown adapter {adapter!r}")
-    required, optional = ADAPTER_INPUTS[adapter]
-    paths = {key: resolve(entry[key], resources) for key in required | optional if entry.get(key)}
     if adapter == "demo":
         from zoomeval.demo import build_demo
 
         return build_demo(out_dir / "images"), None
+    from zoomeval import adapters
+    from zoomeval.sources import resolve
+
+    required, optional = ADAPTER_INPUTS[adapter]
+    paths = {key: resolve(entry[key], resources) for key in required | optional if entry.get(key)}
     if adapter == "imagefolder":
         return imagefolder(paths["root"]), None
     if adapter == "imagenet_val":
