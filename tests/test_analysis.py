@@ -21,10 +21,9 @@ RECORDS = [
 HITS = {("a", 256, 1, 1): 5, ("a", 224, 0, 0): 5, ("b", 224, 2, 2): 9, ("b", 256, 2, 2): 4}
 
 
-def write_predictions(path, records=RECORDS, drop=0):
-    rows = [(r.image_id, t) for r in records for t in transforms(SCALES)][drop:]
-    preds = [HITS.get((i, t.scale, t.row, t.col), 0) for i, t in rows]
-    table = pa.table(
+def prediction_table(rows, preds):
+    """A prediction file's default columns for (image_id, transform) rows and their predictions."""
+    return pa.table(
         {
             "image_id": pa.array([i for i, _ in rows]).dictionary_encode(),
             "scale": pa.array([t.scale for _, t in rows], pa.int16()),
@@ -36,8 +35,13 @@ def write_predictions(path, records=RECORDS, drop=0):
         },
         schema=pa.schema(BASE_FIELDS),
     )
+
+
+def write_predictions(path, records=RECORDS, drop=0):
+    rows = [(r.image_id, t) for r in records for t in transforms(SCALES)][drop:]
+    preds = [HITS.get((i, t.scale, t.row, t.col), 0) for i, t in rows]
     meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES}
-    write_parquet(path, table, meta)
+    write_parquet(path, prediction_table(rows, preds), meta)
 
 
 def test_table_a8_cells_by_hand(tmp_path):
@@ -73,18 +77,7 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
     one_crop = {"a": 6, "b": 7, "c": 3}  # every other transform predicts 0, correct for nobody
     rows = [(r.image_id, t) for r in records for t in transforms([256])]
     preds = [one_crop[i] if (t.row, t.col) == (1, 1) else 0 for i, t in rows]
-    table = pa.table(
-        {
-            "image_id": pa.array([i for i, _ in rows]).dictionary_encode(),
-            "scale": pa.array([t.scale for _, t in rows], pa.int16()),
-            "row": pa.array([t.row for _, t in rows], pa.int8()),
-            "col": pa.array([t.col for _, t in rows], pa.int8()),
-            "pred": pa.array(preds, pa.int16()),
-            "pred_full": pa.array(preds, pa.int16()),
-            "conf": pa.array(np.full(len(rows), 0.5), pa.float32()),
-        },
-        schema=pa.schema(BASE_FIELDS),
-    )
+    table = prediction_table(rows, preds)
     write_parquet(tmp_path / "p.parquet", table, {"model": {"name": "m"}, "variant": "original",
                                                   "dataset": "imagenet", "scales": [256]})  # fmt: skip
     expected = {
