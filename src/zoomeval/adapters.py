@@ -78,8 +78,14 @@ def _relative_id(root: Path, path: Path) -> str:
 
 
 @cache
+def _all_wnids() -> tuple[str, ...]:
+    """The 1000 wnids, built once: adapters look them up for every image."""
+    return tuple(wnids())
+
+
+@cache
 def _wnid_indices() -> dict[str, int]:
-    return {wnid: index for index, wnid in enumerate(wnids())}
+    return {wnid: index for index, wnid in enumerate(_all_wnids())}
 
 
 def _wnid_index(wnid: str, source: Path) -> int:
@@ -90,14 +96,14 @@ def _wnid_index(wnid: str, source: Path) -> int:
 
 
 def _wnids_of(labels: list[int]) -> list[str]:
-    return [wnids()[label] for label in labels]
+    return [_all_wnids()[label] for label in labels]
 
 
 def _timm_info(name: str) -> Traversable:
     """A class-info file that timm ships in ``timm/data/_info``."""
     path = resources.files("timm.data") / "_info" / name
     if not path.is_file():
-        raise FileNotFoundError(f"timm/data/_info/{name} is missing from the installed timm; the pinned version ships it")
+        raise FileNotFoundError(f"timm/data/_info/{name} is missing; the pinned timm version ships it")
     return path
 
 
@@ -176,8 +182,8 @@ def _val_record(path: Path, annotation: _Annotation, real_labels: list[list[int]
         raise ValueError(f"{path} lies in folder {path.parent.name} but is annotated as {wnid}")
     width, height = _size(path)
     if annotation.size is not None and annotation.size != (width, height):
-        raise ValueError(f"{path} is {width}x{height} but its annotation says {annotation.size[0]}x{annotation.size[1]}")
-    number = int(VAL_STEM.fullmatch(path.stem).group(1))  # type: ignore[union-attr]  # paths were filtered on it
+        raise ValueError(f"{path} is {width}x{height} but its annotation gives {annotation.size}")
+    number = int(path.stem[-8:])  # the stem matched VAL_STEM
     return Record(
         image_id=path.stem,
         path=str(path.resolve()),
@@ -210,18 +216,17 @@ def _voc_file(path: Path) -> _Annotation:
     root = ET.parse(path).getroot()
     try:
         size = (int(root.findtext("size/width", "")), int(root.findtext("size/height", "")))
-        objects = [
-            (
-                obj.findtext("name", ""),
-                tuple(int(obj.findtext(f"bndbox/{key}", "")) for key in ("xmin", "ymin", "xmax", "ymax")),
-            )
-            for obj in root.iter("object")
-        ]
+        objects = [(obj.findtext("name", ""), _voc_box(obj)) for obj in root.iter("object")]
     except ValueError:
         raise ValueError(f"{path}: expected PASCAL VOC <size> and <object><name>/<bndbox> with integers") from None
     if not objects:
         raise ValueError(f"{path} has no <object>")
-    return _Annotation(objects=objects, size=size)  # type: ignore[arg-type]  # each box has four coordinates
+    return _Annotation(objects=objects, size=size)
+
+
+def _voc_box(obj: ET.Element) -> Box:
+    xmin, ymin, xmax, ymax = (int(obj.findtext(f"bndbox/{key}", "")) for key in ("xmin", "ymin", "xmax", "ymax"))
+    return xmin, ymin, xmax, ymax
 
 
 def _loc_annotations(path: Path) -> dict[str, _Annotation]:
@@ -327,8 +332,10 @@ def objectnet(root: Path, border: int = 2) -> Adapted:
     for folder in _subdirs(images):
         if folder.name not in folder_to_class:
             raise ValueError(f"{folder}: {folder.name!r} is not in {mappings / 'folder_to_objectnet_label.json'}")
-        indices = class_to_indices.get(folder_to_class[folder.name], [])
-        records += [_plain_record(images, path, indices, "objectnet", border) for path in _image_files(folder)]
+        indices = class_to_indices.get(folder_to_class[folder.name])
+        if indices is None:  # no ImageNet-1k counterpart: left out without reading its images
+            continue
+        records += [_plain_record(images, path, list(indices), "objectnet", border) for path in _image_files(folder)]
     if not records:
         raise ValueError(f"no images of ImageNet-1k classes under {images}")
     return records, sorted({i for indices in class_to_indices.values() for i in indices})
@@ -412,8 +419,8 @@ def _hard_record(row: dict[str, Any], index: int, image_dir: Path, shard: Path) 
     if fmt not in FORMAT_SUFFIXES:
         raise ValueError(f"{shard}: row {index} holds a {fmt} image; known formats are {sorted(FORMAT_SUFFIXES)}")
     labels = [label for label in row["label"] if label != -1]
-    if not labels:
-        raise ValueError(f"{shard}: row {index} has no label")
+    if not labels or not all(0 <= label < NUM_CLASSES for label in labels):
+        raise ValueError(f"{shard}: row {index} needs ImageNet-1k indices as labels, found {row['label']}")
     path = image_dir / f"{index:05d}{FORMAT_SUFFIXES[fmt]}"
     _write_atomic(path, data)
     return Record(
