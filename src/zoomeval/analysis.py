@@ -63,6 +63,8 @@ class Metrics:
     acc_top36: float
     acc_max: float
     cover_size: int
+    #: per source dataset where the images come from several (ImageNet-Hard): n_images, acc_1crop, acc_max
+    by_origin: dict[str, dict[str, float | int | None]] | None = None
 
 
 def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -121,6 +123,18 @@ def analyze_predictions(
     records = relabel(records, label_set)
     matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
     stats, cover = analyze(matrix, order, top_k)
+    origins = np.array([r.origin for r in records])
+    by_origin = None
+    if len(set(origins)) > 1:
+        one = order.index(Transform(*ONE_CROP)) if Transform(*ONE_CROP) in order else None
+        by_origin = {
+            str(o): {
+                "n_images": int((origins == o).sum()),
+                "acc_1crop": None if one is None else 100 * float(matrix[one, origins == o].mean()),
+                "acc_max": 100 * float(matrix[:, origins == o].any(axis=0).mean()),
+            }
+            for o in sorted(set(origins))
+        }
     metrics = Metrics(
         model=meta["model"]["name"],
         variant=meta["variant"],
@@ -130,5 +144,6 @@ def analyze_predictions(
         acc_top36=stats["acc_top36"],
         acc_max=stats["acc_max"],
         cover_size=stats["cover_size"],
+        by_origin=by_origin,
     )
     return metrics, cover

@@ -1,0 +1,202 @@
+import hashlib
+import random
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+
+from zoomeval.download import DownloadError, download, hf_download
+
+PAYLOAD = random.Random(0).randbytes(300_000)
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+@dataclass
+class Behaviour:
+    """What the test server does, and what it saw."""
+
+    status: int = 200
+    cut_after: int | None = None  # first response only: send this many body bytes, then hang up
+    ignore_range: bool = False
+    ranges: list[str | None] = field(default_factory=list)  # the Range header of each request
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        behaviour: Behaviour = self.server.behaviour  # type: ignore[attr-defined]
+        rng = self.headers.get("Range")
+        behaviour.ranges.append(rng)
+        if behaviour.status != 200:
+            self.send_error(behaviour.status)
+            return
+        start = 0
+        if rng and not behaviour.ignore_range:
+            start = int(rng.removeprefix("bytes=").removesuffix("-"))
+            if start >= len(PAYLOAD):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(PAYLOAD)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(PAYLOAD) - 1}/{len(PAYLOAD)}")
+        else:
+            self.send_response(200)
+        body = PAYLOAD[start:]
+        self.send_header("Content-Length", str(len(body)))  # the full length, even when about to cut
+        self.end_headers()
+        if behaviour.cut_after is not None and len(behaviour.ranges) == 1:
+            body = body[: behaviour.cut_after]
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Behaviour]]:
+    """A local HTTP server for ``PAYLOAD`` with Range support; the test adjusts its ``Behaviour``."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.behaviour = Behaviour()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/payload.bin", httpd.behaviour  # type: ignore[attr-defined]
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """urllib honours *_proxy variables; the test server is local."""
+    monkeypatch.setenv("no_proxy", "*")
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_resumes_a_cut_connection_with_a_range_request(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    behaviour.cut_after = 100_000
+    sleeps: list[float] = []
+    dest = download(url, tmp_path / "payload.bin", DIGEST, backoff=0.5, timeout=5, sleep=sleeps.append)
+    assert behaviour.ranges == [None, "bytes=100000-"]
+    assert sleeps == [0.5]
+    assert dest.read_bytes() == PAYLOAD
+    assert files_in(tmp_path) == ["payload.bin"]  # no .part left
+
+
+def test_resumes_a_part_left_by_an_earlier_run(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    (tmp_path / "payload.bin.part").write_bytes(PAYLOAD[:1234])
+    download(url, tmp_path / "payload.bin", DIGEST, timeout=5)
+    assert behaviour.ranges == ["bytes=1234-"]
+    assert (tmp_path / "payload.bin").read_bytes() == PAYLOAD
+
+
+def test_a_complete_part_is_finished_after_416(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    (tmp_path / "payload.bin.part").write_bytes(PAYLOAD)
+    download(url, tmp_path / "payload.bin", DIGEST, timeout=5)
+    assert behaviour.ranges == [f"bytes={len(PAYLOAD)}-"]
+    assert files_in(tmp_path) == ["payload.bin"]
+
+
+def test_a_server_that_ignores_range_restarts_from_zero(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    behaviour.cut_after, behaviour.ignore_range = 100_000, True
+    download(url, tmp_path / "payload.bin", DIGEST, timeout=5, sleep=lambda s: None)
+    assert behaviour.ranges == [None, "bytes=100000-"]  # asked to resume, got a 200 with the whole body
+    assert (tmp_path / "payload.bin").read_bytes() == PAYLOAD
+
+
+def test_wrong_sha256_deletes_everything(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, _ = server
+    wrong = "0" * 64
+    with pytest.raises(DownloadError) as err:
+        download(url, tmp_path / "payload.bin", wrong, timeout=5)
+    assert wrong in str(err.value) and DIGEST in str(err.value) and url in str(err.value)
+    assert files_in(tmp_path) == []
+
+
+def test_404_fails_at_once(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    behaviour.status = 404
+    sleeps: list[float] = []
+    with pytest.raises(DownloadError, match="404") as err:
+        download(url, tmp_path / "payload.bin", DIGEST, timeout=5, sleep=sleeps.append)
+    assert url in str(err.value) and "by hand" in str(err.value)
+    assert len(behaviour.ranges) == 1 and sleeps == []
+    assert files_in(tmp_path) == []
+
+
+def test_a_non_http_url_fails_at_once(tmp_path: Path) -> None:
+    with pytest.raises(DownloadError, match="not an http"):
+        download("htp://example.org/x.bin", tmp_path / "x.bin", sleep=pytest.fail)
+    assert files_in(tmp_path) == []
+
+
+def test_5xx_is_retried_with_exponential_backoff_then_fails(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    behaviour.status = 503
+    sleeps: list[float] = []
+    with pytest.raises(DownloadError, match="gave up after 4 attempts") as err:
+        download(url, tmp_path / "payload.bin", retries=3, backoff=0.25, timeout=5, sleep=sleeps.append)
+    assert url in str(err.value)
+    assert len(behaviour.ranges) == 4 and sleeps == [0.25, 0.5, 1.0]
+
+
+def test_an_existing_download_is_reused_without_a_request(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    dest = tmp_path / "payload.bin"
+    dest.write_bytes(PAYLOAD)
+    assert download(url, dest, DIGEST) == dest
+    assert download(url, dest) == dest
+    assert behaviour.ranges == []
+
+
+def test_a_stale_download_is_replaced(server: tuple[str, Behaviour], tmp_path: Path) -> None:
+    url, behaviour = server
+    dest = tmp_path / "payload.bin"
+    dest.write_bytes(b"an older version")
+    download(url, dest, DIGEST, timeout=5)
+    assert behaviour.ranges == [None] and dest.read_bytes() == PAYLOAD
+
+
+# Hugging Face Hub, offline
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty, offline hub cache; hf_hub_download reads these module attributes at call time."""
+    cache = tmp_path / "hub"
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return cache
+
+
+def test_hf_download_finds_a_cached_file_offline(hf_cache: Path) -> None:
+    repo = hf_cache / "datasets--someone--labels"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    snapshot = repo / "snapshots" / COMMIT / "real.json"
+    snapshot.parent.mkdir(parents=True)
+    snapshot.write_text("[1, 2]")
+    for revision in (None, COMMIT):
+        path = hf_download("someone/labels", "real.json", revision=revision)
+        assert path == snapshot and path.read_text() == "[1, 2]"
+
+
+def test_hf_download_offline_without_cache_says_what_to_do(hf_cache: Path) -> None:
+    with pytest.raises(DownloadError) as err:
+        hf_download("someone/labels", "real.json")
+    message = str(err.value)
+    assert "someone/labels" in message and "real.json" in message
+    assert "HF_HUB_OFFLINE=0" in message and "HF_HOME" in message
