@@ -9,7 +9,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from zoomeval.download import DownloadError, download, hf_download
+from zoomeval.download import DownloadError, download, hf_snapshot
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -182,7 +182,7 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def test_hf_download_finds_a_cached_file_offline(hf_cache: Path) -> None:
+def test_hf_snapshot_finds_a_cached_repo_offline(hf_cache: Path) -> None:
     repo = hf_cache / "datasets--someone--labels"
     (repo / "refs").mkdir(parents=True)
     (repo / "refs" / "main").write_text(COMMIT)
@@ -190,13 +190,13 @@ def test_hf_download_finds_a_cached_file_offline(hf_cache: Path) -> None:
     snapshot.parent.mkdir(parents=True)
     snapshot.write_text("[1, 2]")
     for revision in (None, COMMIT):
-        path = hf_download("someone/labels", "real.json", revision=revision)
-        assert path == snapshot and path.read_text() == "[1, 2]"
+        path = hf_snapshot("someone/labels", "*.json", revision=revision)
+        assert path == snapshot.parent and (path / "real.json").read_text() == "[1, 2]"
 
 
-def test_hf_download_offline_without_cache_says_what_to_do(hf_cache: Path) -> None:
+def test_hf_snapshot_offline_without_cache_says_what_to_do(hf_cache: Path) -> None:
     with pytest.raises(DownloadError) as err:
-        hf_download("someone/labels", "real.json")
+        hf_snapshot("someone/labels", "*.parquet")
     message = str(err.value)
-    assert "someone/labels" in message and "real.json" in message
+    assert "someone/labels" in message and "*.parquet" in message
     assert "HF_HUB_OFFLINE=0" in message and "HF_HOME" in message

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from huggingface_hub import hf_hub_download
+from huggingface_hub import snapshot_download
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
 
 from zoomeval.models import sha256_file
@@ -149,29 +149,28 @@ def _verify(url: str, part: Path, sha256: str | None, by_hand: str) -> None:
         )
 
 
-def hf_download(
-    repo_id: str,
-    filename: str,
-    repo_type: str = "dataset",
-    revision: str | None = None,
-    cache_dir: str | None = None,
+def hf_snapshot(
+    repo_id: str, pattern: str | None = None, revision: str | None = None, repo_type: str = "dataset"
 ) -> Path:
-    """The local path of ``filename`` in a Hugging Face Hub repo, downloaded into (or found in) the hub cache.
+    """The local folder of a Hugging Face Hub repo's files matching ``pattern``, downloaded into (or found in)
+    the hub cache.
 
     huggingface_hub honours ``HF_HUB_OFFLINE`` and ``HF_HOME``/``HF_HUB_CACHE``; its errors become
     :class:`DownloadError` with a way out.
     """
-    what = f"{filename!r} of the Hugging Face {repo_type} {repo_id!r}" + (f" at {revision!r}" if revision else "")
+    what = f"{pattern or 'all files'} of the Hugging Face {repo_type} {repo_id!r}" + (
+        f" at {revision!r}" if revision else ""
+    )
     try:
-        path = hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision, cache_dir=cache_dir)
+        path = snapshot_download(repo_id, repo_type=repo_type, revision=revision, allow_patterns=pattern)
     except LocalEntryNotFoundError as exc:  # offline (or the Hub unreachable) and not cached
         raise DownloadError(
             f"{what} is not in the local cache and could not be downloaded ({exc}); set HF_HUB_OFFLINE=0 on a "
-            "machine with network access, or pre-populate the cache (HF_HOME, or cache_dir) with it"
+            "machine with network access, or pre-populate the cache (HF_HOME) with it"
         ) from exc
     except (EntryNotFoundError, HfHubHTTPError) as exc:
         raise DownloadError(
-            f"could not download {what} ({exc}); check the repo id, file name, revision and access token "
-            "(HF_TOKEN), or pre-populate the cache (HF_HOME, or cache_dir) with it"
+            f"could not download {what} ({exc}); check the repo id, pattern, revision and access token "
+            "(HF_TOKEN), or pre-populate the cache (HF_HOME) with it"
         ) from exc
     return Path(path)

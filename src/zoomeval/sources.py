@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.archives import extract
-from zoomeval.download import download
+from zoomeval.download import download, hf_snapshot
 from zoomeval.models import sha256_file
 
 
@@ -23,12 +23,7 @@ def resolve(spec: str | dict[str, Any], workdir: Path) -> Path:
     if isinstance(spec, str):
         spec = {"path": spec}
     if "hf" in spec:
-        from huggingface_hub import snapshot_download
-
-        folder = snapshot_download(
-            spec["hf"], repo_type="dataset", revision=spec.get("revision"), allow_patterns=spec.get("pattern")
-        )
-        return Path(folder)
+        return hf_snapshot(spec["hf"], spec.get("pattern"), spec.get("revision"))
     if "url" in spec:
         path = download(spec["url"], workdir / Path(spec["url"].split("?")[0]).name, spec.get("sha256"))
     else:
