@@ -1,0 +1,260 @@
+"""Foreground masks from Segment Anything (SAM).
+
+Two methods, both writing the mask file layout of :func:`zoomeval.masks.write_box_masks`:
+
+* ``sam_box``: every ground-truth box of an image prompts SAM (one batched decoder call on one image
+  encoding); per box the best of SAM's three candidate masks (highest predicted IoU) is kept, and the
+  image's mask is their union. ``n_objects`` is the number of boxes.
+* ``sam_auto``: SAM's automatic mask generator proposes masks from a point grid; :func:`count_objects`
+  filters them into objects, ``n_objects`` is their number and the mask is their union.
+
+Checkpoints are read with ``torch.load(..., weights_only=True)``; segment-anything's own builder is never
+given a checkpoint path because it unpickles with the unsafe default.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from PIL import Image
+from segment_anything import SamAutomaticMaskGenerator, SamPredictor, sam_model_registry
+from segment_anything.modeling import Sam
+
+from zoomeval import __version__
+from zoomeval.io import write_parquet
+from zoomeval.manifest import Record
+from zoomeval.masks import MASKS_SCHEMA_VERSION, box_mask, encode_mask
+from zoomeval.models import sha256_file
+
+log = logging.getLogger(__name__)
+
+METHODS = ("sam_box", "sam_auto")
+#: Seconds between progress lines in the job's log.
+PROGRESS_SECONDS = 30.0
+
+#: ``(image, boxes) -> (mask, per-object scores)``
+Segmenter = Callable[[np.ndarray, Sequence[Sequence[int]]], tuple[np.ndarray, list[float]]]
+
+
+@dataclass(frozen=True)
+class SamCheckpoint:
+    """An official SAM checkpoint; ``sha256`` is ``None`` where no digest is pinned."""
+
+    model_type: str
+    url: str
+    filename: str
+    sha256: str | None = None
+
+
+_BASE_URL = "https://dl.fbaipublicfiles.com/segment_anything"
+SAM_CHECKPOINTS: dict[str, SamCheckpoint] = {
+    name: SamCheckpoint(name, f"{_BASE_URL}/{filename}", filename)
+    for name, filename in [
+        ("vit_b", "sam_vit_b_01ec64.pth"),
+        ("vit_l", "sam_vit_l_0b3195.pth"),
+        ("vit_h", "sam_vit_h_4b8939.pth"),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class CountFilter:
+    """The rule that turns automatic SAM masks into counted objects (see :func:`count_objects`).
+
+    The quality defaults are those of SAM's automatic mask generator; a kept mask must cover at least 0.1 %
+    of the image, and a mask overlapping a better one with IoU above one half is a duplicate.
+    """
+
+    min_iou: float = 0.88
+    min_stability: float = 0.95
+    min_area_fraction: float = 0.001
+    max_overlap: float = 0.5
+
+
+def load_sam(
+    model_type: str,
+    checkpoint: str | os.PathLike[str],
+    device: str | torch.device = "cpu",
+    build: Callable[[], Sam] | None = None,
+) -> Sam:
+    """SAM ``model_type`` with the weights of ``checkpoint``, in eval mode on ``device``.
+
+    ``build`` makes the (randomly initialised) network instead of segment-anything's registry, for
+    architectures outside it; the weights are loaded the same way either way.
+    """
+    if build is None:
+        if model_type not in sam_model_registry:
+            raise ValueError(f"unknown SAM model type {model_type!r}; expected one of {sorted(SAM_CHECKPOINTS)}")
+        sam = sam_model_registry[model_type](checkpoint=None)
+    else:
+        sam = build()
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    sam.load_state_dict(state, strict=True)
+    return sam.to(device).eval()
+
+
+def box_masks_sam(
+    predictor: SamPredictor, image: np.ndarray, boxes: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, list[float]]:
+    """The union of SAM's masks for ``boxes`` on an ``H x W x 3`` uint8 RGB image, and each box's score.
+
+    A box's mask is the one of SAM's three candidates with the highest predicted IoU, its score.
+    """
+    height, width = image.shape[:2]
+    if not boxes:
+        return np.zeros((height, width), dtype=bool), []
+    predictor.set_image(image)
+    # Half-open pixel boxes are SAM's continuous XYXY boxes: the edges xmin and xmax bound the object.
+    prompts = torch.as_tensor(np.asarray(boxes, dtype=np.float32), device=predictor.device)
+    masks, ious, _ = predictor.predict_torch(
+        None, None, boxes=predictor.transform.apply_boxes_torch(prompts, (height, width)), multimask_output=True
+    )
+    best = ious.argmax(dim=1)  # the first of equal scores, so ties resolve deterministically
+    rows = torch.arange(len(best), device=best.device)
+    union = masks[rows, best].any(dim=0).cpu().numpy()
+    return union, ious[rows, best].float().cpu().tolist()
+
+
+def auto_masks(generator: SamAutomaticMaskGenerator, image: np.ndarray) -> list[dict[str, Any]]:
+    """SAM's automatic masks of an ``H x W x 3`` uint8 RGB image, each with a boolean ``segmentation``."""
+    if generator.output_mode != "binary_mask":
+        raise ValueError(f"counting needs binary masks, not output_mode {generator.output_mode!r}")
+    return generator.generate(image)
+
+
+def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection over union of two boolean masks (0 for two empty masks)."""
+    union = np.count_nonzero(a | b)
+    return np.count_nonzero(a & b) / union if union else 0.0
+
+
+def count_objects(
+    masks: Sequence[dict[str, Any]],
+    min_iou: float,
+    min_stability: float,
+    min_area_fraction: float,
+    max_overlap: float,
+) -> list[dict[str, Any]]:
+    """The automatic masks that count as objects, best first; the object count is their number.
+
+    A mask is a candidate if its ``predicted_iou`` is at least ``min_iou``, its ``stability_score`` at
+    least ``min_stability`` and it covers at least ``min_area_fraction`` of the image (and one pixel).
+    Candidates are visited by descending ``predicted_iou`` (ties in input order); one whose mask IoU with
+    an already kept mask exceeds ``max_overlap`` is a duplicate and dropped.
+    """
+
+    def is_candidate(m: dict[str, Any]) -> bool:
+        seg = m["segmentation"]
+        area = np.count_nonzero(seg)
+        quality = m["predicted_iou"] >= min_iou and m["stability_score"] >= min_stability
+        return quality and area > 0 and area / seg.size >= min_area_fraction
+
+    kept: list[dict[str, Any]] = []
+    for m in sorted(filter(is_candidate, masks), key=lambda m: -m["predicted_iou"]):
+        if all(mask_iou(m["segmentation"], k["segmentation"]) <= max_overlap for k in kept):
+            kept.append(m)
+    return kept
+
+
+def auto_foreground(
+    generator: SamAutomaticMaskGenerator, image: np.ndarray, counting: CountFilter
+) -> tuple[np.ndarray, list[float]]:
+    """The union of the counted automatic masks of ``image``, and each counted object's predicted IoU."""
+    kept = count_objects(auto_masks(generator, image), **asdict(counting))
+    union = np.zeros(image.shape[:2], dtype=bool)
+    for k in kept:
+        union |= k["segmentation"]
+    return union, [k["predicted_iou"] for k in kept]
+
+
+def load_rgb(record: Record) -> np.ndarray:
+    """A record's image as evaluated (``border`` cropped), ``H x W x 3`` uint8."""
+    with Image.open(record.path) as raw:
+        image = raw.convert("RGB")
+    if b := record.border:
+        image = image.crop((b, b, image.width - b, image.height - b))
+    if (image.width, image.height) != (record.width, record.height):
+        raise ValueError(f"{record.path}: size {image.size} differs from the manifest's")
+    return np.asarray(image)
+
+
+def box_coverage(mask: np.ndarray, boxes: Sequence[Sequence[int]]) -> float | None:
+    """The fraction of the boxes' union that ``mask`` covers (``None`` without box pixels)."""
+    height, width = mask.shape
+    inside = box_mask(width, height, boxes)
+    total = np.count_nonzero(inside)
+    return np.count_nonzero(mask & inside) / total if total else None
+
+
+def _segmenter(method: str, sam: Sam, counting: CountFilter, options: dict[str, Any]) -> Segmenter:
+    if method == "sam_box":
+        predictor = SamPredictor(sam)
+        return lambda image, boxes: box_masks_sam(predictor, image, boxes)
+    generator = SamAutomaticMaskGenerator(sam, **options)
+    return lambda image, _: auto_foreground(generator, image, counting)
+
+
+def write_sam_masks(
+    path: str | os.PathLike[str],
+    records: Sequence[Record],
+    *,
+    dataset: str,
+    method: str,
+    model_type: str,
+    checkpoint: str | os.PathLike[str],
+    device: str | torch.device = "cpu",
+    counting: CountFilter = CountFilter(),
+    generator_options: Mapping[str, Any] | None = None,
+    build: Callable[[], Sam] | None = None,
+) -> None:
+    """One row per image with its SAM mask, like :func:`zoomeval.masks.write_box_masks`, plus ``scores``
+    (per object: SAM's predicted IoU) and ``box_coverage`` (null for images without boxes).
+
+    ``generator_options`` are keyword arguments of ``SamAutomaticMaskGenerator`` (``sam_auto`` only);
+    ``build`` is passed to :func:`load_sam`.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown SAM mask method {method!r}; expected one of {METHODS}")
+    options = dict(generator_options or {})
+    segment = _segmenter(method, load_sam(model_type, checkpoint, device, build), counting, options)
+    # Masks are encoded as they come: a dataset's full-size boolean masks would not fit in memory.
+    pngs: list[bytes] = []
+    areas: list[float] = []
+    scores: list[list[float]] = []
+    coverage: list[float | None] = []
+    last = time.monotonic()
+    for i, record in enumerate(records):
+        mask, object_scores = segment(load_rgb(record), record.boxes)
+        pngs.append(encode_mask(mask))
+        areas.append(float(mask.mean()))
+        scores.append(object_scores)
+        coverage.append(box_coverage(mask, record.boxes))
+        if time.monotonic() - last > PROGRESS_SECONDS:
+            log.info("%s: %d / %d images", method, i + 1, len(records))
+            last = time.monotonic()
+
+    table = pa.table(
+        {
+            "image_id": [r.image_id for r in records],
+            "method": [method] * len(records),
+            "mask_png": pngs,
+            "area_fraction": pa.array(areas, pa.float32()),
+            "n_objects": pa.array([len(s) for s in scores], pa.int16()),
+            "scores": pa.array(scores, pa.list_(pa.float32())),
+            "box_coverage": pa.array(coverage, pa.float32()),
+        }
+    )
+    meta: dict[str, Any] = {"kind": "masks", "schema_version": MASKS_SCHEMA_VERSION, "dataset": dataset,
+                            "method": method, "model_type": model_type, "checkpoint_sha256": sha256_file(checkpoint),
+                            "zoomeval": __version__}  # fmt: skip
+    if method == "sam_auto":  # the counting rule only shapes sam_auto masks
+        meta |= {"counting": asdict(counting), "generator_options": options}
+    write_parquet(path, table, meta)
