@@ -23,10 +23,10 @@ include: "workflow/rules/datasets.smk"
 include: "workflow/rules/masks.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/statistics.smk"
 include: "workflow/rules/tables.smk"
 
 
 rule all:
     input:
-        "results/table_a8.csv",
-        "results/table_a8.md",
+        final_outputs(),

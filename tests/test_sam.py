@@ -10,50 +10,33 @@ import pytest
 import torch
 from PIL import Image
 from segment_anything import SamPredictor, sam_model_registry
-from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 
 from zoomeval.io import read_metadata
 from zoomeval.manifest import Record
 from zoomeval.masks import decode_mask
 from zoomeval.models import sha256_file
-from zoomeval.sam import SAM_CHECKPOINTS, CountFilter, box_masks_sam, count_objects, load_sam, write_sam_masks
-
-IMG_SIZE, PATCH, DIM = 64, 16, 32
-
-
-def tiny_sam() -> Sam:
-    """SAM's architecture at toy size: one global-attention ViT block on 64-px inputs, 32-d prompts."""
-    grid = IMG_SIZE // PATCH
-    return Sam(
-        image_encoder=ImageEncoderViT(
-            img_size=IMG_SIZE, patch_size=PATCH, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2, out_chans=DIM
-        ),
-        prompt_encoder=PromptEncoder(
-            embed_dim=DIM, image_embedding_size=(grid, grid), input_image_size=(IMG_SIZE, IMG_SIZE), mask_in_chans=4
-        ),
-        mask_decoder=MaskDecoder(
-            num_multimask_outputs=3,
-            transformer=TwoWayTransformer(depth=1, embedding_dim=DIM, mlp_dim=64, num_heads=2),
-            transformer_dim=DIM,
-            iou_head_depth=2,
-            iou_head_hidden_dim=32,
-        ),
-        pixel_mean=[123.675, 116.28, 103.53],
-        pixel_std=[58.395, 57.12, 57.375],
-    )
+from zoomeval.sam import (
+    SAM_CHECKPOINTS,
+    CountFilter,
+    box_masks_sam,
+    build_tiny_sam,
+    count_objects,
+    load_sam,
+    write_sam_masks,
+)
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("sam") / "tiny_sam.pth"
-    torch.save(tiny_sam().state_dict(), path)
+    torch.save(build_tiny_sam().state_dict(), path)
     return path
 
 
 @pytest.fixture(scope="module")
 def predictor(checkpoint: Path) -> SamPredictor:
-    return SamPredictor(load_sam("tiny", checkpoint, "cpu", build=tiny_sam))
+    return SamPredictor(load_sam("tiny", checkpoint, "cpu", build=None))
 
 
 def synthetic_image(height: int, width: int, seed: int) -> np.ndarray:
@@ -72,7 +55,7 @@ def test_official_checkpoints_are_listed_with_their_urls():
 
 def test_checkpoint_loads_with_weights_only(checkpoint: Path):
     saved = torch.load(checkpoint, weights_only=True)
-    sam = load_sam("tiny", checkpoint, "cpu", build=tiny_sam)
+    sam = load_sam("tiny", checkpoint, "cpu", build=None)
     assert not sam.training
     loaded = sam.state_dict()
     assert loaded.keys() == saved.keys()
@@ -81,7 +64,7 @@ def test_checkpoint_loads_with_weights_only(checkpoint: Path):
 
 def test_registry_builder_never_sees_the_checkpoint(tmp_path: Path, checkpoint: Path, monkeypatch):
     calls: list[dict] = []
-    monkeypatch.setitem(sam_model_registry, "vit_b", lambda **kwargs: (calls.append(kwargs), tiny_sam())[1])
+    monkeypatch.setitem(sam_model_registry, "vit_b", lambda **kwargs: (calls.append(kwargs), build_tiny_sam())[1])
     load_sam("vit_b", checkpoint, "cpu")
     assert calls == [{"checkpoint": None}]
     partial = tmp_path / "partial.pth"
@@ -106,7 +89,7 @@ def test_pickled_payload_is_refused(tmp_path: Path, checkpoint: Path):
     evil = tmp_path / "evil.pth"
     torch.save({**state, "payload": Payload(marker)}, evil)
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
-        load_sam("tiny", evil, "cpu", build=tiny_sam)
+        load_sam("tiny", evil, "cpu", build=None)
     assert not marker.exists()
     torch.load(evil, weights_only=False)  # the payload is live: an unsafe load does run it
     assert marker.exists()
@@ -189,7 +172,7 @@ def test_write_sam_masks_end_to_end(tmp_path: Path, checkpoint: Path, records: l
     counting = CountFilter(min_iou=-1e9, min_stability=0.0, min_area_fraction=0.0, max_overlap=0.7)
     generator = {"points_per_side": 4, "crop_n_layers": 0, "pred_iou_thresh": 0.0, "stability_score_thresh": 0.0}
     write_sam_masks(out, records, dataset="demo", method=method, model_type="tiny", checkpoint=checkpoint,
-                    counting=counting, generator_options=generator, build=tiny_sam)  # fmt: skip
+                    counting=counting, generator_options=generator, build=None)  # fmt: skip
 
     table = pq.read_table(out)
     assert table.schema.names == ["image_id", "method", "mask_png", "area_fraction", "n_objects", "scores",
@@ -228,7 +211,7 @@ def test_write_sam_masks_is_deterministic(tmp_path: Path, checkpoint: Path, reco
     for run in ("a", "b"):
         write_sam_masks(tmp_path / f"{run}.parquet", records, dataset="demo", method="sam_auto", model_type="tiny",
                         checkpoint=checkpoint, counting=CountFilter(min_iou=-1e9, min_stability=0.0),
-                        generator_options=options, build=tiny_sam)  # fmt: skip
+                        generator_options=options, build=None)  # fmt: skip
         tables.append(pq.read_table(tmp_path / f"{run}.parquet"))
     assert tables[0].equals(tables[1])
 
@@ -236,6 +219,6 @@ def test_write_sam_masks_is_deterministic(tmp_path: Path, checkpoint: Path, reco
 def test_unknown_method_or_model_type_is_rejected(tmp_path: Path, checkpoint: Path, records: list[Record]):
     with pytest.raises(ValueError, match="method"):
         write_sam_masks(tmp_path / "x.parquet", records, dataset="demo", method="sam", model_type="tiny",
-                        checkpoint=checkpoint, build=tiny_sam)  # fmt: skip
+                        checkpoint=checkpoint, build=None)  # fmt: skip
     with pytest.raises(ValueError, match="model type"):
         load_sam("vit_xl", checkpoint)

@@ -22,6 +22,7 @@ def test_archives_are_extracted_once_and_a_single_top_folder_is_entered(tmp_path
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
     assert resolve({"path": str(archive), "sha256": sha}, work) == root
     assert (root / "n01498041" / "x.jpg").read_bytes() == b"kept"
+    assert resolve(str(archive), tmp_path / "other", unpack=False) == archive  # e.g. a torch checkpoint (a zip)
 
 
 def test_plain_files_and_folders_pass_through_and_errors_name_the_path(tmp_path):

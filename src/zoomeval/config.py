@@ -41,12 +41,27 @@ def check_config(config: dict[str, Any]) -> None:
                 f"{key}.variants: {sorted(needs_masks)} need object boxes, which adapter "
                 f"{adapter!r} does not provide; use variants: [original]"
             )
+        uses_sam = entry.get("mask_method", "bbox") != "bbox" or entry.get("count_method") == "sam_auto"
+        if uses_sam and "sam" not in config:
+            raise ConfigError(f"{key}: SAM masks or counts need a top-level sam section (model_type, checkpoint)")
+        if entry.get("count_method") == "bbox" and adapter not in ADAPTERS_WITH_BOXES:
+            raise ConfigError(f"{key}.count_method: adapter {adapter!r} has no boxes to count; use sam_auto")
         needs_real = set(entry.get("label_sets", [])) - {"in"}
         if needs_real and adapter not in ADAPTERS_WITH_REAL:
             raise ConfigError(
                 f"{key}.label_sets: {sorted(needs_real)} need ImageNet-ReaL labels, which only adapter "
                 f"imagenet_val provides; use label_sets: [in]"
             )
+    for pair in config.get("stats", {}).get("pairs", []):
+        for name in pair:
+            if name not in config["datasets"]:
+                raise ConfigError(
+                    f"stats.pairs: {name!r} is not a dataset of this config; use one of {list(config['datasets'])}"
+                )
+    sam_checkpoint = config.get("sam", {}).get("checkpoint")
+    local = sam_checkpoint if isinstance(sam_checkpoint, str) else (sam_checkpoint or {}).get("path")
+    if local and not Path(local).exists():
+        raise ConfigError(f"sam.checkpoint: {local!r} does not exist; download it or give {{url: ..., sha256: ...}}")
     for name, entry in config["models"].items():
         check_model(f"models.{name}", entry)
 

@@ -45,7 +45,7 @@ def build_records(
     if adapter == "demo":
         from zoomeval.demo import build_demo
 
-        return build_demo(out_dir / "images"), None
+        return build_demo(out_dir / "images", entry.get("scenes", "standard")), None
     from zoomeval import adapters
     from zoomeval.sources import resolve
 

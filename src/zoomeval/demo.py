@@ -91,6 +91,32 @@ SCENES: tuple[Scene, ...] = (
 )
 
 
+def clutter_scenes(count: int = 8) -> tuple[Scene, ...]:
+    """Cluttered scenes: 3 to 6 small objects each, in distinct cells of a 3x3 grid (so boxes never
+    overlap), at seeded sizes and offsets. They give the demo a second dataset whose distribution of
+    objects per image differs from :data:`SCENES` (1 to 3), for the Mann-Whitney test."""
+    rng = np.random.default_rng(SEED + 1)
+    names = sorted(PHOTOS)
+    width, height = 720, 540
+    cell_w, cell_h = width // 3, height // 3
+    scenes = []
+    for k in range(count):
+        cells = rng.permutation(9)[: 3 + k % 4]
+        objects = []
+        for j, cell in enumerate(int(c) for c in cells):
+            w = int(rng.integers(90, 150))
+            h_max = w + 1  # no photo is taller than wide, so the object fits its cell
+            x = (cell % 3) * cell_w + int(rng.integers(0, cell_w - w))
+            y = (cell // 3) * cell_h + int(rng.integers(0, cell_h - h_max))
+            objects.append(Placement(names[(k + j) % len(names)], w, x, y))
+        scenes.append(Scene(("grass", "gravel", "brick")[k % 3], (width, height), tuple(objects)))
+    return tuple(scenes)
+
+
+#: Scene sets of the ``demo`` adapter (its ``scenes`` config key).
+SCENE_SETS = {"standard": lambda: SCENES, "clutter": clutter_scenes}
+
+
 def load_photo(loader: str) -> Image.Image:
     """A packaged photo as RGB: ``skimage:<file in skimage.data.data_dir>``."""
     source, name = loader.split(":", 1)
@@ -136,12 +162,12 @@ def render(scene: Scene, rng: np.random.Generator) -> tuple[Image.Image, list[tu
     return canvas, boxes
 
 
-def build_demo(image_dir: Path) -> list[Record]:
-    """Write the demo scenes as PNGs under ``image_dir`` and return their manifest records."""
+def build_demo(image_dir: Path, scenes: str = "standard") -> list[Record]:
+    """Write the demo scenes (``standard`` or ``clutter``) as PNGs under ``image_dir``; return their records."""
     rng = np.random.default_rng(SEED)
     image_dir.mkdir(parents=True, exist_ok=True)
     records = []
-    for k, scene in enumerate(SCENES):
+    for k, scene in enumerate(SCENE_SETS[scenes]()):
         image, boxes = render(scene, rng)
         image_id = f"demo_{k:03d}"
         path = image_dir / f"{image_id}.png"

@@ -26,7 +26,7 @@ import pyarrow as pa
 import torch
 from PIL import Image
 from segment_anything import SamAutomaticMaskGenerator, SamPredictor, sam_model_registry
-from segment_anything.modeling import Sam
+from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 
 from zoomeval import __version__
 from zoomeval.io import write_parquet
@@ -79,6 +79,33 @@ class CountFilter:
     max_overlap: float = 0.5
 
 
+def build_tiny_sam() -> Sam:
+    """SAM's architecture at toy size (model type ``tiny``): one global-attention ViT block on 64-px inputs,
+    32-d prompts. It has no published weights: it lets tests and smoke runs exercise the real predictor
+    and generator code on a CPU in seconds, with a random-init checkpoint."""
+    size, patch, dim = 64, 16, 32
+    return Sam(
+        image_encoder=ImageEncoderViT(
+            img_size=size, patch_size=patch, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2, out_chans=dim
+        ),
+        prompt_encoder=PromptEncoder(
+            embed_dim=dim,
+            image_embedding_size=(size // patch, size // patch),
+            input_image_size=(size, size),
+            mask_in_chans=4,
+        ),
+        mask_decoder=MaskDecoder(
+            num_multimask_outputs=3,
+            transformer=TwoWayTransformer(depth=1, embedding_dim=dim, mlp_dim=64, num_heads=2),
+            transformer_dim=dim,
+            iou_head_depth=2,
+            iou_head_hidden_dim=32,
+        ),
+        pixel_mean=[123.675, 116.28, 103.53],
+        pixel_std=[58.395, 57.12, 57.375],
+    )
+
+
 def load_sam(
     model_type: str,
     checkpoint: str | os.PathLike[str],
@@ -90,6 +117,8 @@ def load_sam(
     ``build`` makes the (randomly initialised) network instead of segment-anything's registry, for
     architectures outside it; the weights are loaded the same way either way.
     """
+    if build is None and model_type == "tiny":
+        build = build_tiny_sam
     if build is None:
         if model_type not in sam_model_registry:
             raise ValueError(f"unknown SAM model type {model_type!r}; expected one of {sorted(SAM_CHECKPOINTS)}")

@@ -18,8 +18,11 @@ from zoomeval.download import download, hf_snapshot
 from zoomeval.models import sha256_file
 
 
-def resolve(spec: str | dict[str, Any], workdir: Path) -> Path:
-    """The local path behind one config input; downloads and extractions go under ``workdir``."""
+def resolve(spec: str | dict[str, Any], workdir: Path, unpack: bool = True) -> Path:
+    """The local path behind one config input; downloads and extractions go under ``workdir``.
+
+    ``unpack=False`` keeps archives as files: a torch checkpoint is itself a zip archive.
+    """
     if isinstance(spec, str):
         spec = {"path": spec}
     if "hf" in spec:
@@ -32,7 +35,7 @@ def resolve(spec: str | dict[str, Any], workdir: Path) -> Path:
             raise FileNotFoundError(f"{path} does not exist; download it and point the config at it")
         if spec.get("sha256") and path.is_file() and sha256_file(path) != spec["sha256"]:
             raise ValueError(f"{path}: sha256 differs from the config's {spec['sha256']}")
-    if path.is_file() and (tarfile.is_tarfile(path) or zipfile.is_zipfile(path)):
+    if unpack and path.is_file() and (tarfile.is_tarfile(path) or zipfile.is_zipfile(path)):
         folder = extract(path, workdir / f"{path.name}.d")
         entries = list(folder.iterdir())
         return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder

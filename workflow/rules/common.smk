@@ -8,7 +8,9 @@ from zoomeval.datasets import ADAPTER_INPUTS
 validate(config, "../schemas/config.schema.yaml")
 for _entry in config["datasets"].values():
     # object-only and background-only variants need boxes; datasets without boxes default to the original
-    _entry.setdefault("variants", ["original", "fgset", "bgset"] if _entry["adapter"] in ADAPTERS_WITH_BOXES else ["original"])
+    _boxes = _entry["adapter"] in ADAPTERS_WITH_BOXES
+    _entry.setdefault("variants", ["original", "fgset", "bgset"] if _boxes else ["original"])
+    _entry.setdefault("count_method", "bbox" if _boxes else "sam_auto")
 check_config(config)
 
 DATASETS = list(config["datasets"])
@@ -56,7 +58,7 @@ def dataset_source(dataset):
     """The dataset entry's keys that decide its manifest (not its variants or class set)."""
     entry = config["datasets"][dataset]
     inputs = set().union(*ADAPTER_INPUTS[entry["adapter"]])
-    return canonical({k: entry[k] for k in entry if k == "adapter" or k in inputs})
+    return canonical({k: entry[k] for k in entry if k in {"adapter", "scenes"} or k in inputs})
 
 
 CONDA_ENV = "../../envs/zoomeval.yaml"
@@ -67,3 +69,36 @@ def masks_input(wc):
     if wc.variant == "original":
         return []
     return f"results/masks/{wc.dataset}/{config['datasets'][wc.dataset].get('mask_method', 'bbox')}.parquet"
+
+
+def counts_masks_input(wc):
+    """The SAM mask file whose object counts an object_counts job reads (none when counting boxes)."""
+    if config["datasets"][wc.dataset]["count_method"] == "bbox":
+        return []
+    return f"results/masks/{wc.dataset}/sam_auto.parquet"
+
+
+def _sam_on_gpu():
+    device = config.get("sam", {}).get("device", "auto")
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device.startswith("cuda")
+
+
+SAM_GPU = 1 if "sam" in config and _sam_on_gpu() else 0
+STATS_PAIRS = config.get("stats", {}).get("pairs", [])
+STATS_DATASETS = sorted({d for pair in STATS_PAIRS for d in pair})
+
+
+def final_outputs():
+    """Everything `rule all` builds: Table A8, a contact sheet per mask file in use, the statistics."""
+    outputs = ["results/table_a8.csv", "results/table_a8.md"]
+    for d in DATASETS:
+        entry = config["datasets"][d]
+        if set(entry["variants"]) - {"original"}:
+            outputs.append(f"results/masks/{d}/{entry.get('mask_method', 'bbox')}_contact_sheet.png")
+    if STATS_PAIRS:
+        outputs += ["results/stats/mannwhitney.csv", "results/stats/object_counts.png"]
+    return outputs

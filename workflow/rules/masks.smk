@@ -1,4 +1,5 @@
-# Stage 2: foreground masks, from which inference derives FGSet (object only) and BGSet (background only).
+# Stage 2: foreground masks (boxes or Segment Anything), from which inference derives FGSet (object only)
+# and BGSet (background only), and a contact sheet per mask file to check them by eye.
 
 
 rule box_masks:
@@ -12,3 +13,36 @@ rule box_masks:
         "logs/masks/{dataset}/bbox.log",
     script:
         "../scripts/box_masks.py"
+
+
+rule sam_masks:
+    input:
+        manifest="results/datasets/{dataset}/manifest.parquet",
+    output:
+        masks="results/masks/{dataset}/{method}.parquet",
+    wildcard_constraints:
+        method="sam_box|sam_auto",
+    params:
+        sam=lambda wc: canonical(config["sam"]),
+    resources:
+        gpu=SAM_GPU,
+    conda:
+        CONDA_ENV
+    log:
+        "logs/masks/{dataset}/{method}.log",
+    script:
+        "../scripts/sam_masks.py"
+
+
+rule contact_sheet:
+    input:
+        manifest="results/datasets/{dataset}/manifest.parquet",
+        masks="results/masks/{dataset}/{method}.parquet",
+    output:
+        png="results/masks/{dataset}/{method}_contact_sheet.png",
+    conda:
+        CONDA_ENV
+    log:
+        "logs/masks/{dataset}/{method}_contact_sheet.log",
+    script:
+        "../scripts/contact_sheet.py"

@@ -1,0 +1,34 @@
+# Stage 4b: objects per image and the Mann-Whitney U test between configured dataset pairs.
+
+
+rule object_counts:
+    input:
+        manifest="results/datasets/{dataset}/manifest.parquet",
+        masks=counts_masks_input,
+    output:
+        counts="results/stats/object_counts/{dataset}.parquet",
+    params:
+        method=lambda wc: config["datasets"][wc.dataset]["count_method"],
+    conda:
+        CONDA_ENV
+    log:
+        "logs/stats/object_counts/{dataset}.log",
+    script:
+        "../scripts/object_counts.py"
+
+
+rule mann_whitney:
+    input:
+        counts=[f"results/stats/object_counts/{d}.parquet" for d in STATS_DATASETS],
+    output:
+        csv="results/stats/mannwhitney.csv",
+        png="results/stats/object_counts.png",
+    params:
+        datasets=STATS_DATASETS,
+        pairs=STATS_PAIRS,
+    conda:
+        CONDA_ENV
+    log:
+        "logs/stats/mannwhitney.log",
+    script:
+        "../scripts/mann_whitney.py"

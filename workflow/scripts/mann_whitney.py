@@ -1,0 +1,13 @@
+import pyarrow.parquet as pq
+
+from zoomeval.logs import to_file
+from zoomeval.stats import mann_whitney_table, plot_count_distributions, write_mann_whitney_csv
+
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    counts = {
+        name: pq.read_table(path, columns=["n_objects"])["n_objects"].to_pylist()
+        for name, path in zip(sm.params.datasets, sm.input.counts, strict=True)
+    }
+    write_mann_whitney_csv(sm.output.csv, mann_whitney_table(counts, [tuple(p) for p in sm.params.pairs]))
+    plot_count_distributions(counts, sm.output.png, "Objects per image")

@@ -1,0 +1,8 @@
+from zoomeval.logs import to_file
+from zoomeval.manifest import read_manifest
+from zoomeval.stats import object_counts, write_object_counts
+
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    table = object_counts(read_manifest(sm.input.manifest), sm.input.masks or None, sm.params.method)
+    write_object_counts(sm.output.counts, table, sm.wildcards.dataset)

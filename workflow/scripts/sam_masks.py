@@ -1,0 +1,22 @@
+from pathlib import Path
+
+from zoomeval.inference import Settings
+from zoomeval.logs import to_file
+from zoomeval.manifest import read_manifest
+from zoomeval.sam import CountFilter, write_sam_masks
+from zoomeval.sources import resolve
+
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    sam = sm.params.sam
+    write_sam_masks(
+        sm.output.masks,
+        read_manifest(sm.input.manifest),
+        dataset=sm.wildcards.dataset,
+        method=sm.wildcards.method,
+        model_type=sam["model_type"],
+        checkpoint=resolve(sam["checkpoint"], Path("resources") / "sam", unpack=False),
+        device=Settings(device=sam.get("device", "auto")).resolve_device(),
+        counting=CountFilter(**sam.get("counting", {})),
+        generator_options=sam.get("generator", {}),
+    )
