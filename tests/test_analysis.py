@@ -40,7 +40,7 @@ def prediction_table(rows, preds):
 def write_predictions(path, records=RECORDS, drop=0):
     rows = [(r.image_id, t) for r in records for t in transforms(SCALES)][drop:]
     preds = [HITS.get((i, t.scale, t.row, t.col), 0) for i, t in rows]
-    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES}
+    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES, "class_set": "full"}
     write_parquet(path, prediction_table(rows, preds), meta)
 
 
@@ -78,8 +78,8 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
     rows = [(r.image_id, t) for r in records for t in transforms([256])]
     preds = [one_crop[i] if (t.row, t.col) == (1, 1) else 0 for i, t in rows]
     table = prediction_table(rows, preds)
-    write_parquet(tmp_path / "p.parquet", table, {"model": {"name": "m"}, "variant": "original",
-                                                  "dataset": "imagenet", "scales": [256]})  # fmt: skip
+    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "imagenet", "scales": [256], "class_set": "full"}
+    write_parquet(tmp_path / "p.parquet", table, meta)
     expected = {
         "in": ("imagenet", 3, 200 / 3),
         "real": ("imagenet_real", 2, 50.0),

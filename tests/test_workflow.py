@@ -39,7 +39,7 @@ def recompute_table_a8(workdir, dataset, variant, model, top_k):
 
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
     config = config_writer(tmp_path, scales=SCALES, top_k=3)
-    snakemake_run(tmp_path, "results/table_a8.csv")
+    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv")
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
@@ -53,12 +53,19 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size",
     ]
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
-        ("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")
+        *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
+        ("efficientnet_lite0", "original", "demo_clutter"),
     ]
     for row in rows:
-        expected = recompute_table_a8(tmp_path, "demo", row["variant"], row["model"], top_k=3)
+        expected = recompute_table_a8(tmp_path, row["dataset"], row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]
     assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
+    with open(tmp_path / "results/table_1.csv") as fh:
+        table_1 = list(csv.reader(fh))
+    assert table_1[0] == ["panel", "model", "demo", "demo_clutter"]
+    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"]]
+    assert table_1[2] == ["b", "Random", "0.30", "0.30"]  # top_k = 3 guesses among 1000 classes
+    assert table_1[4] == ["c", "Random", "1.80", "1.80"]  # 18 transforms
     for variant in ("original", "fgset", "bgset"):
         path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
@@ -77,7 +84,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]  # after the header rule
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    assert counts == {"predict": 3, "analyze": 3, "table_a8": 1, "total": 7}
+    assert counts == {"predict": 4, "analyze": 4, "table_a8": 1, "total": 9}
     assert "lite0_copy" in out and "wildcards: dataset=demo, variant=original, model=efficientnet_lite0" not in out
 
 

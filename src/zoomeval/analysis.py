@@ -63,6 +63,9 @@ class Metrics:
     acc_top36: float
     acc_max: float
     cover_size: int
+    #: transforms searched (9 x scales) and classes a random guess picks from (Table 1's "Random" row)
+    n_transforms: int = 0
+    n_classes: int = 1000
     #: per source dataset where the images come from several (ImageNet-Hard): n_images, acc_1crop, acc_max
     by_origin: dict[str, dict[str, float | int | None]] | None = None
 
@@ -120,6 +123,9 @@ def analyze_predictions(
     """Read one prediction file and compute its Table A8 row and its ordered greedy cover."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
+    # A subset class set counts its classes as the dataset's distinct label groups: an ObjectNet class that
+    # maps to two ImageNet classes is one class to guess.
+    n_classes = 1000 if meta["class_set"] == "full" else len({tuple(r.labels) for r in records})
     records = relabel(records, label_set)
     matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
     stats, cover = analyze(matrix, order, top_k)
@@ -144,6 +150,8 @@ def analyze_predictions(
         acc_top36=stats["acc_top36"],
         acc_max=stats["acc_max"],
         cover_size=stats["cover_size"],
+        n_transforms=len(order),
+        n_classes=n_classes,
         by_origin=by_origin,
     )
     return metrics, cover

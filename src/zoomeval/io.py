@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,14 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 def write_text(path: str | os.PathLike[str], text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_text(path, buf.getvalue())
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:

@@ -7,8 +7,6 @@ rank-biserial correlation as its effect size.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,7 +17,7 @@ import pyarrow.parquet as pq
 from scipy.stats import mannwhitneyu
 
 from zoomeval import __version__
-from zoomeval.io import atomic_path, read_metadata, write_parquet, write_text
+from zoomeval.io import atomic_path, read_metadata, write_csv, write_parquet
 from zoomeval.manifest import Record
 
 COUNT_METHODS = ("bbox", "sam_auto")
@@ -126,12 +124,8 @@ def mann_whitney_table(counts: Mapping[str, Sequence[int]], pairs: Sequence[tupl
 
 def write_mann_whitney_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
     """Write :func:`mann_whitney_table` rows as CSV with the columns of ``MANN_WHITNEY_COLUMNS``."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(MANN_WHITNEY_COLUMNS)
-    for row in rows:
-        writer.writerow([_CSV_FORMATS.get(c, str)(row[c]) for c in MANN_WHITNEY_COLUMNS])
-    write_text(path, buf.getvalue())
+    formatted = ([_CSV_FORMATS.get(c, str)(row[c]) for c in MANN_WHITNEY_COLUMNS] for row in rows)
+    write_csv(path, MANN_WHITNEY_COLUMNS, formatted)
 
 
 def plot_count_distributions(counts: Mapping[str, Sequence[int]], path: str | os.PathLike[str], title: str) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from zoomeval.io import write_text
+from zoomeval.io import write_csv, write_text
 
 TABLE_A8_COLUMNS = ["model", "variant", "dataset", "n_images", "acc_1crop", "acc_top36", "acc_max", "cover_size"]
 PERCENT_COLUMNS = {"acc_1crop", "acc_top36", "acc_max"}
@@ -28,11 +26,7 @@ def table_a8_rows(metrics: Sequence[dict[str, Any]]) -> list[list[str]]:
 def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
                    md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     rows = table_a8_rows(metrics)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(TABLE_A8_COLUMNS)
-    writer.writerows(rows)
-    write_text(csv_path, buf.getvalue())
+    write_csv(csv_path, TABLE_A8_COLUMNS, rows)
     lines = [
         "# Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images",
         "",
@@ -44,4 +38,47 @@ def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLik
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size.",
         "",
     ]
+    write_text(md_path, "\n".join(lines))
+
+
+#: Table 1's panels: (a) standard 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper
+#: bound over every transform.
+TABLE_1_PANELS = (("a", "acc_1crop", "1 crop"), ("b", "acc_top36", "top-k greedy cover"), ("c", "acc_max", "all"))
+
+
+def table_1_rows(metrics: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Table 1 from the metrics of the original images: one row per (panel, model), datasets as columns.
+
+    Panels (b) and (c) start with the "Random" row: the chance that N random guesses include the right
+    class, ``min(100, 100 N / n_classes)`` with N = ``top_k`` or the number of transforms.
+    """
+    original = [m for m in metrics if m["variant"] == "original"]
+    datasets = list(dict.fromkeys(m["dataset"] for m in original))
+    models = list(dict.fromkeys(m["model"] for m in original))
+    cell = {(m["model"], m["dataset"]): m for m in original}
+    first = {d: next(m for m in original if m["dataset"] == d) for d in datasets}
+    rows = []
+    for panel, column, _ in TABLE_1_PANELS:
+        if panel != "a":
+            guesses = {d: first[d]["top_k"] if panel == "b" else first[d]["n_transforms"] for d in datasets}
+            rows.append(
+                [panel, "Random"] + [f"{min(100.0, 100 * guesses[d] / first[d]['n_classes']):.2f}" for d in datasets]
+            )
+        for model in models:
+            rows.append(
+                [panel, model]
+                + [_cell(column, cell[(model, d)][column]) if (model, d) in cell else "" for d in datasets]
+            )
+    return ["panel", "model", *datasets], rows
+
+
+def write_table_1(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
+                  md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+    header, rows = table_1_rows(metrics)
+    write_csv(csv_path, header, rows)
+    lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
+    for panel, _, title in TABLE_1_PANELS:
+        lines += [f"({panel}) {title}", "", "| " + " | ".join(header[1:]) + " |", "|" + "---|" * (len(header) - 1)]
+        lines += ["| " + " | ".join(row[1:]) + " |" for row in rows if row[0] == panel]
+        lines.append("")
     write_text(md_path, "\n".join(lines))

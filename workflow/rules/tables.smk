@@ -18,3 +18,22 @@ rule table_a8:
         "logs/tables/table_a8.log",
     script:
         "../scripts/table_a8.py"
+
+
+rule table_1:
+    input:
+        metrics=[
+            f"results/analysis/{scored}/original/{m}/metrics.json"
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            if "original" in variants(d)
+        ],
+    output:
+        csv="results/table_1.csv",
+        md="results/table_1.md",
+    conda:
+        CONDA_ENV
+    log:
+        "logs/tables/table_1.log",
+    script:
+        "../scripts/table_1.py"

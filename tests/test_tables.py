@@ -1,0 +1,39 @@
+"""Table 1 from metrics, with the paper's "Random" rows."""
+
+from zoomeval.tables import table_1_rows, write_table_1
+
+
+def metric(model, dataset, n_classes, a, b, c, variant="original"):
+    return {"model": model, "dataset": dataset, "variant": variant, "acc_1crop": a, "acc_top36": b,
+            "acc_max": c, "top_k": 36, "n_transforms": 324, "n_classes": n_classes}  # fmt: skip
+
+
+METRICS = [
+    metric("resnet50", "imagenet", 1000, 75.75, 94.46, 96.78),
+    metric("resnet50", "imagenet_a", 200, 0.21, 55.68, 66.68),
+    metric("resnet50", "objectnet", 113, 36.18, 69.6, 76.83),
+    metric("vit32", "imagenet", 1000, 75.754, 95.046, 97.19),
+    metric("vit32", "imagenet", 1000, 1.0, 1.0, 1.0, variant="bgset"),  # other variants are not Table 1
+]
+
+
+def test_table_1_panels_and_random_rows_match_the_paper():
+    header, rows = table_1_rows(METRICS)
+    assert header == ["panel", "model", "imagenet", "imagenet_a", "objectnet"]
+    assert rows == [
+        ["a", "resnet50", "75.75", "0.21", "36.18"],
+        ["a", "vit32", "75.75", "", ""],
+        ["b", "Random", "3.60", "18.00", "31.86"],  # 36/1000, 36/200, 36/113 (the paper truncates to 31.85)
+        ["b", "resnet50", "94.46", "55.68", "69.60"],
+        ["b", "vit32", "95.05", "", ""],
+        ["c", "Random", "32.40", "100.00", "100.00"],  # 324 guesses, capped at 100
+        ["c", "resnet50", "96.78", "66.68", "76.83"],
+        ["c", "vit32", "97.19", "", ""],
+    ]
+
+
+def test_table_1_files(tmp_path):
+    write_table_1(METRICS, tmp_path / "t.csv", tmp_path / "t.md")
+    assert (tmp_path / "t.csv").read_text().splitlines()[3] == "b,Random,3.60,18.00,31.86"
+    md = (tmp_path / "t.md").read_text()
+    assert "(c) all" in md and "| Random | 32.40 | 100.00 | 100.00 |" in md
