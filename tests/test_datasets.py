@@ -22,7 +22,7 @@ def test_imagefolder_reads_wnid_folders_in_sorted_order(tmp_path):
 
 
 def test_imagefolder_errors_name_the_problem(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
         imagefolder(tmp_path / "missing")
     (tmp_path / "cats").mkdir()
     with pytest.raises(ValueError, match="'cats' is not an ImageNet-1k wnid"):

@@ -12,13 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
-from zoomeval.classes import wnid_to_index
 from zoomeval.manifest import Record
-
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
-
 
 #: The config inputs each adapter reads (optional ones in the second set).
 ADAPTER_INPUTS: dict[str, tuple[set[str], set[str]]] = {
@@ -65,28 +59,10 @@ def build_records(
 
 
 def imagefolder(root: Path) -> list[Record]:
-    if not root.is_dir():
-        raise FileNotFoundError(f"dataset folder {root} does not exist; set datasets.<name>.root in the config")
-    records = []
-    for class_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        label = wnid_to_index(class_dir.name)
-        for path in sorted(p for p in class_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):
-            with Image.open(path) as img:  # reads the header only
-                width, height = img.size
-            records.append(
-                Record(
-                    image_id=str(path.relative_to(root).with_suffix("")),
-                    path=str(path.resolve()),
-                    labels=[label],
-                    wnids=[class_dir.name],
-                    width=width,
-                    height=height,
-                    origin=root.name,
-                )
-            )
-    if not records:
-        raise ValueError(f"no images under {root} (expected sub-folders named by ImageNet wnid)")
-    return records
+    """A torchvision ImageFolder layout: one sub-folder per wnid, scored over all 1000 classes."""
+    from zoomeval.adapters import wnid_folders
+
+    return wnid_folders(root, None, root.name)[0]
 
 
 def class_indices(policy: str, records: list[Record], classes: list[int] | None = None) -> list[int] | None:
