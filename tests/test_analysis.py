@@ -51,15 +51,17 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert metrics.acc_1crop == pytest.approx(100 / 3)
     assert metrics.acc_max == pytest.approx(200 / 3)
     # greedy: LOC:0_0_Size:224 (a) comes first in the authors' order, then LOC:2_2_Size:224 (b)
-    assert [c["transform"] for c in cover] == ["LOC:0_0_Size:224", "LOC:2_2_Size:224"]
-    assert [(c["gain"], c["covered"]) for c in cover] == [(1, 1), (1, 2)]
-    assert metrics.cover_size == 2
+    assert [c["transform"] for c in cover["greedy"]] == ["LOC:0_0_Size:224", "LOC:2_2_Size:224"]
+    assert [(c["gain"], c["covered"]) for c in cover["greedy"]] == [(1, 1), (1, 2)]
+    assert metrics.cover_size == 2 and metrics.cover_size_exact == 2 and metrics.cover_gap == 0
+    assert cover["exact"]["status"] == "optimal" and len(cover["exact"]["transforms"]) == 2
     assert metrics.acc_top36 == pytest.approx(100 / 3)  # top_k = 1: only the first pick
     write_table_a8([vars(metrics)], tmp_path / "t.csv", tmp_path / "t.md")
     assert (tmp_path / "t.csv").read_text() == (
-        "model,variant,dataset,n_images,acc_1crop,acc_top36,acc_max,cover_size\nm,original,toy,3,33.33,33.33,66.67,2\n"
+        "model,variant,dataset,n_images,acc_1crop,acc_top36,acc_max,cover_size,cover_size_exact,cover_gap\n"
+        "m,original,toy,3,33.33,33.33,66.67,2,2,0\n"
     )
-    assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 |" in (tmp_path / "t.md").read_text()
+    assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 | 2 | 0 |" in (tmp_path / "t.md").read_text()
 
 
 def test_missing_predictions_are_an_error_not_a_dropped_image(tmp_path):

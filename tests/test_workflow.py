@@ -7,7 +7,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_cover import authors_greedy
+from tests.test_cover import authors_greedy, min_cover_size
 from zoomeval.manifest import read_manifest
 from zoomeval.zoom import transforms
 
@@ -34,6 +34,7 @@ def recompute_table_a8(workdir, dataset, variant, model, top_k):
         "acc_top36": f"{100 * m[cover[:top_k]].any(axis=0).mean():.2f}" if cover else "0.00",
         "acc_max": f"{100 * m.any(axis=0).mean():.2f}",
         "cover_size": str(len(cover)),
+        "cover_size_exact": str(min_cover_size(m)),
     }
 
 
@@ -51,6 +52,8 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "acc_top36",
         "acc_max",
         "cover_size",
+        "cover_size_exact",
+        "cover_gap",
     ]
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),

@@ -13,6 +13,7 @@ rule analyze:
         scored=_alternation(SCORED),
     params:
         top_k=config["top_k"],
+        time_limit=config["cover_time_limit"],
         label_set=lambda wc: SCORED[wc.scored][1],
     conda:
         CONDA_ENV
