@@ -77,6 +77,7 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     config_writer(
         tmp_path,
         scales=[256],
+        stats={"pairs": []},
         datasets={
             "imagenet": {
                 "adapter": "imagenet_val",

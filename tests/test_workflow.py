@@ -147,3 +147,9 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     assert counts == {"dataset_manifest": 7, "box_masks": 1, "predict": 5 * (3 + 6), "analyze": 5 * (3 * 3 + 6),
                       "table_a8": 1, "total": 7 + 1 + 45 + 75 + 1}  # fmt: skip
     assert "results/analysis/imagenet_in_real/bgset/vit32/metrics.json" in out
+    stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
+    out = stats.stdout + stats.stderr
+    table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
+    counts = {name: int(n) for name, n in (line.split() for line in table)}
+    # boxes count ImageNet's objects; SAM's automatic masks count those of ImageNet-A and ObjectNet
+    assert counts == {"dataset_manifest": 3, "sam_masks": 2, "object_counts": 3, "mann_whitney": 1, "total": 9}
