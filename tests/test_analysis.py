@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from zoomeval.analysis import analyze_predictions
+from zoomeval.analysis import analyze_predictions, read_matrix
 from zoomeval.inference import BASE_FIELDS
 from zoomeval.io import write_parquet
 from zoomeval.manifest import Record
@@ -93,3 +93,12 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
         assert metrics.acc_1crop == pytest.approx(acc) and metrics.acc_max == pytest.approx(acc), label_set
     with pytest.raises(ValueError, match="needs ImageNet-ReaL labels"):
         analyze_predictions(tmp_path / "p.parquet", RECORDS, label_set="real")
+
+
+def test_the_correctness_matrix_round_trips_bit_packed(tmp_path):
+    write_predictions(tmp_path / "p.parquet")
+    analyze_predictions(tmp_path / "p.parquet", RECORDS, matrix_path=tmp_path / "m.npz")
+    matrix, order, ids = read_matrix(tmp_path / "m.npz")
+    assert order == transforms(SCALES) and ids == ["a", "b", "c"] and matrix.shape == (18, 3)
+    hits = {(order[t].name, ids[i]) for t, i in zip(*np.nonzero(matrix), strict=True)}
+    assert hits == {("LOC:1_1_Size:256", "a"), ("LOC:0_0_Size:224", "a"), ("LOC:2_2_Size:224", "b")}

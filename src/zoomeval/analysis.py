@@ -11,7 +11,7 @@ import polars as pl
 
 from zoomeval.cover import greedy_cover
 from zoomeval.exact_cover import exact_cover
-from zoomeval.io import read_metadata
+from zoomeval.io import atomic_path, read_metadata
 from zoomeval.manifest import Record
 from zoomeval.zoom import ONE_CROP, Transform, transforms
 
@@ -117,6 +117,29 @@ def analyze(
     return stats, document
 
 
+def write_matrix(
+    path: str | os.PathLike[str], matrix: np.ndarray, order: list[Transform], image_ids: list[str]
+) -> None:
+    """Save a correctness matrix bit-packed (324 x 50,000 images is 2 MB) with its transform and image names,
+    so that figures and later tables need not re-read the predictions."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(
+            fh,
+            packed=np.packbits(matrix, axis=1),
+            n_images=np.int64(matrix.shape[1]),
+            transforms=np.array([[t.scale, t.row, t.col] for t in order], dtype=np.int16),
+            image_ids=np.array(image_ids, dtype=np.str_),
+        )
+
+
+def read_matrix(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[Transform], list[str]]:
+    """The matrix, transform order and image ids saved by :func:`write_matrix`."""
+    with np.load(path) as data:
+        matrix = np.unpackbits(data["packed"], axis=1, count=int(data["n_images"])).astype(bool)
+        order = [Transform(int(s), int(r), int(c)) for s, r, c in data["transforms"]]
+        return matrix, order, [str(i) for i in data["image_ids"]]
+
+
 #: How a dataset's images are scored: its own labels (``in``), ImageNet-ReaL's (``real``: images whose
 #: ReaL list is empty are left out) or either (``in_real``: over all images; an image without ReaL labels
 #: counts its own label only), as in the paper's IN / ReaL / IN+ReaL columns.
@@ -147,8 +170,10 @@ def analyze_predictions(
     top_k: int = 36,
     label_set: str = "in",
     time_limit: float = 30.0,
+    matrix_path: str | os.PathLike[str] | None = None,
 ) -> tuple[Metrics, dict[str, Any]]:
-    """Read one prediction file and compute its Table A8 row and its cover document (see :func:`analyze`)."""
+    """Read one prediction file and compute its Table A8 row and its cover document (see :func:`analyze`);
+    with ``matrix_path``, also save the correctness matrix there."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
     # A subset class set counts its classes as the dataset's distinct label groups: an ObjectNet class that
@@ -156,6 +181,8 @@ def analyze_predictions(
     n_classes = 1000 if meta["class_set"] == "full" else len({tuple(r.labels) for r in records})
     records = relabel(records, label_set)
     matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
+    if matrix_path is not None:
+        write_matrix(matrix_path, matrix, order, [r.image_id for r in records])
     stats, cover = analyze(matrix, order, top_k, time_limit)
     origins = np.array([r.origin for r in records])
     by_origin = None

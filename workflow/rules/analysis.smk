@@ -9,6 +9,7 @@ rule analyze:
     output:
         metrics="results/analysis/{scored}/{variant}/{model}/metrics.json",
         cover="results/analysis/{scored}/{variant}/{model}/cover.json",
+        matrix="results/analysis/{scored}/{variant}/{model}/correct.npz",
     wildcard_constraints:
         scored=_alternation(SCORED),
     params:

@@ -9,7 +9,7 @@ sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     records = read_manifest(sm.input.manifest)
     metrics, cover = analyze_predictions(
-        sm.input.predictions, records, sm.params.top_k, sm.params.label_set, sm.params.time_limit
+        sm.input.predictions, records, sm.params.top_k, sm.params.label_set, sm.params.time_limit, sm.output.matrix
     )
     write_json(sm.output.cover, {**asdict(metrics), **cover})
     write_json(sm.output.metrics, {**asdict(metrics), "top_k": sm.params.top_k})
