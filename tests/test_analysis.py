@@ -4,12 +4,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from zoomeval.analysis import analyze_predictions, read_matrix
+from zoomeval.analysis import analyze, analyze_predictions, read_matrix, zoom_groups
 from zoomeval.inference import BASE_FIELDS
 from zoomeval.io import write_parquet
 from zoomeval.manifest import Record
 from zoomeval.tables import write_table_a8
-from zoomeval.zoom import transforms
+from zoomeval.zoom import Transform, transforms
 
 SCALES = [224, 256]
 RECORDS = [
@@ -102,3 +102,18 @@ def test_the_correctness_matrix_round_trips_bit_packed(tmp_path):
     assert order == transforms(SCALES) and ids == ["a", "b", "c"] and matrix.shape == (18, 3)
     hits = {(order[t].name, ids[i]) for t, i in zip(*np.nonzero(matrix), strict=True)}
     assert hits == {("LOC:1_1_Size:256", "a"), ("LOC:0_0_Size:224", "a"), ("LOC:2_2_Size:224", "b")}
+
+
+def test_zoom_groups_use_the_models_own_cover_by_hand():
+    order = transforms([64, 224, 256])
+    m = np.zeros((27, 4), dtype=bool)
+    t = {(s): order.index(Transform(s, 0, 0)) for s in (64, 224, 256)}
+    m[t[64], 1] = True  # zoom-out solves image 1
+    m[t[224], 2] = True  # zoom-224 solves image 2
+    m[t[256], [0, 1]] = True  # zoom-in solves images 0 and 1; image 3 is never solved
+    stats, _ = analyze(m, order)
+    # greedy: LOC:0_0_Size:256 (2 images), then LOC:0_0_Size:224; the zoom-out transform is not in the cover
+    assert stats["zoom_groups"] == {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0,
+                                    "ub_224": 25.0, "excl_224": 25.0}  # fmt: skip
+    with_out = zoom_groups(m, order, [t[256], t[224], t[64]])
+    assert (with_out["ub_out"], with_out["excl_in"], with_out["excl_out"]) == (25.0, 25.0, 0.0)

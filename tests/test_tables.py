@@ -37,3 +37,14 @@ def test_table_1_files(tmp_path):
     assert (tmp_path / "t.csv").read_text().splitlines()[3] == "b,Random,3.60,18.00,31.86"
     md = (tmp_path / "t.md").read_text()
     assert "(c) all" in md and "| Random | 32.40 | 100.00 | 100.00 |" in md
+
+
+def test_zoom_group_table(tmp_path):
+    from zoomeval.tables import write_table_zoom_groups
+
+    groups = {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0, "ub_224": 25.0, "excl_224": 25.0}
+    write_table_zoom_groups([{**METRICS[0], "zoom_groups": groups}], tmp_path / "z.csv", tmp_path / "z.md")
+    assert (tmp_path / "z.csv").read_text().splitlines() == [
+        "model,variant,dataset,ub_in,ub_out,ub_224,excl_in,excl_out,excl_224",
+        "resnet50,original,imagenet,50.00,0.00,25.00,50.00,0.00,25.00",
+    ]

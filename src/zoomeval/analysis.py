@@ -67,6 +67,8 @@ class Metrics:
     #: the minimum cover (HiGHS; the greedy one when the time limit leaves nothing better) and greedy - exact
     cover_size_exact: int
     cover_gap: int
+    #: zoom-in/-out/-224 upper bounds within the greedy cover and exclusive shares (:func:`zoom_groups`)
+    zoom_groups: dict[str, float] | None = None
     #: transforms searched (9 x scales) and classes a random guess picks from (Table 1's "Random" row)
     n_transforms: int = 0
     n_classes: int = 1000
@@ -101,7 +103,8 @@ def analyze(
         )  # fmt: skip
     stats = {"n_images": n_images, "acc_1crop": acc_1crop, "acc_top36": acc_top, "acc_max": acc_max,
              "cover_size": len(picks), "cover_size_exact": exact.size,
-             "cover_gap": len(picks) - exact.size}  # fmt: skip
+             "cover_gap": len(picks) - exact.size,
+             "zoom_groups": zoom_groups(matrix, order, [p.index for p in picks])}  # fmt: skip
     document = {
         "top_k": top_k,
         "greedy": cover,
@@ -115,6 +118,30 @@ def analyze(
         },
     }
     return stats, document
+
+
+#: The paper's zoom groups (section 7): zoom-in S > 224, zoom-out S < 224, zoom-224 S = 224.
+ZOOM_GROUPS = {"in": lambda s: s > 224, "out": lambda s: s < 224, "224": lambda s: s == 224}
+
+
+def zoom_groups(matrix: np.ndarray, order: list[Transform], cover: list[int]) -> dict[str, float]:
+    """Upper bound of each zoom group within the model's own greedy cover, and the share of all images
+    that one group solves and neither other does ("exclusively solves"), in percent.
+
+    Each classifier uses its own cover; the authors' notebook reused the last classifier's (paper.md
+    section 7, pitfall 11).
+    """
+    n_images = matrix.shape[1]
+    solved = {}
+    for name, member in ZOOM_GROUPS.items():
+        rows = [t for t in cover if member(order[t].scale)]
+        solved[name] = matrix[rows].any(axis=0) if rows else np.zeros(n_images, bool)
+    out: dict[str, float] = {}
+    for name, hits in solved.items():
+        others = np.logical_or.reduce([h for other, h in solved.items() if other != name])
+        out[f"ub_{name}"] = 100 * float(hits.mean()) if n_images else 0.0
+        out[f"excl_{name}"] = 100 * float((hits & ~others).mean()) if n_images else 0.0
+    return out
 
 
 def write_matrix(
@@ -207,6 +234,7 @@ def analyze_predictions(
         cover_size=stats["cover_size"],
         cover_size_exact=stats["cover_size_exact"],
         cover_gap=stats["cover_gap"],
+        zoom_groups=stats["zoom_groups"],
         n_transforms=len(order),
         n_classes=n_classes,
         by_origin=by_origin,

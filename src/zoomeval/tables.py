@@ -87,3 +87,28 @@ def write_table_1(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike
         lines += ["| " + " | ".join(row[1:]) + " |" for row in rows if row[0] == panel]
         lines.append("")
     write_text(md_path, "\n".join(lines))
+
+
+ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_224"]
+
+
+def write_table_zoom_groups(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
+                            md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+    """The paper's section 7 table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
+    greedy cover, and the share of images each group alone solves."""
+    header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS]
+    rows = [[m["model"], m["variant"], m["dataset"], *(f"{m['zoom_groups'][c]:.2f}" for c in ZOOM_GROUP_COLUMNS)]
+            for m in metrics]  # fmt: skip
+    write_csv(csv_path, header, rows)
+    lines = [
+        "# Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        "ub_*: images solved by at least one cover transform of the group; excl_*: images that group solves and "
+        "neither other group does.",
+        "",
+    ]
+    write_text(md_path, "\n".join(lines))

@@ -93,8 +93,8 @@ STATS_DATASETS = sorted({d for pair in STATS_PAIRS for d in pair})
 
 
 def final_outputs():
-    """Everything `rule all` builds: Tables A8 and 1, a contact sheet per mask file in use, the statistics."""
-    outputs = ["results/table_a8.csv", "results/table_a8.md", "results/table_1.csv", "results/table_1.md"]
+    """Everything `rule all` builds: the tables, a contact sheet per mask file in use, the statistics."""
+    outputs = [f"results/{table}.{ext}" for table in ("table_a8", "table_1", "table_zoom_groups") for ext in ("csv", "md")]
     for d in DATASETS:
         entry = config["datasets"][d]
         if set(entry["variants"]) - {"original"}:

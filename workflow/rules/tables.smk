@@ -37,3 +37,22 @@ rule table_1:
         "logs/tables/table_1.log",
     script:
         "../scripts/table_1.py"
+
+
+rule table_zoom_groups:
+    input:
+        metrics=[
+            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            for v in variants(d)
+        ],
+    output:
+        csv="results/table_zoom_groups.csv",
+        md="results/table_zoom_groups.md",
+    conda:
+        CONDA_ENV
+    log:
+        "logs/tables/table_zoom_groups.log",
+    script:
+        "../scripts/table_zoom_groups.py"
