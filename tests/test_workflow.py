@@ -153,3 +153,29 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     counts = {name: int(n) for name, n in (line.split() for line in table)}
     # boxes count ImageNet's objects; SAM's automatic masks count those of ImageNet-A and ObjectNet
     assert counts == {"dataset_manifest": 3, "sam_masks": 2, "object_counts": 3, "mann_whitney": 1, "total": 9}
+
+
+def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_run, config_writer):
+    from PIL import Image
+
+    root = tmp_path / "folder" / "n01440764"
+    root.mkdir(parents=True)
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (50, 40), (120, 30, 30)).save(root / name)
+    (root / "empty.jpg").write_bytes(b"")
+    (root / "cut.png").write_bytes((root / "a.png").read_bytes()[:60])
+    dataset = {"mine": {"adapter": "imagefolder", "root": str(tmp_path / "folder")}}
+    config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []})
+    snakemake_run(tmp_path, "results/table_a8.csv")
+    bad = (tmp_path / "results/datasets/mine/bad_images.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in bad] == ["image_id", "n01440764/cut", "n01440764/empty"]
+    with open(tmp_path / "results/table_a8.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["n_images"] == "2"
+    assert "mine: 2" in (tmp_path / "results/table_a8.md").read_text()
+
+    config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []}, on_bad_image="fail")
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "dataset_manifest", check=False)
+    assert proc.returncode != 0
+    log = (tmp_path / "logs/datasets/mine.log").read_text()
+    assert "2 image(s) cannot be decoded, first" in log and "cut.png" in log

@@ -69,8 +69,13 @@ def _image_files(folder: Path) -> list[Path]:
 
 
 def _size(path: Path) -> tuple[int, int]:
-    with Image.open(path) as img:  # reads the header only
-        return img.size
+    """The image's size from its header; (0, 0) when even the header is unreadable (an empty or broken file),
+    so that the manifest step can list the image as bad instead of failing on it."""
+    try:
+        with Image.open(path) as img:  # reads the header only
+            return img.size
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return 0, 0
 
 
 def _relative_id(root: Path, path: Path) -> str:
@@ -114,8 +119,10 @@ def _read_json(path: Path, expected: str) -> Any:
 
 def _plain_record(root: Path, path: Path, labels: list[int], origin: str, border: int = 0) -> Record:
     width, height = _size(path)
+    if (width, height) == (0, 0):
+        border = 0  # unreadable: screened out later
     width, height = width - 2 * border, height - 2 * border
-    if width <= 0 or height <= 0:
+    if width < 0 or height < 0 or (border and (width == 0 or height == 0)):
         raise ValueError(f"{path} is too small to crop a {border}-px border from every side")
     return Record(
         image_id=_relative_id(root, path),
@@ -181,7 +188,7 @@ def _val_record(path: Path, annotation: _Annotation, real_labels: list[list[int]
     if WNID.fullmatch(path.parent.name) and path.parent.name != wnid:
         raise ValueError(f"{path} lies in folder {path.parent.name} but is annotated as {wnid}")
     width, height = _size(path)
-    if annotation.size is not None and annotation.size != (width, height):
+    if annotation.size is not None and (width, height) != (0, 0) and annotation.size != (width, height):
         raise ValueError(f"{path} is {width}x{height} but its annotation gives {annotation.size}")
     number = int(path.stem[-8:])  # the stem matched VAL_STEM
     return Record(
@@ -191,7 +198,8 @@ def _val_record(path: Path, annotation: _Annotation, real_labels: list[list[int]
         wnids=[wnid],
         width=width,
         height=height,
-        boxes=[_voc_to_half_open(box, width, height, path) for _, box in annotation.objects],
+        # an unreadable image (size 0 x 0) keeps no boxes: the manifest step screens it out
+        boxes=[_voc_to_half_open(box, width, height, path) for _, box in annotation.objects if width],
         origin="imagenet",
         real_labels=real_labels[number - 1],
     )

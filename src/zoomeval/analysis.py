@@ -72,6 +72,8 @@ class Metrics:
     #: transforms searched (9 x scales) and classes a random guess picks from (Table 1's "Random" row)
     n_transforms: int = 0
     n_classes: int = 1000
+    #: images of the dataset left out as unreadable (listed in its bad_images.csv)
+    n_excluded: int = 0
     #: per source dataset where the images come from several (ImageNet-Hard): n_images, acc_1crop, acc_max
     by_origin: dict[str, dict[str, float | int | None]] | None = None
 
@@ -198,6 +200,7 @@ def analyze_predictions(
     label_set: str = "in",
     time_limit: float = 30.0,
     matrix_path: str | os.PathLike[str] | None = None,
+    n_excluded: int = 0,
 ) -> tuple[Metrics, dict[str, Any]]:
     """Read one prediction file and compute its Table A8 row and its cover document (see :func:`analyze`);
     with ``matrix_path``, also save the correctness matrix there."""
@@ -237,6 +240,7 @@ def analyze_predictions(
         zoom_groups=stats["zoom_groups"],
         n_transforms=len(order),
         n_classes=n_classes,
+        n_excluded=n_excluded,
         by_origin=by_origin,
     )
     return metrics, cover

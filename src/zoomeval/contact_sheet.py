@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
+from zoomeval.images import load_rgb
 from zoomeval.io import atomic_path
 from zoomeval.manifest import Record
 from zoomeval.masks import apply_variant, decode_mask
@@ -52,11 +53,7 @@ def contact_sheet(
 
 def _tiles(record: Record, mask_png: bytes, tile: int) -> list[Image.Image]:
     # Decoded as ZoomCrops decodes it, so that the sheet shows the pixels the models see.
-    with Image.open(record.path) as raw:
-        image = raw.convert("RGB")
-    if record.border:
-        b = record.border
-        image = image.crop((b, b, image.width - b, image.height - b))
+    image = load_rgb(record)
     mask = decode_mask(mask_png)
     fgset, bgset = apply_variant(image, mask, "fgset"), apply_variant(image, mask, "bgset")  # also checks the shape
 

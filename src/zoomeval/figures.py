@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from zoomeval.io import atomic_path
 from zoomeval.masks import VARIANTS
@@ -110,10 +111,11 @@ def _heatmap(fig: Figure, ax: Axes, values: np.ndarray, cmap: Any, labels: list[
     """A 3x3 anchor heatmap, row 0 at the top, each cell labelled, with a colorbar from min to max."""
     lo, hi = float(values.min()), float(values.max())
     image = ax.imshow(values, cmap=cmap, vmin=lo, vmax=hi, origin="upper")
-    for (r, c), text in np.ndenumerate(np.array(labels, dtype=object)):
-        # White text only where the cell is dark enough to need it.
-        dark = hi > lo and (values[r, c] - lo) / (hi - lo) > 0.6
-        ax.text(c, r, text, ha="center", va="center", fontsize=9, color="white" if dark else "black")
+    for r in range(3):
+        for c in range(3):
+            # White text only where the cell is dark enough to need it.
+            dark = hi > lo and (values[r, c] - lo) / (hi - lo) > 0.6
+            ax.text(c, r, labels[r][c], ha="center", va="center", fontsize=9, color="white" if dark else "black")
     ax.set_xticks(range(3), [f"col {c}" for c in range(3)])
     ax.set_yticks(range(3), [f"row {r}" for r in range(3)])
     fig.colorbar(image, ax=ax, label=unit, shrink=0.8)
@@ -156,6 +158,7 @@ def plot_top_k_locations(locations: TopKLocations, path: str | os.PathLike[str],
     grid_ax.set_title(f"anchors of the first {len(scales)} picks\ncentre {share:.1f}% (uniform {UNIFORM_SHARE:.1f}%)")
     hist_ax.hist(scales, bins=20, color="tab:blue", edgecolor="white")  # 20 bins as in analysis-of-top-36
     hist_ax.set_xlabel("S (shorter side after resize, px)")
+    hist_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     hist_ax.set_ylabel("picks")
     hist_ax.set_title("scales of the picks")
     fig.suptitle(title)
@@ -175,7 +178,7 @@ def plot_upper_bounds(rows: Rows, path: str | os.PathLike[str], title: str, top_
     ax.set_xlim(-0.3, 2.3)
     ax.set_ylabel("top-1 accuracy / upper bound (%)")
     ax.set_title(title)
-    ax.legend(title="model", fontsize=8)
+    ax.legend(title="model", fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))  # outside: never hides a line
     _save(fig, path)
 
 
@@ -196,12 +199,13 @@ def plot_variant_bars(rows: Rows, path: str | os.PathLike[str], title: str) -> N
     fig = Figure(figsize=(max(6.0, 1.2 * len(models) + 2), 4.5), layout="constrained")
     ax = fig.add_subplot()
     for j, variant in enumerate(VARIANTS):
-        xs = [i + (j - 1) * width for i, m in enumerate(models) if (m, variant) in acc]
+        offset = (j - (len(VARIANTS) - 1) / 2) * width  # groups centred on the model's tick
+        xs = [i + offset for i, m in enumerate(models) if (m, variant) in acc]
         if xs:
             bars = ax.bar(xs, [acc[(m, variant)] for m in models if (m, variant) in acc], width, label=variant)
             ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("upper bound over all transforms (%)")
     ax.set_title(title)
-    ax.legend(title="variant")
+    ax.legend(title="variant", loc="upper left", bbox_to_anchor=(1, 1))  # outside: never hides a bar
     _save(fig, path)

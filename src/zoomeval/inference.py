@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from zoomeval import __version__
+from zoomeval.images import load_rgb
 from zoomeval.io import read_metadata, write_parquet
 from zoomeval.manifest import Record
 from zoomeval.masks import apply_variant, decode_mask
@@ -98,13 +98,7 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor]:
         record = self.records[i]
-        with Image.open(record.path) as raw:
-            image = raw.convert("RGB")
-        if record.border:
-            b = record.border
-            image = image.crop((b, b, image.width - b, image.height - b))
-        if (image.width, image.height) != (record.width, record.height):
-            raise ValueError(f"{record.path}: size {image.size} differs from the manifest's")
+        image = load_rgb(record)
         mask = decode_mask(self.masks[record.image_id]) if self.variant != "original" and self.masks else None
         image = apply_variant(image, mask, self.variant)
         return i, torch.from_numpy(all_crops(image, self.scales, self.size, self.backend))

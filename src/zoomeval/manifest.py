@@ -59,9 +59,14 @@ class Record:
 
 
 def write_manifest(
-    path: str | os.PathLike[str], records: list[Record], dataset: str, classes: list[int] | None = None
+    path: str | os.PathLike[str],
+    records: list[Record],
+    dataset: str,
+    classes: list[int] | None = None,
+    n_excluded: int = 0,
 ) -> None:
-    """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur)."""
+    """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur) and
+    ``n_excluded`` the number of unreadable images left out (listed in ``bad_images.csv``)."""
     ids = [r.image_id for r in records]
     if len(set(ids)) != len(ids):
         raise ValueError(f"dataset {dataset!r}: image ids are not unique")
@@ -69,7 +74,7 @@ def write_manifest(
     columns["boxes"] = [[list(b) for b in r.boxes] for r in records]
     table = pa.table(columns, schema=SCHEMA)
     meta = {"kind": "manifest", "schema_version": SCHEMA_VERSION, "dataset": dataset, "zoomeval": __version__}
-    write_parquet(path, table, {**meta, "classes": classes})
+    write_parquet(path, table, {**meta, "classes": classes, "n_excluded": n_excluded})
 
 
 def read_manifest(path: str | os.PathLike[str]) -> list[Record]:

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import torch
-from PIL import Image
 from segment_anything import SamAutomaticMaskGenerator, SamPredictor, sam_model_registry
 from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 
 from zoomeval import __version__
+from zoomeval.images import load_rgb
 from zoomeval.io import write_parquet
 from zoomeval.manifest import Record
 from zoomeval.masks import MASKS_SCHEMA_VERSION, box_mask, encode_mask
@@ -204,17 +204,6 @@ def auto_foreground(
     return union, [k["predicted_iou"] for k in kept]
 
 
-def load_rgb(record: Record) -> np.ndarray:
-    """A record's image as evaluated (``border`` cropped), ``H x W x 3`` uint8."""
-    with Image.open(record.path) as raw:
-        image = raw.convert("RGB")
-    if b := record.border:
-        image = image.crop((b, b, image.width - b, image.height - b))
-    if (image.width, image.height) != (record.width, record.height):
-        raise ValueError(f"{record.path}: size {image.size} differs from the manifest's")
-    return np.asarray(image)
-
-
 def box_coverage(mask: np.ndarray, boxes: Sequence[Sequence[int]]) -> float | None:
     """The fraction of the boxes' union that ``mask`` covers (``None`` without box pixels)."""
     height, width = mask.shape
@@ -261,7 +250,7 @@ def write_sam_masks(
     coverage: list[float | None] = []
     last = time.monotonic()
     for i, record in enumerate(records):
-        mask, object_scores = segment(load_rgb(record), record.boxes)
+        mask, object_scores = segment(np.asarray(load_rgb(record)), record.boxes)
         pngs.append(encode_mask(mask))
         areas.append(float(mask.mean()))
         scores.append(object_scores)

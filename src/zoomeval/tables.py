@@ -43,6 +43,10 @@ def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLik
         "cover_gap: cover_size - cover_size_exact.",
         "",
     ]
+    excluded = {m["dataset"]: m.get("n_excluded", 0) for m in metrics if m.get("n_excluded", 0)}
+    if excluded:
+        lines += ["Images left out as unreadable (see results/datasets/<dataset>/bad_images.csv): "
+                  + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".", ""]  # fmt: skip
     write_text(md_path, "\n".join(lines))
 
 

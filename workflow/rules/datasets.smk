@@ -5,12 +5,15 @@ rule generated_dataset:
     output:
         manifest="results/datasets/{dataset}/manifest.parquet",
         images=directory("results/datasets/{dataset}/images"),
+        bad_images="results/datasets/{dataset}/bad_images.csv",
     wildcard_constraints:
         dataset=_alternation(GENERATED_DATASETS),
     params:
         entry=lambda wc: dataset_source(wc.dataset),
+        on_bad_image=config["on_bad_image"],
     conda:
         CONDA_ENV
+    threads: 4
     log:
         "logs/datasets/{dataset}.log",
     script:
@@ -20,12 +23,15 @@ rule generated_dataset:
 rule dataset_manifest:
     output:
         manifest="results/datasets/{dataset}/manifest.parquet",
+        bad_images="results/datasets/{dataset}/bad_images.csv",
     wildcard_constraints:
         dataset=_alternation([d for d in DATASETS if d not in GENERATED_DATASETS]),
     params:
         entry=lambda wc: dataset_source(wc.dataset),
+        on_bad_image=config["on_bad_image"],
     conda:
         CONDA_ENV
+    threads: 4
     log:
         "logs/datasets/{dataset}.log",
     script:

@@ -1,6 +1,8 @@
+import os
 from pathlib import Path
 
 from zoomeval.datasets import build_records
+from zoomeval.images import screen
 from zoomeval.logs import to_file
 from zoomeval.manifest import write_manifest
 
@@ -9,5 +11,8 @@ with to_file(sm.log[0]):
     name = sm.wildcards.dataset
     out = Path(sm.output.manifest).parent
     records, classes = build_records(name, sm.params.entry, out, Path("resources") / name)
-    write_manifest(sm.output.manifest, records, name, classes)
-    print(f"{len(records)} images, class set: {'all 1000' if classes is None else len(classes)}")
+    workers = min(sm.threads, os.cpu_count() or 1)
+    kept, excluded = screen(records, sm.params.on_bad_image, sm.output.bad_images, workers)
+    write_manifest(sm.output.manifest, kept, name, classes, excluded)
+    class_set = "all 1000" if classes is None else len(classes)
+    print(f"{len(kept)} images ({excluded} unreadable, left out), class set: {class_set}")

@@ -1,0 +1,150 @@
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from zoomeval.figures import (
+    anchor_grid,
+    plot_anchor_grid,
+    plot_scale_curves,
+    plot_top_k_locations,
+    plot_upper_bounds,
+    plot_variant_bars,
+    scale_curves,
+    top_k_locations,
+)
+from zoomeval.zoom import Transform, transforms
+
+# Scales deliberately not ascending: scale_curves must sort them.
+ORDER = transforms([256, 64])
+# image -> transforms that classify it correctly; image 4 is solved by none.
+SOLVED_BY = {
+    0: [Transform(64, 0, 0), Transform(256, 0, 0)],
+    1: [Transform(256, 0, 0), Transform(64, 2, 2)],
+    2: [Transform(256, 1, 1)],
+    3: [Transform(64, 1, 2)],
+    4: [],
+}
+
+
+def synthetic_matrix() -> np.ndarray:
+    matrix = np.zeros((len(ORDER), len(SOLVED_BY)), dtype=bool)
+    for image, solvers in SOLVED_BY.items():
+        for t in solvers:
+            matrix[ORDER.index(t), image] = True
+    return matrix
+
+
+def test_anchor_grid_is_the_union_over_scales_per_anchor():
+    expected = np.zeros((3, 3))
+    expected[0, 0] = 40.0  # images 0 and 1 (image 0 at both scales counts once)
+    expected[1, 1] = 20.0  # image 2
+    expected[1, 2] = 20.0  # image 3
+    expected[2, 2] = 20.0  # image 1
+    np.testing.assert_allclose(anchor_grid(synthetic_matrix(), ORDER), expected)
+
+
+def test_anchor_grid_rejects_a_matrix_that_does_not_fit_the_order():
+    with pytest.raises(ValueError, match="shape"):
+        anchor_grid(np.zeros((len(ORDER) - 1, 3), dtype=bool), ORDER)
+
+
+def test_scale_curves_centre_and_nine_anchor_union_per_ascending_scale():
+    scales, one_crop, nine_crop = scale_curves(synthetic_matrix(), ORDER)
+    assert scales == [64, 256]
+    np.testing.assert_allclose(one_crop, [0.0, 20.0])  # only image 2, at the centre at S=256
+    np.testing.assert_allclose(nine_crop, [60.0, 60.0])  # S=64: images 0, 1, 3; S=256: images 0, 1, 2
+
+
+def test_scale_curves_needs_the_centre_anchor_at_every_scale():
+    order = [t for t in ORDER if t != Transform(64, 1, 1)]
+    with pytest.raises(ValueError, match=r"\[64\]"):
+        scale_curves(np.ones((len(order), 2), dtype=bool), order)
+
+
+COVER = [ORDER.index(t) for t in (Transform(256, 1, 1), Transform(64, 0, 0), Transform(64, 1, 1), Transform(256, 2, 0))]
+
+
+def test_top_k_locations_counts_the_first_k_picks():
+    counts, scales, share = top_k_locations(COVER, ORDER, k=3)
+    expected = np.zeros((3, 3), dtype=np.int64)
+    expected[1, 1], expected[0, 0] = 2, 1
+    np.testing.assert_array_equal(counts, expected)
+    assert scales == [256, 64, 64]
+    assert share == pytest.approx(200 / 3)
+
+
+def test_top_k_locations_with_k_beyond_the_cover_uses_the_whole_cover():
+    counts, scales, share = top_k_locations(COVER, ORDER)  # k = 36 > 4 picks
+    assert counts.sum() == 4 and counts[2, 0] == 1
+    assert scales == [256, 64, 64, 256]
+    assert share == 50.0
+
+
+def test_top_k_locations_of_an_empty_cover_and_a_bad_k():
+    counts, scales, share = top_k_locations([], ORDER)
+    assert counts.sum() == 0 and scales == [] and math.isnan(share)
+    with pytest.raises(ValueError, match="k must be"):
+        top_k_locations(COVER, ORDER, k=0)
+
+
+UPPER_BOUND_ROWS = [
+    {"model": "resnet50", "acc_1crop": 75.7, "acc_top36": 94.5, "acc_max": 96.8},
+    {"model": "vit_b_32", "acc_1crop": 75.8, "acc_top36": 95.0, "acc_max": 97.2},
+]
+VARIANT_ROWS = [
+    {"model": "resnet50", "variant": "original", "acc_max": 96.8},
+    {"model": "resnet50", "variant": "fgset", "acc_max": 90.1},
+    {"model": "resnet50", "variant": "bgset", "acc_max": 60.4},
+    {"model": "vit_b_32", "variant": "original", "acc_max": 97.2},
+    {"model": "vit_b_32", "variant": "bgset", "acc_max": 65.0},  # no fgset: its bar is skipped
+]
+PLOTS: dict[str, Callable[[Path], None]] = {
+    "anchor_grid": lambda p: plot_anchor_grid(anchor_grid(synthetic_matrix(), ORDER), p, "anchor grid"),
+    "scale_curves": lambda p: plot_scale_curves(scale_curves(synthetic_matrix(), ORDER), p, "scale curves"),
+    "top_k_locations": lambda p: plot_top_k_locations(top_k_locations(COVER, ORDER), p, "top-k locations"),
+    "upper_bounds": lambda p: plot_upper_bounds(UPPER_BOUND_ROWS, p, "upper bounds"),
+    "variant_bars": lambda p: plot_variant_bars(VARIANT_ROWS, p, "variants"),
+}
+
+
+@pytest.mark.parametrize("name", PLOTS)
+def test_plot_writes_a_non_blank_png_with_stable_bytes(tmp_path, name):
+    first, second = tmp_path / "a" / f"{name}.png", tmp_path / "b" / f"{name}.png"
+    PLOTS[name](first)
+    PLOTS[name](second)
+    with Image.open(first) as image:
+        assert image.format == "PNG"
+        assert image.width > 200 and image.height > 150
+        assert np.asarray(image.convert("RGB"), dtype=float).std() > 0
+    assert first.read_bytes() == second.read_bytes()
+    assert sorted(p.name for p in first.parent.iterdir()) == [first.name]  # no temporary file left behind
+
+
+def _saturation(pixels: np.ndarray) -> np.ndarray:
+    return pixels.max(axis=2) - pixels.min(axis=2)
+
+
+def test_anchor_heatmap_draws_row_0_at_the_top(tmp_path):
+    grid = np.full((3, 3), 50.0)
+    grid[0, 0], grid[2, 0] = 100.0, 0.0  # top-left darkest green, bottom-left white
+    path = tmp_path / "grid.png"
+    plot_anchor_grid(grid, path, "orientation")
+    pixels = np.asarray(Image.open(path).convert("RGB"), dtype=float)
+    height, width = pixels.shape[:2]
+    # The left third of the figure holds the heatmap's left column but none of the colorbar, whose own
+    # dark end is at its top and would make a flipped heatmap pass.
+    left = _saturation(pixels[:, : width // 3])
+    top, bottom = left[: height // 2].mean(), left[height // 2 :].mean()
+    assert top > 2 * bottom + 10, (top, bottom)
+
+
+def test_variant_bars_reject_unknown_and_duplicate_variants(tmp_path):
+    with pytest.raises(ValueError, match="unknown variant"):
+        plot_variant_bars([{"model": "m", "variant": "fg", "acc_max": 1.0}], tmp_path / "x.png", "t")
+    with pytest.raises(ValueError, match="duplicate"):
+        plot_variant_bars(VARIANT_ROWS + VARIANT_ROWS[:1], tmp_path / "x.png", "t")
+    assert not (tmp_path / "x.png").exists()

@@ -1,0 +1,97 @@
+"""Bad and unusual inputs: each is converted under the documented policy or found and left out."""
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from zoomeval.images import load_rgb, problem, screen, to_rgb
+from zoomeval.manifest import Record
+from zoomeval.zoom import zoom_crop
+
+
+def record(path, size, border=0):
+    return Record(path.stem, str(path), [0], ["n01440764"], size[0], size[1], border=border)
+
+
+def png_header_only(path, width, height):
+    """A PNG that claims ``width x height`` (an IHDR and no pixels): enough for PIL's size check."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def jpeg_bytes():
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 80, 3), dtype=np.uint8)).save(buf, "JPEG")
+    return buf.getvalue()
+
+
+def test_unreadable_files_are_found_with_a_reason(tmp_path, jpeg_bytes):
+    (tmp_path / "truncated.jpg").write_bytes(jpeg_bytes[: len(jpeg_bytes) // 2])
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "text.jpg").write_text("not an image")
+    png_header_only(tmp_path / "bomb.png", 20000, 20000)  # 400 megapixels: over PIL's bomb limit
+    (tmp_path / "good.jpg").write_bytes(jpeg_bytes)
+    assert "truncated" in problem(str(tmp_path / "truncated.jpg")).lower()
+    assert problem(str(tmp_path / "empty.jpg")).startswith("UnidentifiedImageError")
+    assert problem(str(tmp_path / "text.jpg")).startswith("UnidentifiedImageError")
+    assert problem(str(tmp_path / "bomb.png")).startswith("DecompressionBomb")
+    assert problem(str(tmp_path / "good.jpg")) is None
+
+
+def test_screen_lists_and_skips_or_fails(tmp_path, jpeg_bytes):
+    (tmp_path / "a.jpg").write_bytes(jpeg_bytes)
+    (tmp_path / "b.jpg").write_bytes(b"")
+    (tmp_path / "c.jpg").write_bytes(jpeg_bytes)
+    records = [record(tmp_path / n, (80, 64)) for n in ("a.jpg", "b.jpg", "c.jpg")]
+    kept, excluded = screen(records, "skip", tmp_path / "bad.csv", workers=2)
+    assert [r.image_id for r in kept] == ["a", "c"] and excluded == 1
+    lines = (tmp_path / "bad.csv").read_text().splitlines()
+    assert lines[0] == "image_id,path,reason" and lines[1].startswith(f"b,{tmp_path / 'b.jpg'},UnidentifiedImageError")
+    with pytest.raises(ValueError, match=r"1 image\(s\) cannot be decoded, first .*b.jpg .*on_bad_image: skip"):
+        screen(records, "fail", tmp_path / "bad2.csv")
+    assert screen(kept, "fail", tmp_path / "ok.csv") == (kept, 0)
+    assert (tmp_path / "ok.csv").read_text() == "image_id,path,reason\n"
+
+
+def test_modes_are_converted_to_rgb_under_the_policy(tmp_path):
+    rgba = Image.new("RGBA", (4, 3), (10, 20, 30, 0))  # fully transparent: the colour underneath is kept
+    assert to_rgb(rgba).getpixel((0, 0)) == (10, 20, 30)
+    assert to_rgb(Image.new("L", (4, 3), 77)).getpixel((1, 1)) == (77, 77, 77)
+    cmyk = Image.new("CMYK", (4, 3), (0, 255, 255, 0))  # pure red in CMYK
+    cmyk.save(tmp_path / "cmyk.jpg", "JPEG", quality=100)
+    with Image.open(tmp_path / "cmyk.jpg") as img:
+        assert img.mode == "CMYK"
+        r, g, b = to_rgb(img).getpixel((1, 1))
+        assert r > 240 and g < 15 and b < 15
+    sixteen = np.array([[0, 256, 32768, 65535]], dtype=np.uint16)
+    Image.fromarray(sixteen).save(tmp_path / "deep.png")
+    with Image.open(tmp_path / "deep.png") as img:
+        assert img.mode.startswith("I")
+        assert [to_rgb(img).getpixel((x, 0))[0] for x in range(4)] == [0, 1, 128, 255]  # scaled, not clipped
+
+
+def test_exif_orientation_is_ignored_and_tiny_images_still_zoom(tmp_path):
+    pixels = np.zeros((20, 40, 3), np.uint8)
+    pixels[:, :20] = 255  # left half white
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 CW to display"
+    Image.fromarray(pixels).save(tmp_path / "rotated.jpg", "JPEG", exif=exif, quality=100)
+    image = load_rgb(record(tmp_path / "rotated.jpg", (40, 20)))
+    assert image.size == (40, 20)  # stored orientation, not the displayed one
+    assert image.getpixel((5, 10))[0] > 200 and image.getpixel((35, 10))[0] < 50
+    Image.new("RGB", (1, 1), (200, 100, 50)).save(tmp_path / "dot.png")
+    crop = np.asarray(zoom_crop(load_rgb(record(tmp_path / "dot.png", (1, 1))), 256, 1, 1))
+    assert crop.shape == (224, 224, 3) and tuple(crop[100, 100]) == (200, 100, 50)
+
+
+def test_border_crop_and_size_check(tmp_path):
+    Image.new("RGB", (30, 20), (9, 9, 9)).save(tmp_path / "framed.png")
+    assert load_rgb(record(tmp_path / "framed.png", (26, 16), border=2)).size == (26, 16)
+    with pytest.raises(ValueError, match="differs from the manifest"):
+        load_rgb(record(tmp_path / "framed.png", (30, 20), border=2))
