@@ -25,6 +25,7 @@ include: "workflow/rules/inference.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/statistics.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:

@@ -93,7 +93,7 @@ STATS_DATASETS = sorted({d for pair in STATS_PAIRS for d in pair})
 
 
 def final_outputs():
-    """Everything `rule all` builds: the tables, a contact sheet per mask file in use, the statistics."""
+    """Everything `rule all` builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
     outputs = [f"results/{table}.{ext}" for table in ("table_a8", "table_1", "table_zoom_groups") for ext in ("csv", "md")]
     for d in DATASETS:
         entry = config["datasets"][d]
@@ -101,4 +101,12 @@ def final_outputs():
             outputs.append(f"results/masks/{d}/{entry.get('mask_method', 'bbox')}_contact_sheet.png")
     if STATS_PAIRS:
         outputs += ["results/stats/mannwhitney.csv", "results/stats/object_counts.png"]
+    for scored, (d, _) in SCORED.items():
+        outputs += [f"results/figures/{scored}/{name}.png" for name in ("upper_bounds", "variants")]
+        outputs += [
+            f"results/figures/{scored}/{v}/{m}/{name}.png"
+            for v in variants(d)
+            for m in MODELS
+            for name in ("anchor_grid", "scale_curves", "top_k_locations")
+        ]
     return outputs

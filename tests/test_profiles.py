@@ -1,0 +1,185 @@
+"""The workflow profiles: profiles/default (used automatically for local runs) and profiles/slurm."""
+
+import importlib.util
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "profiles" / "default" / "config.yaml"
+SLURM = ROOT / "profiles" / "slurm" / "config.yaml"
+HAS_SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
+NO_SLURM_PLUGIN = "snakemake-executor-plugin-slurm is not installed (pip install snakemake-executor-plugin-slurm)"
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def assignments(value) -> dict[str, str]:
+    """A profile's NAME=VALUE list (or mapping) as a dict of strings."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    return dict(item.split("=", 1) for item in value)
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=300)
+
+
+def demo_workdir(tmp_path: Path) -> Path:
+    """A working directory with the demo config where the Snakefile looks for it (config/config.yaml)."""
+    (tmp_path / "config").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "config.yaml", tmp_path / "config" / "config.yaml")
+    return tmp_path
+
+
+def job_blocks(output: str) -> dict[str, str]:
+    """The first job block printed for each rule (a dry run prints one block per job)."""
+    blocks = {}
+    for block in re.split(r"\n(?=\[[^\n]*\]\n(?:local)?rule )", output):
+        m = re.search(r"^(?:local)?rule (\w+):", block, re.MULTILINE)
+        if m:
+            blocks.setdefault(m.group(1), block)
+    return blocks
+
+
+@pytest.fixture(scope="module")
+def rule_names(tmp_path_factory) -> set[str]:
+    workdir = demo_workdir(tmp_path_factory.mktemp("rules"))
+    proc = snakemake(workdir, "--list-rules")
+    assert proc.returncode == 0, proc.stderr
+    names = {line.strip() for line in proc.stdout.splitlines() if re.fullmatch(r"\s*\w+\s*", line)}
+    assert {"predict", "sam_masks", "analyze"} <= names, proc.stdout
+    return names
+
+
+def test_default_profile_sets_a_gpu_budget_and_the_local_settings():
+    profile = load(DEFAULT)
+    assert int(assignments(profile["resources"])["gpu"]) >= 1
+    assert profile["rerun-incomplete"] is True
+    assert profile["keep-going"] is False
+    assert profile["show-failed-logs"] is True
+    assert profile["printshellcmds"] is False
+    assert isinstance(profile["latency-wait"], int)
+    assert "executor" not in profile  # local execution
+
+
+def test_default_profile_is_read_automatically_from_another_directory(tmp_path, monkeypatch):
+    """Snakemake 9 finds profiles/default/config.yaml next to the Snakefile; the command line overrides it."""
+    from snakemake.cli import parse_args
+
+    monkeypatch.chdir(tmp_path)
+    base = ["-s", str(ROOT / "Snakefile"), "--cores", "2", "-n", "results/table_a8.csv"]
+    _, args = parse_args(base)
+    assert args.resources["gpu"].value == 1
+    assert args.rerun_incomplete and args.show_failed_logs and not args.keep_going
+    assert args.targets == ["results/table_a8.csv"]
+    _, args = parse_args([*base, "--resources", "gpu=4"])
+    assert args.resources["gpu"].value == 4
+    _, args = parse_args([*base, "--workflow-profile", "none"])
+    assert "gpu" not in args.resources and not args.rerun_incomplete
+
+
+def test_slurm_profile_names_only_existing_rules(rule_names):
+    profile = load(SLURM)
+    named = set(profile["set-resources"]) | set(profile.get("set-threads", {}))
+    assert named <= rule_names, f"not rules of the workflow: {sorted(named - rule_names)}"
+
+
+def test_slurm_profile_requests_gpus_and_the_agreed_resources():
+    profile = load(SLURM)
+    assert profile["executor"] == "slurm"
+    assert profile["jobs"] == 100 and profile["latency-wait"] == 60 and profile["retries"] == 2
+    resources = profile["set-resources"]
+    for rule in ("predict", "sam_masks"):
+        assert int(resources[rule]["gpu"]) >= 1, rule
+        assert resources[rule]["runtime"] == 720, rule
+    assert resources["predict"]["cpus_per_task"] == profile["set-threads"]["predict"] == 8
+    # predict's `threads: workflow.cores` needs a core count; it must not cap predict's threads
+    assert profile["cores"] >= profile["set-threads"]["predict"]
+    defaults = profile["default-resources"]
+    assert {"slurm_partition", "mem_mb", "runtime"} <= set(defaults)
+    assert "attempt" in str(defaults["mem_mb"]) and "attempt" in str(resources["predict"]["mem_mb"])
+
+
+@pytest.mark.workflow
+def test_dry_run_with_the_default_profile(tmp_path):
+    workdir = demo_workdir(tmp_path)
+    proc = snakemake(workdir, "--workflow-profile", str(DEFAULT.parent), "--cores", "2", "-n", "results/table_a8.csv")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"workflow specific profile {DEFAULT.parent}" in proc.stderr
+    assert "predict" in job_blocks(proc.stdout)
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
+def test_dry_run_with_the_slurm_profile(tmp_path):
+    """A dry run does not contact SLURM; it evaluates every resource of the profile."""
+    workdir = demo_workdir(tmp_path)
+    proc = snakemake(workdir, "--workflow-profile", str(SLURM.parent), "-n", "results/table_a8.csv")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    blocks = job_blocks(proc.stdout)
+    predict = blocks["predict"]
+    assert "threads: 8" in predict
+    for item in ("gpu=1", "cpus_per_task=8", "mem_mb=32000", "runtime=720"):
+        assert re.search(rf"resources:.*\b{item}\b", predict), (item, predict)
+    assert re.search(r"resources:.*\bmem_mb=16000\b.*\bruntime=240\b", blocks["generated_dataset"])
+    assert re.search(r"resources:.*\bmem_mb=16000\b.*\bruntime=60\b", blocks["analyze"])
+    assert re.search(r"resources:.*\bmem_mb=4000\b.*\bruntime=30\b", blocks["table_a8"])
+
+
+FAKE_SBATCH = """#!/bin/sh
+echo "$*" >> "{log}"
+echo "sbatch: error: this fake sbatch refuses every job" >&2
+exit 1
+"""
+EMPTY = "#!/bin/sh\n"
+FAKE_SACCT = """#!/bin/sh
+echo "Slurm accounting storage is disabled" >&2
+exit 1
+"""
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
+def test_slurm_profile_builds_the_expected_sbatch_calls(tmp_path):
+    """A real (not dry) run against stand-in SLURM commands that record and refuse each submission.
+
+    This catches what a dry run cannot: a dry run sets --cores 1 itself, so `threads: workflow.cores`
+    fails only in a real cluster run without `cores` in the profile. A refused job is retried, so the
+    three calls show the attempt-scaled memory.
+    """
+    workdir = demo_workdir(tmp_path / "work")
+    manifest = workdir / "results/datasets/demo/manifest.parquet"
+    (manifest.parent / "images").mkdir(parents=True)
+    manifest.touch()  # no metadata: predict is the only job
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "sbatch.log"
+    scripts = {"sbatch": FAKE_SBATCH.format(log=log), "sacct": FAKE_SACCT, "sinfo": EMPTY, "squeue": EMPTY}
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    target = "results/predictions/demo/original/efficientnet_lite0.parquet"
+    proc = snakemake(workdir, "--workflow-profile", str(SLURM.parent), target,
+                     "--slurm-init-seconds-before-status-checks", "1", env=env)  # fmt: skip
+    assert proc.returncode != 0  # every submission is refused
+    assert log.exists(), proc.stdout + proc.stderr
+    calls = log.read_text().splitlines()
+    assert len(calls) == 3, calls  # retries: 2
+    for attempt, call in enumerate(calls, start=1):
+        head = call.split("--wrap", 1)[0]
+        assert "-p CHANGE_ME " in head and "-t 720 " in head, head
+        assert f"--mem {32000 * attempt} " in head, head
+        assert "--cpus-per-task=8" in head and "--gpus=1" in head, head
+        assert f"--attempt {attempt} " in call and "--cores 8 " in call, call
