@@ -31,10 +31,7 @@ def check_config(config: dict[str, Any]) -> None:
             if not entry.get(field):
                 raise ConfigError(f"{key}.{field} is required for adapter {adapter}: a local path, url or hf source")
         for field in sorted(required | optional):
-            spec = entry.get(field)
-            path = spec if isinstance(spec, str) else (spec or {}).get("path")
-            if path and not Path(path).exists():
-                raise ConfigError(f"{key}.{field}: {path!r} does not exist; download the data and point the key at it")
+            _check_local(f"{key}.{field}", entry.get(field))
         needs_masks = set(entry.get("variants", [])) - {"original"}
         if needs_masks and adapter not in ADAPTERS_WITH_BOXES:
             raise ConfigError(
@@ -58,12 +55,16 @@ def check_config(config: dict[str, Any]) -> None:
                 raise ConfigError(
                     f"stats.pairs: {name!r} is not a dataset of this config; use one of {list(config['datasets'])}"
                 )
-    sam_checkpoint = config.get("sam", {}).get("checkpoint")
-    local = sam_checkpoint if isinstance(sam_checkpoint, str) else (sam_checkpoint or {}).get("path")
-    if local and not Path(local).exists():
-        raise ConfigError(f"sam.checkpoint: {local!r} does not exist; download it or give {{url: ..., sha256: ...}}")
+    _check_local("sam.checkpoint", config.get("sam", {}).get("checkpoint"))
     for name, entry in config["models"].items():
         check_model(f"models.{name}", entry)
+
+
+def _check_local(key: str, spec: str | dict[str, Any] | None) -> None:
+    """A local input (a path string or ``{path: ...}``) must exist; URLs and Hugging Face inputs are fetched later."""
+    path = spec if isinstance(spec, str) else (spec or {}).get("path")
+    if path and not Path(path).exists():
+        raise ConfigError(f"{key}: {path!r} does not exist; download it and point the key at it, or give a url")
 
 
 def check_model(key: str, entry: dict[str, Any]) -> None:

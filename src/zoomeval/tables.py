@@ -21,6 +21,10 @@ def _cell(column: str, value: Any) -> str:
     return str(value)
 
 
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
 def table_a8_rows(metrics: Sequence[dict[str, Any]]) -> list[list[str]]:
     """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell)."""
     return [[_cell(c, m[c]) for c in TABLE_A8_COLUMNS] for m in metrics]
@@ -33,9 +37,7 @@ def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLik
     lines = [
         "# Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images",
         "",
-        "| " + " | ".join(TABLE_A8_COLUMNS) + " |",
-        "|" + "---|" * len(TABLE_A8_COLUMNS),
-        *("| " + " | ".join(row) + " |" for row in rows),
+        *markdown_table(TABLE_A8_COLUMNS, rows),
         "",
         "acc_1crop: S=256 at the centre anchor; acc_top36: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
@@ -87,8 +89,7 @@ def write_table_1(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike
     write_csv(csv_path, header, rows)
     lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
     for panel, _, title in TABLE_1_PANELS:
-        lines += [f"({panel}) {title}", "", "| " + " | ".join(header[1:]) + " |", "|" + "---|" * (len(header) - 1)]
-        lines += ["| " + " | ".join(row[1:]) + " |" for row in rows if row[0] == panel]
+        lines += [f"({panel}) {title}", "", *markdown_table(header[1:], [row[1:] for row in rows if row[0] == panel])]
         lines.append("")
     write_text(md_path, "\n".join(lines))
 
@@ -107,9 +108,7 @@ def write_table_zoom_groups(metrics: Sequence[dict[str, Any]], csv_path: str | o
     lines = [
         "# Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(row) + " |" for row in rows),
+        *markdown_table(header, rows),
         "",
         "ub_*: images solved by at least one cover transform of the group; excl_*: images that group solves and "
         "neither other group does.",
