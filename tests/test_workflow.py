@@ -80,6 +80,14 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     again = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
     assert "Nothing to be done" in again.stdout + again.stderr
 
+    # determinism: recomputing the predictions gives identical pred columns and byte-identical tables
+    first_table = (tmp_path / "results/table_a8.csv").read_bytes()
+    prediction = tmp_path / "results/predictions/demo/original/efficientnet_lite0.parquet"
+    first_preds = pq.read_table(prediction, columns=["image_id", "scale", "row", "col", "pred", "pred_full"])
+    snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "predict")
+    assert pq.read_table(prediction, columns=first_preds.column_names).equals(first_preds)
+    assert (tmp_path / "results/table_a8.csv").read_bytes() == first_table
+
     # a second model re-runs only its own jobs and the table
     config["models"]["lite0_copy"] = dict(config["models"]["efficientnet_lite0"])
     config_writer(tmp_path, **config)
