@@ -76,6 +76,11 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
                    for c in range(meta.num_columns))  # fmt: skip
         assert data / meta.num_rows <= 16  # column bytes per (image, transform) row, without the footer
 
+    # the HTML report holds the tables with their captions
+    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "--report", str(tmp_path / "report.html"))
+    report = (tmp_path / "report.html").read_text()
+    assert "table_a8.csv" in report and "table_1.csv" in report and "exact minimum cover size" in report
+
     # a second run has nothing to do
     again = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -6,9 +6,27 @@ rule model_figures:
         matrix="results/analysis/{scored}/{variant}/{model}/correct.npz",
         cover="results/analysis/{scored}/{variant}/{model}/cover.json",
     output:
-        anchors="results/figures/{scored}/{variant}/{model}/anchor_grid.png",
-        scales="results/figures/{scored}/{variant}/{model}/scale_curves.png",
-        top_k="results/figures/{scored}/{variant}/{model}/top_k_locations.png",
+        anchors=report(
+            "results/figures/{scored}/{variant}/{model}/anchor_grid.png",
+            caption="../report/anchor_grid.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "{model}", "variant": "{variant}", "figure": "anchor grid"},
+        ),
+        scales=report(
+            "results/figures/{scored}/{variant}/{model}/scale_curves.png",
+            caption="../report/scale_curves.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "{model}", "variant": "{variant}", "figure": "scale curves"},
+        ),
+        top_k=report(
+            "results/figures/{scored}/{variant}/{model}/top_k_locations.png",
+            caption="../report/top_k_locations.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "{model}", "variant": "{variant}", "figure": "top-k locations"},
+        ),
     wildcard_constraints:
         scored=_alternation(SCORED),
     params:
@@ -27,8 +45,20 @@ rule dataset_figures:
             f"results/analysis/{wc.scored}/{v}/{m}/metrics.json" for m in MODELS for v in variants(SCORED[wc.scored][0])
         ],
     output:
-        upper_bounds="results/figures/{scored}/upper_bounds.png",
-        variants="results/figures/{scored}/variants.png",
+        upper_bounds=report(
+            "results/figures/{scored}/upper_bounds.png",
+            caption="../report/upper_bounds.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "all", "variant": "original", "figure": "1 -> top-k -> all"},
+        ),
+        variants=report(
+            "results/figures/{scored}/variants.png",
+            caption="../report/variants.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "all", "variant": "all", "figure": "variants"},
+        ),
     wildcard_constraints:
         scored=_alternation(SCORED),
     params:

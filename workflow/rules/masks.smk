@@ -39,7 +39,12 @@ rule contact_sheet:
         manifest="results/datasets/{dataset}/manifest.parquet",
         masks="results/masks/{dataset}/{method}.parquet",
     output:
-        png="results/masks/{dataset}/{method}_contact_sheet.png",
+        png=report(
+            "results/masks/{dataset}/{method}_contact_sheet.png",
+            caption="../report/contact_sheet.rst",
+            category="Masks",
+            labels={"dataset": "{dataset}", "method": "{method}"},
+        ),
     conda:
         CONDA_ENV
     log:

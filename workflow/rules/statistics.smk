@@ -21,8 +21,8 @@ rule mann_whitney:
     input:
         counts=[f"results/stats/object_counts/{d}.parquet" for d in STATS_DATASETS],
     output:
-        csv="results/stats/mannwhitney.csv",
-        png="results/stats/object_counts.png",
+        csv=report("results/stats/mannwhitney.csv", caption="../report/mannwhitney.rst", category="Object counts"),
+        png=report("results/stats/object_counts.png", caption="../report/object_counts.rst", category="Object counts"),
     params:
         datasets=STATS_DATASETS,
         pairs=STATS_PAIRS,

@@ -10,7 +10,7 @@ rule table_a8:
             for v in variants(d)
         ],
     output:
-        csv="results/table_a8.csv",
+        csv=report("results/table_a8.csv", caption="../report/table_a8.rst", category="Tables"),
         md="results/table_a8.md",
     conda:
         CONDA_ENV
@@ -29,7 +29,7 @@ rule table_1:
             if "original" in variants(d)
         ],
     output:
-        csv="results/table_1.csv",
+        csv=report("results/table_1.csv", caption="../report/table_1.rst", category="Tables"),
         md="results/table_1.md",
     conda:
         CONDA_ENV
@@ -48,7 +48,7 @@ rule table_zoom_groups:
             for v in variants(d)
         ],
     output:
-        csv="results/table_zoom_groups.csv",
+        csv=report("results/table_zoom_groups.csv", caption="../report/table_zoom_groups.rst", category="Tables"),
         md="results/table_zoom_groups.md",
     conda:
         CONDA_ENV
