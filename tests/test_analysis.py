@@ -115,5 +115,6 @@ def test_zoom_groups_use_the_models_own_cover_by_hand():
     # greedy: LOC:0_0_Size:256 (2 images), then LOC:0_0_Size:224; the zoom-out transform is not in the cover
     assert stats["zoom_groups"] == {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0,
                                     "ub_224": 25.0, "excl_224": 25.0}  # fmt: skip
+    assert stats["top_k_centre_share"] == 0.0  # both picks sit at anchor (0, 0)
     with_out = zoom_groups(m, order, [t[256], t[224], t[64]])
     assert (with_out["ub_out"], with_out["excl_in"], with_out["excl_out"]) == (25.0, 25.0, 0.0)

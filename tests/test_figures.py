@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from zoomeval.analysis import top_k_locations
 from zoomeval.figures import (
     anchor_grid,
     plot_anchor_grid,
@@ -14,7 +15,6 @@ from zoomeval.figures import (
     plot_upper_bounds,
     plot_variant_bars,
     scale_curves,
-    top_k_locations,
 )
 from zoomeval.zoom import Transform, transforms
 

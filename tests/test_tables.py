@@ -43,8 +43,17 @@ def test_zoom_group_table(tmp_path):
     from zoomeval.tables import write_table_zoom_groups
 
     groups = {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0, "ub_224": 25.0, "excl_224": 25.0}
-    write_table_zoom_groups([{**METRICS[0], "zoom_groups": groups}], tmp_path / "z.csv", tmp_path / "z.md")
+    rows = [{**METRICS[0], "zoom_groups": groups, "top_k_centre_share": 25.0},
+            {**METRICS[1], "zoom_groups": groups, "top_k_centre_share": 50.0},
+            {**METRICS[4], "zoom_groups": groups, "top_k_centre_share": float("nan")}]  # fmt: skip
+    write_table_zoom_groups(rows, tmp_path / "z.csv", tmp_path / "z.md")
     assert (tmp_path / "z.csv").read_text().splitlines() == [
-        "model,variant,dataset,ub_in,ub_out,ub_224,excl_in,excl_out,excl_224",
-        "resnet50,original,imagenet,50.00,0.00,25.00,50.00,0.00,25.00",
+        "model,variant,dataset,ub_in,ub_out,ub_224,excl_in,excl_out,excl_224,top_k_centre_share",
+        "resnet50,original,imagenet,50.00,0.00,25.00,50.00,0.00,25.00,25.00",
+        "resnet50,original,imagenet_a,50.00,0.00,25.00,50.00,0.00,25.00,50.00",
+        "vit32,bgset,imagenet,50.00,0.00,25.00,50.00,0.00,25.00,",
     ]
+    assert (
+        "Average top_k_centre_share over the original images: 37.50 (2 model x dataset pairs"
+        in (tmp_path / "z.md").read_text()
+    )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -69,6 +70,8 @@ class Metrics:
     cover_gap: int
     #: zoom-in/-out/-224 upper bounds within the greedy cover and exclusive shares (:func:`zoom_groups`)
     zoom_groups: dict[str, float] | None = None
+    #: share (%) of the first top_k greedy picks at the centre anchor (None for an empty cover)
+    top_k_centre_share: float | None = None
     #: transforms searched (9 x scales) and classes a random guess picks from (Table 1's "Random" row)
     n_transforms: int = 0
     n_classes: int = 1000
@@ -106,7 +109,9 @@ def analyze(
     stats = {"n_images": n_images, "acc_1crop": acc_1crop, "acc_top36": acc_top, "acc_max": acc_max,
              "cover_size": len(picks), "cover_size_exact": exact.size,
              "cover_gap": len(picks) - exact.size,
-             "zoom_groups": zoom_groups(matrix, order, [p.index for p in picks])}  # fmt: skip
+             "zoom_groups": zoom_groups(matrix, order, [p.index for p in picks]),
+             "top_k_centre_share": _finite(top_k_locations([p.index for p in picks], order, top_k).centre_share),
+             }  # fmt: skip
     document = {
         "top_k": top_k,
         "greedy": cover,
@@ -120,6 +125,35 @@ def analyze(
         },
     }
     return stats, document
+
+
+class TopKLocations(NamedTuple):
+    """Where the first k greedy picks sit: counts per anchor (3x3), their scales, centre share in %."""
+
+    anchor_counts: np.ndarray
+    scales: list[int]
+    centre_share: float
+
+
+def top_k_locations(cover: Sequence[int], order: Sequence[Transform], k: int = 36) -> TopKLocations:
+    """Anchors and scales of the first ``k`` greedy picks (fewer if the cover is shorter).
+
+    ``centre_share`` is NaN for an empty cover: a share of no picks is undefined, and NaN keeps it out of
+    a silent average.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    picks = [order[i] for i in cover[:k]]
+    counts = np.zeros((3, 3), dtype=np.int64)
+    for t in picks:
+        counts[t.row, t.col] += 1
+    share = 100.0 * counts[1, 1] / len(picks) if picks else float("nan")
+    return TopKLocations(counts, [t.scale for t in picks], float(share))
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN: an undefined share is stored as null."""
+    return None if np.isnan(value) else value
 
 
 #: The paper's zoom groups (section 7): zoom-in S > 224, zoom-out S < 224, zoom-224 S = 224.
@@ -238,6 +272,7 @@ def analyze_predictions(
         cover_size_exact=stats["cover_size_exact"],
         cover_gap=stats["cover_gap"],
         zoom_groups=stats["zoom_groups"],
+        top_k_centre_share=stats["top_k_centre_share"],
         n_transforms=len(order),
         n_classes=n_classes,
         n_excluded=n_excluded,

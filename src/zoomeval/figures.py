@@ -21,6 +21,7 @@ from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from zoomeval.analysis import TopKLocations
 from zoomeval.io import atomic_path
 from zoomeval.masks import VARIANTS
 from zoomeval.zoom import ONE_CROP, Transform
@@ -38,14 +39,6 @@ class ScaleCurves(NamedTuple):
     scales: list[int]
     one_crop_acc: np.ndarray
     nine_crop_ub: np.ndarray
-
-
-class TopKLocations(NamedTuple):
-    """Where the first k greedy picks sit: counts per anchor (3x3), their scales, centre share in %."""
-
-    anchor_counts: np.ndarray
-    scales: list[int]
-    centre_share: float
 
 
 def _checked(matrix: np.ndarray, order: Sequence[Transform]) -> np.ndarray:
@@ -83,22 +76,6 @@ def scale_curves(matrix: np.ndarray, order: Sequence[Transform]) -> ScaleCurves:
     one_crop = np.array([100.0 * matrix[index[Transform(s, 1, 1)]].mean() for s in scales])
     nine_crop = np.array([_union_acc(matrix, of_scale == s) for s in scales])
     return ScaleCurves(scales, one_crop, nine_crop)
-
-
-def top_k_locations(cover: Sequence[int], order: Sequence[Transform], k: int = 36) -> TopKLocations:
-    """Anchors and scales of the first ``k`` greedy picks (fewer if the cover is shorter).
-
-    ``centre_share`` is NaN for an empty cover: a share of no picks is undefined, and NaN keeps it out of
-    a silent average.
-    """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    picks = [order[i] for i in cover[:k]]
-    counts = np.zeros((3, 3), dtype=np.int64)
-    for t in picks:
-        counts[t.row, t.col] += 1
-    share = 100.0 * counts[1, 1] / len(picks) if picks else float("nan")
-    return TopKLocations(counts, [t.scale for t in picks], float(share))
 
 
 def _save(fig: Figure, path: str | os.PathLike[str]) -> None:

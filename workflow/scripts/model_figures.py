@@ -1,13 +1,12 @@
 import json
 
-from zoomeval.analysis import read_matrix
+from zoomeval.analysis import read_matrix, top_k_locations
 from zoomeval.figures import (
     anchor_grid,
     plot_anchor_grid,
     plot_scale_curves,
     plot_top_k_locations,
     scale_curves,
-    top_k_locations,
 )
 from zoomeval.logs import to_file
 from zoomeval.zoom import Transform
