@@ -107,7 +107,6 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     }  # fmt: skip
     # the subset policy restricts pred to each dataset's classes
     a = pq.read_table(tmp_path / "results/predictions/imagenet_a/original/efficientnet_lite0.parquet")
-    assert len(set(a["pred"].to_pylist())) >= 1
     allowed = set(imagenet_a(tmp_path / "resources" / "imagenet_a" / "imagenet-a.tar.d" / "imagenet-a")[1])
     assert set(a["pred"].to_pylist()) <= allowed and len(allowed) == 200
     on = pq.read_table(tmp_path / "results/predictions/objectnet/original/efficientnet_lite0.parquet")
