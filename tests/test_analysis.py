@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from zoomeval.analysis import analyze, analyze_predictions, read_matrix, zoom_groups
+from zoomeval.analysis import analyze, analyze_predictions, read_geometry, read_matrix, zoom_groups
 from zoomeval.inference import BASE_FIELDS
 from zoomeval.io import write_parquet
 from zoomeval.manifest import Record
@@ -40,7 +40,8 @@ def prediction_table(rows, preds):
 def write_predictions(path, records=RECORDS, drop=0):
     rows = [(r.image_id, t) for r in records for t in transforms(SCALES)][drop:]
     preds = [HITS.get((i, t.scale, t.row, t.col), 0) for i, t in rows]
-    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES, "class_set": "full"}
+    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES, "class_set": "full",
+            "crop_size": 224}  # fmt: skip
     write_parquet(path, prediction_table(rows, preds), meta)
 
 
@@ -102,6 +103,8 @@ def test_the_correctness_matrix_round_trips_bit_packed(tmp_path):
     assert order == transforms(SCALES) and ids == ["a", "b", "c"] and matrix.shape == (18, 3)
     hits = {(order[t].name, ids[i]) for t, i in zip(*np.nonzero(matrix), strict=True)}
     assert hits == {("LOC:1_1_Size:256", "a"), ("LOC:0_0_Size:224", "a"), ("LOC:2_2_Size:224", "b")}
+    sizes, crop_size = read_geometry(tmp_path / "m.npz")
+    assert sizes.tolist() == [[10, 10]] * 3 and crop_size == 224
 
 
 def test_zoom_groups_use_the_models_own_cover_by_hand():

@@ -10,13 +10,16 @@ from zoomeval.analysis import top_k_locations
 from zoomeval.figures import (
     anchor_grid,
     plot_anchor_grid,
+    plot_centre_bias,
     plot_scale_curves,
     plot_top_k_locations,
     plot_upper_bounds,
     plot_variant_bars,
     scale_curves,
+    visibility_grid,
+    visible_anchor_points,
 )
-from zoomeval.zoom import Transform, transforms
+from zoomeval.zoom import Transform, crop_box, resized_size, resized_sizes, transforms
 
 # Scales deliberately not ascending: scale_curves must sort them.
 ORDER = transforms([256, 64])
@@ -108,6 +111,9 @@ PLOTS: dict[str, Callable[[Path], None]] = {
     "top_k_locations": lambda p: plot_top_k_locations(top_k_locations(COVER, ORDER), p, "top-k locations"),
     "upper_bounds": lambda p: plot_upper_bounds(UPPER_BOUND_ROWS, p, "upper bounds"),
     "variant_bars": lambda p: plot_variant_bars(VARIANT_ROWS, p, "variants"),
+    "centre_bias": lambda p: plot_centre_bias(
+        {"all": np.arange(9.0).reshape(3, 3), "cover": np.eye(3) * 50}, p, "centre bias"
+    ),
 }
 
 
@@ -148,3 +154,40 @@ def test_variant_bars_reject_unknown_and_duplicate_variants(tmp_path):
     with pytest.raises(ValueError, match="duplicate"):
         plot_variant_bars(VARIANT_ROWS + VARIANT_ROWS[:1], tmp_path / "x.png", "t")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_visible_anchor_points_against_the_scalar_geometry():
+    rng = np.random.default_rng(1)
+    sizes = np.column_stack([rng.integers(20, 900, 40), rng.integers(20, 900, 40)])
+    sizes[:3] = [[300, 300], [640, 480], [333, 500]]
+    for t in transforms([10, 128, 224, 256, 512, 1024]):
+        new_w, new_h = resized_sizes(sizes[:, 0], sizes[:, 1], t.scale)
+        visible = visible_anchor_points(t, sizes)
+        for i, (w, h) in enumerate(sizes):
+            rw, rh = resized_size(int(w), int(h), t.scale)
+            assert (new_w[i], new_h[i]) == (rw, rh)
+            left, top, right, bottom = crop_box(rw, rh, t.row, t.col)
+            for r in range(3):
+                for c in range(3):
+                    x, y = (c + 0.5) * rw / 3, (r + 0.5) * rh / 3
+                    assert visible[i, r, c] == (left <= x < right and top <= y < bottom), (t, w, h, r, c)
+
+
+def test_visibility_grid_by_hand():
+    # A 300 x 300 image, anchor points at 37.3, 112 and 186.7 px per axis after resizing to 224. The centre
+    # crop at S = 224 ([-1, 223) per axis) shows all nine; at S = 1024 (points at 170.7, 512, 853.3) the
+    # centre crop ([399, 623)) shows only the centre point, the top-left crop ([58, 282)) only the top-left.
+    order = transforms([224, 1024])
+    sizes = np.array([[300, 300]] * 3)
+    matrix = np.zeros((len(order), 3), dtype=bool)
+    matrix[order.index(Transform(1024, 1, 1)), 0] = True
+    matrix[order.index(Transform(1024, 0, 0)), 1] = True
+    matrix[order.index(Transform(224, 1, 1)), 2] = True
+    third = 100 / 3
+    expected = np.full((3, 3), third)  # image 2 everywhere
+    expected[1, 1] += third  # image 0
+    expected[0, 0] += third  # image 1
+    assert np.allclose(visibility_grid(matrix, order, sizes), expected)
+    centre_only = np.zeros((3, 3))
+    centre_only[1, 1] = third
+    assert np.allclose(visibility_grid(matrix, order, sizes, rows=[order.index(Transform(1024, 1, 1))]), centre_only)

@@ -49,25 +49,30 @@ def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkey
 
     monkeypatch.setattr(inference, "run_shard", dies_on_second_shard)
     with pytest.raises(RuntimeError, match="killed"):
-        predict_to_file(out, records, SPEC, SCALES, settings, "toy")
-    assert not out.exists()  # nothing under the final name
+        predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, SCALES, settings, "toy")
+    assert not out.exists() and not (tmp_path / "agg.parquet").exists()  # nothing under the final names
     shards = sorted((tmp_path / ".pred.parquet.shards").glob("*.parquet"))
-    assert [p.name for p in shards] == ["00000.parquet"]
+    assert [p.name for p in shards] == ["00000.aggregates.parquet", "00000.parquet"]
 
     calls.clear()
     kill[0] = False
-    meta = predict_to_file(out, records, SPEC, SCALES, settings, "toy")
+    meta = predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, SCALES, settings, "toy")
     assert calls == [["img2", "img3"], ["img4"]]  # the first shard was reused
     assert not (tmp_path / ".pred.parquet.shards").exists()
 
     monkeypatch.setattr(inference, "run_shard", real_run)
     clean = tmp_path / "clean.parquet"
-    predict_to_file(clean, records, SPEC, SCALES, Settings(batch_size=7, num_workers=1, threads=2), "toy")
+    fresh_settings = Settings(batch_size=7, num_workers=1, threads=2)
+    predict_to_file(clean, tmp_path / "clean_agg.parquet", records, SPEC, SCALES, fresh_settings, "toy")
     resumed, fresh = pq.read_table(out), pq.read_table(clean)
     assert resumed.schema == fresh.schema
     for column in ("image_id", "scale", "row", "col", "pred", "pred_full"):
         assert resumed[column].to_pylist() == fresh[column].to_pylist(), column
     assert np.allclose(resumed["conf"].to_numpy(), fresh["conf"].to_numpy(), atol=1e-5)
+    resumed, fresh = pq.read_table(tmp_path / "agg.parquet"), pq.read_table(tmp_path / "clean_agg.parquet")
+    assert resumed.num_rows == 5 * 4  # no zoom-224 method: scales 32 and 256 have no S = 224
+    for column in ("image_id", "method", "pred_max", "pred_mean"):
+        assert resumed[column].to_pylist() == fresh[column].to_pylist(), column
     assert (
         meta["n_images"] == 5
         and read_metadata(out)["model"]["weights_sha256"] == read_metadata(clean)["model"]["weights_sha256"]
@@ -78,7 +83,7 @@ def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
     out = tmp_path / "pred.parquet"
     subset = [1, 281, 967]
     settings = Settings(batch_size=32, num_workers=0, threads=2, store_top5=True)
-    predict_to_file(out, records[:2], SPEC, SCALES, settings, "toy", class_indices=subset)
+    predict_to_file(out, tmp_path / "agg.parquet", records[:2], SPEC, SCALES, settings, "toy", class_indices=subset)
     table = pq.read_table(out)
     assert table.column_names == ["image_id", "scale", "row", "col", "pred", "pred_full", "conf", "top5", "top5_logit"]
     dictionary = "dictionary<values=string, indices=int32, ordered=0>"

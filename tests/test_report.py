@@ -26,6 +26,6 @@ def test_report_renders_tables_figures_masks_and_statistics(tmp_path, snakemake_
     for category in ("Tables", "Figures", "Masks", "Object counts"):
         assert f"<span>{category}</span>" in dom, category
     raw = (tmp_path / "report.html").read_text()
-    for name in ("table_a8.csv", "table_1.csv", "table_zoom_groups.csv", "anchor_grid.png", "upper_bounds.png",
-                 "bbox_contact_sheet.png", "mannwhitney.csv"):  # fmt: skip
+    for name in ("table_a8.csv", "table_1.csv", "table_zoom_groups.csv", "table_aggregation.csv", "anchor_grid.png",
+                 "upper_bounds.png", "bbox_contact_sheet.png", "mannwhitney.csv"):  # fmt: skip
         assert name in raw, name

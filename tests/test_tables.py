@@ -57,3 +57,25 @@ def test_zoom_group_table(tmp_path):
         "Average top_k_centre_share over the original images: 37.50 (2 model x dataset pairs"
         in (tmp_path / "z.md").read_text()
     )
+
+
+def test_aggregation_table_uses_the_papers_vit_b32_row(tmp_path):
+    from zoomeval.tables import write_table_aggregation
+
+    # The paper's IN row for ViT-B/32 (paper.md section 8); zoom_224 has no view in the second row.
+    vit = {"zoom_in": {"max": 74.35, "mean": 79.31}, "zoom_out": {"max": 71.48, "mean": 69.47},
+           "zoom_224": {"max": 72.66, "mean": 73.67}, "five_crop": {"max": 77.33, "mean": 77.73},
+           "ten_crop": {"max": 77.30, "mean": 77.87}}  # fmt: skip
+    no_224 = {k: v for k, v in vit.items() if k != "zoom_224"}
+    rows = [{**METRICS[3], "acc_1crop": 75.75, "n_images": 50000, "aggregation": vit},
+            {**METRICS[1], "n_images": 7500, "aggregation": no_224},
+            {**METRICS[4], "n_images": 50000, "aggregation": vit}]  # fmt: skip
+    write_table_aggregation(rows, tmp_path / "g.csv", tmp_path / "g.md")
+    assert (tmp_path / "g.csv").read_text().splitlines() == [
+        "model,dataset,n_images,acc_1crop,zoom_in_max,zoom_in_mean,zoom_out_max,zoom_out_mean,zoom_224_max,"
+        "zoom_224_mean,five_crop_max,five_crop_mean,ten_crop_max,ten_crop_mean",
+        "vit32,imagenet,50000,75.75,74.35,79.31,71.48,69.47,72.66,73.67,77.33,77.73,77.30,77.87",
+        "resnet50,imagenet_a,7500,0.21,74.35,79.31,71.48,69.47,,,77.33,77.73,77.30,77.87",
+    ]  # the bgset row is not in the table
+    md = (tmp_path / "g.md").read_text()
+    assert "| vit32 | imagenet | 50000 | 75.75 | 74.35 (-1.40) | 79.31 (+3.56) | 71.48 (-4.27) |" in md

@@ -38,9 +38,24 @@ def recompute_table_a8(workdir, dataset, variant, model, top_k):
     }
 
 
+def recompute_max_rule(workdir, dataset, model, member):
+    """Accuracy of the max rule over the transforms whose scale satisfies ``member``, from the prediction
+    file alone: per image the first most confident transform in the authors' order."""
+    records = read_manifest(workdir / f"results/datasets/{dataset}/manifest.parquet")
+    preds = pl.read_parquet(workdir / f"results/predictions/{dataset}/original/{model}.parquet")
+    rank = {(t.scale, t.row, t.col): k for k, t in enumerate(transforms(SCALES))}
+    best = {}
+    columns = preds.select("image_id", "scale", "row", "col", "pred", "conf")
+    for image_id, scale, row, col, pred, conf in columns.iter_rows():
+        key = (-conf, rank[(scale, row, col)])
+        if member(scale) and (image_id not in best or key < best[image_id][0]):
+            best[image_id] = (key, pred)
+    return f"{100 * np.mean([best[r.image_id][1] in r.labels for r in records]):.2f}"
+
+
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
     config = config_writer(tmp_path, scales=SCALES, top_k=3)
-    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv")
+    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv")
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
@@ -69,6 +84,17 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"]]
     assert table_1[2] == ["b", "Random", "0.30", "0.30"]  # top_k = 3 guesses among 1000 classes
     assert table_1[4] == ["c", "Random", "1.80", "1.80"]  # 18 transforms
+    with open(tmp_path / "results/table_aggregation.csv") as fh:
+        aggregation = list(csv.DictReader(fh))
+    assert [(r["dataset"], r["acc_1crop"]) for r in aggregation] == [
+        ("demo", rows[0]["acc_1crop"]),
+        ("demo_clutter", rows[3]["acc_1crop"]),
+    ]
+    for row in aggregation:
+        assert row["zoom_in_max"] == recompute_max_rule(tmp_path, row["dataset"], row["model"], lambda s: s > 224)
+        assert row["zoom_out_max"] == recompute_max_rule(tmp_path, row["dataset"], row["model"], lambda s: s < 224)
+        assert row["zoom_224_max"] == row["zoom_224_mean"] == ""  # no S = 224 among the scales
+        assert all(row[f"{m}_{r}"] for m in ("zoom_in", "zoom_out", "five_crop", "ten_crop") for r in ("max", "mean"))
     for variant in ("original", "fgset", "bgset"):
         path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
@@ -89,8 +115,11 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     first_table = (tmp_path / "results/table_a8.csv").read_bytes()
     prediction = tmp_path / "results/predictions/demo/original/efficientnet_lite0.parquet"
     first_preds = pq.read_table(prediction, columns=["image_id", "scale", "row", "col", "pred", "pred_full"])
+    aggregates = prediction.with_name("efficientnet_lite0.aggregates.parquet")
+    first_aggregates = pq.read_table(aggregates, columns=["image_id", "method", "pred_max", "pred_mean"])
     snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "predict")
     assert pq.read_table(prediction, columns=first_preds.column_names).equals(first_preds)
+    assert pq.read_table(aggregates, columns=first_aggregates.column_names).equals(first_aggregates)
     assert (tmp_path / "results/table_a8.csv").read_bytes() == first_table
 
     # a second model re-runs only its own jobs and the table

@@ -14,7 +14,7 @@ from zoomeval.cover import greedy_cover
 from zoomeval.exact_cover import exact_cover
 from zoomeval.io import atomic_path, read_metadata
 from zoomeval.manifest import Record
-from zoomeval.zoom import ONE_CROP, Transform, transforms
+from zoomeval.zoom import ONE_CROP, ZOOM_GROUPS, Transform, transforms
 
 
 def correctness_matrix(predictions: pl.DataFrame, records: list[Record], order: list[Transform]) -> np.ndarray:
@@ -79,6 +79,8 @@ class Metrics:
     n_excluded: int = 0
     #: per source dataset where the images come from several (ImageNet-Hard): n_images, acc_1crop, acc_max
     by_origin: dict[str, dict[str, float | int | None]] | None = None
+    #: top-1 accuracy (%) per aggregation method and rule (:func:`aggregation_accuracy`)
+    aggregation: dict[str, dict[str, float]] | None = None
 
 
 def analyze(
@@ -156,10 +158,6 @@ def _finite(value: float) -> float | None:
     return None if np.isnan(value) else value
 
 
-#: The paper's zoom groups (section 7): zoom-in S > 224, zoom-out S < 224, zoom-224 S = 224.
-ZOOM_GROUPS = {"in": lambda s: s > 224, "out": lambda s: s < 224, "224": lambda s: s == 224}
-
-
 def zoom_groups(matrix: np.ndarray, order: list[Transform], cover: list[int]) -> dict[str, float]:
     """Upper bound of each zoom group within the model's own greedy cover, and the share of all images
     that one group solves and neither other does ("exclusively solves"), in percent.
@@ -180,18 +178,42 @@ def zoom_groups(matrix: np.ndarray, order: list[Transform], cover: list[int]) ->
     return out
 
 
+def aggregation_accuracy(aggregates: pl.DataFrame, records: list[Record]) -> dict[str, dict[str, float]]:
+    """Top-1 accuracy (%) of each aggregation method (:mod:`zoomeval.aggregation`) over ``records``, by the
+    ``max`` and the ``mean`` rule; correct means the prediction is one of the image's labels."""
+    ids = pl.DataFrame({"image_id": [r.image_id for r in records]}, schema={"image_id": pl.String})
+    rows = aggregates.with_columns(pl.col("image_id", "method").cast(pl.String)).join(ids, on="image_id", how="semi")
+    labels = pl.DataFrame(
+        {"image_id": [r.image_id for r in records], "label": [r.labels for r in records]},
+        schema={"image_id": pl.String, "label": pl.List(pl.Int16)},
+    )
+    scored = rows.join(labels, on="image_id").select(
+        "method",
+        pl.col("label").list.contains(pl.col("pred_max")).alias("max"),
+        pl.col("label").list.contains(pl.col("pred_mean")).alias("mean"),
+    )
+    out: dict[str, dict[str, float]] = {}
+    for method, group in scored.group_by("method", maintain_order=True):
+        if group.height != len(records):
+            raise ValueError(f"aggregates have {group.height} rows for {method[0]!r}, expected {len(records)}")
+        out[str(method[0])] = {rule: 100 * float(group[rule].mean()) for rule in ("max", "mean")}
+    return out
+
+
 def write_matrix(
-    path: str | os.PathLike[str], matrix: np.ndarray, order: list[Transform], image_ids: list[str]
+    path: str | os.PathLike[str], matrix: np.ndarray, order: list[Transform], records: list[Record], crop_size: int
 ) -> None:
     """Save a correctness matrix bit-packed (324 x 50,000 images is 2 MB) with its transform and image names,
-    so that figures and later tables need not re-read the predictions."""
+    the images' sizes and the crop size, so that figures need not re-read the predictions or the manifest."""
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(
             fh,
             packed=np.packbits(matrix, axis=1),
             n_images=np.int64(matrix.shape[1]),
             transforms=np.array([[t.scale, t.row, t.col] for t in order], dtype=np.int16),
-            image_ids=np.array(image_ids, dtype=np.str_),
+            image_ids=np.array([r.image_id for r in records], dtype=np.str_),
+            sizes=np.array([[r.width, r.height] for r in records], dtype=np.int32).reshape(-1, 2),
+            crop_size=np.int64(crop_size),
         )
 
 
@@ -201,6 +223,13 @@ def read_matrix(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[Transfor
         matrix = np.unpackbits(data["packed"], axis=1, count=int(data["n_images"])).astype(bool)
         order = [Transform(int(s), int(r), int(c)) for s, r, c in data["transforms"]]
         return matrix, order, [str(i) for i in data["image_ids"]]
+
+
+def read_geometry(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
+    """The ``(n_images, 2)`` original (width, height) of each image and the crop size saved by
+    :func:`write_matrix`."""
+    with np.load(path) as data:
+        return data["sizes"], int(data["crop_size"])
 
 
 #: How a dataset's images are scored: its own labels (``in``), ImageNet-ReaL's (``real``: images whose
@@ -235,9 +264,11 @@ def analyze_predictions(
     time_limit: float = 30.0,
     matrix_path: str | os.PathLike[str] | None = None,
     n_excluded: int = 0,
+    aggregates_path: str | os.PathLike[str] | None = None,
 ) -> tuple[Metrics, dict[str, Any]]:
     """Read one prediction file and compute its Table A8 row and its cover document (see :func:`analyze`);
-    with ``matrix_path``, also save the correctness matrix there."""
+    with ``matrix_path``, also save the correctness matrix there; with ``aggregates_path``, add the
+    aggregation methods' accuracies."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
     # A subset class set counts its classes as the dataset's distinct label groups: an ObjectNet class that
@@ -246,7 +277,7 @@ def analyze_predictions(
     records = relabel(records, label_set)
     matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
     if matrix_path is not None:
-        write_matrix(matrix_path, matrix, order, [r.image_id for r in records])
+        write_matrix(matrix_path, matrix, order, records, meta["crop_size"])
     stats, cover = analyze(matrix, order, top_k, time_limit)
     origins = np.array([r.origin for r in records])
     by_origin = None
@@ -260,6 +291,7 @@ def analyze_predictions(
             }
             for o in sorted(set(origins))
         }
+    aggregation = None if aggregates_path is None else aggregation_accuracy(pl.read_parquet(aggregates_path), records)
     metrics = Metrics(
         model=meta["model"]["name"],
         variant=meta["variant"],
@@ -277,5 +309,6 @@ def analyze_predictions(
         n_classes=n_classes,
         n_excluded=n_excluded,
         by_origin=by_origin,
+        aggregation=aggregation,
     )
     return metrics, cover

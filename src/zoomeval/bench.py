@@ -8,7 +8,8 @@ Measured in one run, on the same images and model:
   uint8 crops across images (normalisation happens on the device, inside ``model``);
 * ``model``: the model alone on ready uint8 batches (normalise + forward): the limit;
 * ``naive``: the naive data path feeding the model;
-* ``end_to_end``: this project's inference path (:func:`zoomeval.inference.run_shard`).
+* ``end_to_end``: this project's inference path (:func:`zoomeval.inference.run_shard`), counting the
+  aggregation methods' nine extra views per image as crops.
 
 Usage: ``python -m zoomeval.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json``
 """
@@ -32,7 +33,7 @@ from zoomeval.inference import BASE_FIELDS, Classifier, Settings, ZoomCrops, bat
 from zoomeval.io import write_json
 from zoomeval.manifest import Record, read_manifest
 from zoomeval.models import ModelSpec
-from zoomeval.zoom import RESIZE_BACKENDS, all_crops, crop_box, paper_scales, transforms
+from zoomeval.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
 
 
 class NaiveSamples(Dataset[torch.Tensor]):
@@ -133,7 +134,7 @@ def run(
         "naive": _measure("naive", naive_images * n_t, naive_end_to_end),
         "end_to_end": _measure(
             "end_to_end",
-            model_images * n_t,
+            model_images * (n_t + n_extra_views(scales)),  # run_shard adds the aggregation methods' views
             lambda: run_shard(classifier, records[:model_images], scales, "original", None, spec.input_size),
         ),
     }

@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator
 from zoomeval.analysis import TopKLocations
 from zoomeval.io import atomic_path
 from zoomeval.masks import VARIANTS
-from zoomeval.zoom import ONE_CROP, Transform
+from zoomeval.zoom import ONE_CROP, Transform, crop_box, resized_sizes
 
 DPI = 120
 #: The center-bias heatmaps' colormap: white -> pale green -> ForestGreen.
@@ -64,6 +64,41 @@ def anchor_grid(matrix: np.ndarray, order: Sequence[Transform]) -> np.ndarray:
     return grid
 
 
+def visible_anchor_points(transform: Transform, sizes: np.ndarray, size: int = 224) -> np.ndarray:
+    """``(n_images, 3, 3)`` bool: does the transform's crop of image i contain the centre of the image's
+    anchor region (r, c), i.e. of tile (r, c) of the original image cut into a 3 x 3 grid?
+
+    ``sizes`` holds each image's original (width, height). This is our reading of the authors' unpublished
+    "visibility" data (paper.md section 9a): the pickle that held it is not in their repository.
+    """
+    new_w, new_h = resized_sizes(sizes[:, 0], sizes[:, 1], transform.scale)
+    left, top, right, bottom = crop_box(new_w, new_h, transform.row, transform.col, size)
+    centre = (np.arange(3) + 0.5) / 3  # tile centres as a fraction of the side
+    x, y = new_w[:, None] * centre, new_h[:, None] * centre  # in resized pixels, (n_images, 3)
+    inside_x = (left[:, None] <= x) & (x < right[:, None])
+    inside_y = (top[:, None] <= y) & (y < bottom[:, None])
+    return inside_y[:, :, None] & inside_x[:, None, :]
+
+
+def visibility_grid(
+    matrix: np.ndarray,
+    order: Sequence[Transform],
+    sizes: np.ndarray,
+    size: int = 224,
+    rows: Sequence[int] | None = None,
+) -> np.ndarray:
+    """The centre-bias heatmap of the authors' ``center-bias-analysis`` notebook (3x3, %): cell (r, c) is the
+    share of images that some transform solves while its crop shows anchor region (r, c) (see
+    :func:`visible_anchor_points`). ``rows`` restricts the transforms, e.g. to the model's cover (default:
+    all)."""
+    matrix = _checked(matrix, order)
+    sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+    solved = np.zeros((matrix.shape[1], 3, 3), dtype=bool)
+    for t in range(len(order)) if rows is None else rows:
+        solved |= matrix[t][:, None, None] & visible_anchor_points(order[t], sizes, size)
+    return 100.0 * solved.mean(axis=0)
+
+
 def scale_curves(matrix: np.ndarray, order: Sequence[Transform]) -> ScaleCurves:
     """Per scale, the centre-anchor accuracy and the 9-anchor upper bound (paper.md 5b)."""
     matrix = _checked(matrix, order)
@@ -98,15 +133,30 @@ def _heatmap(fig: Figure, ax: Axes, values: np.ndarray, cmap: Any, labels: list[
     fig.colorbar(image, ax=ax, label=unit, shrink=0.8)
 
 
+def _centre_labels(grid: np.ndarray) -> list[list[str]]:
+    """Each cell's value and its difference to the centre cell, as in the authors' heatmaps."""
+    return [[f"{v:.2f}\n({v - grid[1, 1]:+.2f})" for v in row] for row in grid]
+
+
 def plot_anchor_grid(grid: np.ndarray, path: str | os.PathLike[str], title: str) -> None:
     """PNG of :func:`anchor_grid`: each cell shows its value and its difference to the centre cell."""
     grid = np.asarray(grid, dtype=float)
-    centre = grid[1, 1]
-    labels = [[f"{v:.2f}\n({v - centre:+.2f})" for v in row] for row in grid]
     fig = Figure(figsize=(5.5, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    _heatmap(fig, ax, grid, GREENS, labels, "% of images")
+    _heatmap(fig, ax, grid, GREENS, _centre_labels(grid), "% of images")
     ax.set_title(title)
+    _save(fig, path)
+
+
+def plot_centre_bias(grids: Mapping[str, np.ndarray], path: str | os.PathLike[str], title: str) -> None:
+    """PNG of :func:`visibility_grid` side by side for each named transform set (e.g. all, greedy cover)."""
+    fig = Figure(figsize=(5.5 * len(grids), 4.8), layout="constrained")
+    for k, (name, grid) in enumerate(grids.items()):
+        ax = fig.add_subplot(1, len(grids), k + 1)
+        grid = np.asarray(grid, dtype=float)
+        _heatmap(fig, ax, grid, GREENS, _centre_labels(grid), "% of images")
+        ax.set_title(name)
+    fig.suptitle(title)
     _save(fig, path)
 
 

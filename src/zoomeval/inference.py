@@ -3,11 +3,14 @@
 Each image is decoded once in a DataLoader worker, resized once per scale and cut nine times
 (:func:`zoomeval.zoom.all_crops`); the main process batches uint8 crops across images, moves them to the
 device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over the
-dataset's class set and its softmax probability.
+dataset's class set and its softmax probability, and sums the softmax vectors for the aggregation methods
+(:mod:`zoomeval.aggregation`).
 
 Results are written in shards of ``shard_images`` images (each shard atomically), so a killed job loses
 at most the shard it was working on; a rerun reuses every shard whose identity (model, weights hash,
 scales, variant, class set, precision, resize backend, image ids, masks) matches, then merges them.
+Each job writes two files: the predictions (a row per image and transform) and the aggregates (a row per
+image and aggregation method).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoomeval import __version__
+from zoomeval.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
+from zoomeval.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.images import load_rgb
 from zoomeval.io import read_metadata, write_parquet
 from zoomeval.manifest import Record
@@ -40,7 +45,8 @@ from zoomeval.zoom import all_crops, transforms
 log = logging.getLogger(__name__)
 
 #: Version of the prediction Parquet layout (columns below and the ``zoomeval`` metadata keys).
-SCHEMA_VERSION = 1
+#: 2: the job also writes the aggregates file.
+SCHEMA_VERSION = 2
 
 BASE_FIELDS = [
     pa.field("image_id", pa.dictionary(pa.int32(), pa.string())),
@@ -55,7 +61,7 @@ TOP5_FIELDS = [pa.field("top5", pa.list_(pa.int16(), 5)), pa.field("top5_logit",
 #: Seconds between progress lines in the job's log.
 PROGRESS_SECONDS = 10.0
 #: Float columns compress far better split into byte streams than dictionary-encoded.
-FLOAT_COLUMNS = ["conf", "top5_logit"]
+FLOAT_COLUMNS = ["conf", "top5_logit", "conf_max", "conf_mean"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,8 @@ class Settings:
 
 
 class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
-    """Image ``i`` of a manifest as all its crops, ``(n_transforms, size, size, 3)`` uint8."""
+    """Image ``i`` of a manifest as all its crops, ``(n_transforms, size, size, 3)`` uint8, followed by the
+    aggregation methods' extra views with ``extra_views``."""
 
     def __init__(
         self,
@@ -89,9 +96,10 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
         masks: dict[str, bytes] | None = None,
         size: int = 224,
         backend: str = "pil",
+        extra_views: bool = False,
     ) -> None:
         self.records, self.scales, self.variant, self.masks = records, scales, variant, masks
-        self.size, self.backend = size, backend
+        self.size, self.backend, self.extra_views = size, backend, extra_views
 
     def __len__(self) -> int:
         return len(self.records)
@@ -101,7 +109,7 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
         image = load_rgb(record)
         mask = decode_mask(self.masks[record.image_id]) if self.variant != "original" and self.masks else None
         image = apply_variant(image, mask, self.variant)
-        return i, torch.from_numpy(all_crops(image, self.scales, self.size, self.backend))
+        return i, torch.from_numpy(all_crops(image, self.scales, self.size, self.backend, self.extra_views))
 
 
 def batches(
@@ -162,8 +170,13 @@ class Classifier:
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.model(x).float()
 
-    def columns(self, logits: torch.Tensor) -> dict[str, np.ndarray]:
-        prob, arg = logits[:, self.subset].softmax(dim=1).max(dim=1)
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """Softmax over the dataset's class set."""
+        return logits[:, self.subset].softmax(dim=1)
+
+    def columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+        """The prediction columns of a batch; ``probs`` is :meth:`probabilities` if already computed."""
+        prob, arg = (self.probabilities(logits) if probs is None else probs).max(dim=1)
         out = {
             "pred": self.subset[arg].cpu().numpy().astype(np.int16),
             "pred_full": logits.argmax(dim=1).cpu().numpy().astype(np.int16),
@@ -216,16 +229,19 @@ def run_shard(
     variant: str,
     masks: dict[str, bytes] | None,
     crop_size: int,
-) -> tuple[pa.Table, float]:
-    """Predictions for ``records`` (image order, then :func:`transforms` order) and the seconds it took."""
+) -> tuple[pa.Table, pa.Table, float]:
+    """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
+    seconds it took."""
     settings = classifier.settings
-    n_t, n_i = 9 * len(scales), len(records)
+    methods, members = membership(transforms(scales))
+    n_t, n_v, n_i = 9 * len(scales), len(members), len(records)
     shapes = {"pred": (), "pred_full": (), "conf": ()}
     if settings.store_top5:
         shapes |= {"top5": (5,), "top5_logit": (5,)}
     columns: dict[str, np.ndarray] = {}
+    means = MeanSoftmax(n_i, members, len(classifier.subset), classifier.device)
     loader = DataLoader(
-        ZoomCrops(records, scales, variant, masks, crop_size, settings.resize_backend),
+        ZoomCrops(records, scales, variant, masks, crop_size, settings.resize_backend, extra_views=True),
         batch_size=None,
         num_workers=settings.num_workers,
         pin_memory=classifier.device.type == "cuda",
@@ -234,22 +250,29 @@ def run_shard(
     start = last_report = time.perf_counter()
     done = 0
     with torch.inference_mode():
-        for images, tids, batch in batches(iter(loader), settings.batch_size):
-            for name, values in classifier.columns(classifier.logits(batch)).items():
+        for images, views, batch in batches(iter(loader), settings.batch_size):
+            logits = classifier.logits(batch)
+            probs = classifier.probabilities(logits)
+            means.add(images, views, probs)
+            for name, values in classifier.columns(logits, probs).items():
                 if name not in columns:
-                    columns[name] = np.empty((n_i, n_t, *shapes[name]), values.dtype)
-                columns[name][images, tids] = values
-            done += len(tids)
+                    columns[name] = np.empty((n_i, n_v, *shapes[name]), values.dtype)
+                columns[name][images, views] = values
+            done += len(views)
             now = time.perf_counter()
-            if now - last_report >= PROGRESS_SECONDS or done == n_t * n_i:
+            if now - last_report >= PROGRESS_SECONDS or done == n_v * n_i:
                 rate = done / (now - start)
-                log.info("%d/%d crops, %.1f crops/s, %.2f images/s", done, n_t * n_i, rate, rate / n_t)
+                log.info("%d/%d crops, %.1f crops/s, %.2f images/s", done, n_v * n_i, rate, rate / n_v)
                 last_report = now
-    return _shard_table(records, scales, columns), time.perf_counter() - start
+    ids = [r.image_id for r in records]
+    aggregates = aggregate(ids, methods, members, columns["pred"], columns["conf"], means.sums, classifier.subset)
+    predictions = _shard_table(records, scales, {name: values[:, :n_t] for name, values in columns.items()})
+    return predictions, aggregates, time.perf_counter() - start
 
 
 def predict_to_file(
     path: str | os.PathLike[str],
+    aggregates_path: str | os.PathLike[str],
     records: Sequence[Record],
     spec: ModelSpec,
     scales: list[int],
@@ -259,7 +282,8 @@ def predict_to_file(
     masks: dict[str, bytes] | None = None,
     class_indices: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Predict every (image, transform) of ``records`` into the Parquet file ``path``; returns its metadata.
+    """Predict every (image, transform) of ``records`` into the Parquet file ``path`` and the aggregation
+    methods' predictions into ``aggregates_path``; returns the predictions' metadata.
 
     ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes).
     """
@@ -285,28 +309,40 @@ def predict_to_file(
     masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
     final = Path(path)
     shard_dir = final.with_name(f".{final.name}.shards")
-    shard_paths, seconds, computed = [], 0.0, 0
+    shards: list[tuple[Path, Path]] = []
+    seconds, computed = 0.0, 0
     for k in range(0, max(len(records), 1), settings.shard_images):
         chunk = records[k : k + settings.shard_images]
         identity = hashlib.sha256(
             json.dumps([metadata, [r.image_id for r in chunk], masks_digest], sort_keys=True).encode()
         ).hexdigest()
-        shard = shard_dir / f"{k // settings.shard_images:05d}.parquet"
-        shard_paths.append(shard)
-        if shard.exists() and read_metadata(shard).get("identity") == identity:
-            log.info("reusing %s", shard)
+        name = f"{k // settings.shard_images:05d}"
+        pair = (shard_dir / f"{name}.parquet", shard_dir / f"{name}.aggregates.parquet")
+        shards.append(pair)
+        if all(p.exists() and read_metadata(p).get("identity") == identity for p in pair):
+            log.info("reusing %s", pair[0])
             continue
-        table, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
-        _write_table(shard, table, {"kind": "prediction_shard", "identity": identity})
+        *tables, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
+        for shard, table in zip(pair, tables, strict=True):
+            _write_table(shard, table, {"kind": "shard", "identity": identity})
         seconds += took
         computed += len(chunk)
-    table = pa.concat_tables(pq.read_table(p) for p in shard_paths)
-    table = table.set_column(0, "image_id", table["image_id"].cast(pa.string()).combine_chunks().dictionary_encode())
+    methods, members = membership(transforms(scales))
     metadata |= {
         "device": classifier.device.type,
         "seconds": round(seconds, 3),
-        "crops_per_second": round(computed * 9 * len(scales) / seconds, 2) if seconds else None,
+        "crops_per_second": round(computed * len(members) / seconds, 2) if seconds else None,
     }
-    _write_table(final, table, metadata)
+    views = {m: int(n) for m, n in zip(methods, members.sum(axis=0), strict=True)}
+    _write_table(aggregates_path, _merge(p for _, p in shards), {
+        **metadata, "kind": "aggregates", "schema_version": AGGREGATES_SCHEMA_VERSION, "views": views,
+    })  # fmt: skip
+    _write_table(final, _merge(p for p, _ in shards), metadata)
     shutil.rmtree(shard_dir)
     return metadata
+
+
+def _merge(paths: Iterator[Path]) -> pa.Table:
+    """Concatenate shards, with one dictionary for ``image_id``."""
+    table = pa.concat_tables(pq.read_table(p) for p in paths)
+    return table.set_column(0, "image_id", table["image_id"].cast(pa.string()).combine_chunks().dictionary_encode())

@@ -38,6 +38,9 @@ def paper_scales() -> list[int]:
 #: Scale and anchor of the standard 1-crop baseline (``LOC:1_1_Size:256``).
 ONE_CROP = (256, 1, 1)
 
+#: The paper's zoom groups (section 7): zoom-in S > 224, zoom-out S < 224, zoom-224 S = 224.
+ZOOM_GROUPS = {"in": lambda s: s > 224, "out": lambda s: s < 224, "224": lambda s: s == 224}
+
 
 @dataclass(frozen=True, order=True)
 class Transform:
@@ -68,6 +71,15 @@ def resized_size(width: int, height: int, scale: int) -> tuple[int, int]:
     if width <= height:
         return scale, int(scale * height / width)
     return int(scale * width / height), scale
+
+
+def resized_sizes(widths: np.ndarray, heights: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`resized_size` of many images at once (int64 arrays)."""
+    widths, heights = np.asarray(widths, dtype=np.int64), np.asarray(heights, dtype=np.int64)
+    portrait = widths <= heights
+    new_w = np.where(portrait, scale, (scale * widths / heights).astype(np.int64))
+    new_h = np.where(portrait, (scale * heights / widths).astype(np.int64), scale)
+    return new_w, new_h
 
 
 def resize_shorter(image: Image.Image, scale: int) -> Image.Image:
@@ -101,12 +113,18 @@ def zoom_crop(image: Image.Image, scale: int, row: int, col: int, size: int = 22
 def crop_array(resized: np.ndarray, row: int, col: int, size: int = 224) -> np.ndarray:
     """The crop of :func:`zoom_crop` cut from an already resized ``H x W x C`` uint8 array."""
     height, width = resized.shape[:2]
-    left, top, right, bottom = crop_box(width, height, row, col, size)
-    out = np.zeros((size, size) + resized.shape[2:], dtype=resized.dtype)
+    left, top, _, _ = crop_box(width, height, row, col, size)
+    return _cut(resized, left, top, size)
+
+
+def _cut(pixels: np.ndarray, left: int, top: int, size: int) -> np.ndarray:
+    """The ``size x size`` crop with top-left corner (left, top); pixels outside the image are black."""
+    height, width = pixels.shape[:2]
+    out = np.zeros((size, size) + pixels.shape[2:], dtype=pixels.dtype)
     x0, y0 = max(left, 0), max(top, 0)
-    x1, y1 = min(right, width), min(bottom, height)
+    x1, y1 = min(left + size, width), min(top + size, height)
     if x0 < x1 and y0 < y1:
-        out[y0 - top : y1 - top, x0 - left : x1 - left] = resized[y0:y1, x0:x1]
+        out[y0 - top : y1 - top, x0 - left : x1 - left] = pixels[y0:y1, x0:x1]
     return out
 
 
@@ -134,17 +152,41 @@ def resize_array(pixels: np.ndarray, scale: int, backend: str = "pil") -> np.nda
     raise ValueError(f"unknown resize backend {backend!r}; expected one of {RESIZE_BACKENDS}")
 
 
-def all_crops(image: Image.Image, scales: list[int], size: int = 224, backend: str = "pil") -> np.ndarray:
+def corner_crops(resized: np.ndarray, size: int = 224) -> np.ndarray:
+    """The four corner crops of the standard 5-crop (torchvision's ``FiveCrop``): top-left, top-right,
+    bottom-left, bottom-right, each flush with the image's corner (black-padded where the image is smaller
+    than the crop)."""
+    height, width = resized.shape[:2]
+    return np.stack([_cut(resized, x, y, size) for y in (0, height - size) for x in (0, width - size)])
+
+
+def n_extra_views(scales: list[int]) -> int:
+    """How many views :func:`all_crops` appends for the 5-crop and 10-crop methods: nine when the 1-crop
+    transform's scale is there, else none."""
+    return 9 if ONE_CROP[0] in scales else 0
+
+
+def all_crops(
+    image: Image.Image, scales: list[int], size: int = 224, backend: str = "pil", extra_views: bool = False
+) -> np.ndarray:
     """Every crop of ``image`` as a ``(len(transforms(scales)), size, size, 3)`` uint8 array.
 
     The image is resized once per scale and each resized copy is cut nine times; the crops come out in
-    :func:`transforms` order.
+    :func:`transforms` order. With ``extra_views``, :func:`n_extra_views` more follow, cut from the 1-crop
+    scale's copy: the four :func:`corner_crops`, then the horizontal mirror images of the top-left,
+    top-right, 1-crop, bottom-left and bottom-right crops (see :mod:`zoomeval.aggregation`).
     """
     pixels = np.array(image.convert("RGB"))  # a writable copy, so torch can wrap it without a warning
-    out = np.empty((9 * len(scales), size, size, 3), dtype=np.uint8)
     n = len(scales)
+    extra = n_extra_views(scales) if extra_views else 0
+    out = np.empty((9 * n + extra, size, size, 3), dtype=np.uint8)
     for k, scale in enumerate(scales):
         resized = resize_array(pixels, scale, backend)
         for anchor in range(9):
             out[anchor * n + k] = crop_array(resized, anchor // 3, anchor % 3, size)
+        if extra and scale == ONE_CROP[0]:
+            corners = corner_crops(resized, size)
+            out[9 * n : 9 * n + 4] = corners
+            five = np.concatenate([corners[:2], out[(3 * ONE_CROP[1] + ONE_CROP[2]) * n + k][None], corners[2:]])
+            out[9 * n + 4 :] = five[:, :, ::-1]
     return out

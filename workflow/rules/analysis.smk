@@ -5,6 +5,7 @@
 rule analyze:
     input:
         predictions=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
+        aggregates=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.aggregates.parquet",
         manifest=lambda wc: f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet",
     output:
         metrics="results/analysis/{scored}/{variant}/{model}/metrics.json",

@@ -94,7 +94,8 @@ STATS_DATASETS = sorted({d for pair in STATS_PAIRS for d in pair})
 
 def final_outputs():
     """Everything `rule all` builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
-    outputs = [f"results/{table}.{ext}" for table in ("table_a8", "table_1", "table_zoom_groups") for ext in ("csv", "md")]
+    tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
+    outputs = [f"results/{table}.{ext}" for table in tables for ext in ("csv", "md")]
     for d in DATASETS:
         entry = config["datasets"][d]
         if set(entry["variants"]) - {"original"}:
@@ -107,6 +108,6 @@ def final_outputs():
             f"results/figures/{scored}/{v}/{m}/{name}.png"
             for v in variants(d)
             for m in MODELS
-            for name in ("anchor_grid", "scale_curves", "top_k_locations")
+            for name in ("anchor_grid", "scale_curves", "top_k_locations", "centre_bias")
         ]
     return outputs

@@ -27,6 +27,13 @@ rule model_figures:
             subcategory="{scored}",
             labels={"model": "{model}", "variant": "{variant}", "figure": "top-k locations"},
         ),
+        centre_bias=report(
+            "results/figures/{scored}/{variant}/{model}/centre_bias.png",
+            caption="../report/centre_bias.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "{model}", "variant": "{variant}", "figure": "centre bias"},
+        ),
     wildcard_constraints:
         scored=_alternation(SCORED),
     params:

@@ -7,6 +7,7 @@ rule predict:
         masks=masks_input,
     output:
         predictions="results/predictions/{dataset}/{variant}/{model}.parquet",
+        aggregates="results/predictions/{dataset}/{variant}/{model}.aggregates.parquet",
     params:
         # Only settings that change the numbers are params (a change re-runs the job); batch size,
         # workers, threads, compile and shard size are read from config by the script.

@@ -56,3 +56,22 @@ rule table_zoom_groups:
         "logs/tables/table_zoom_groups.log",
     script:
         "../scripts/table_zoom_groups.py"
+
+
+rule table_aggregation:
+    input:
+        metrics=[
+            f"results/analysis/{scored}/original/{m}/metrics.json"
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            if "original" in variants(d)
+        ],
+    output:
+        csv=report("results/table_aggregation.csv", caption="../report/table_aggregation.rst", category="Tables"),
+        md="results/table_aggregation.md",
+    conda:
+        CONDA_ENV
+    log:
+        "logs/tables/table_aggregation.log",
+    script:
+        "../scripts/table_aggregation.py"

@@ -16,6 +16,7 @@ with to_file(sm.log[0]):
         sm.params.time_limit,
         sm.output.matrix,
         read_metadata(sm.input.manifest).get("n_excluded", 0),
+        sm.input.aggregates,
     )
     write_json(sm.output.cover, {**asdict(metrics), **cover})
     write_json(sm.output.metrics, {**asdict(metrics), "top_k": sm.params.top_k})

@@ -24,6 +24,7 @@ with to_file(sm.log[0]):
     )
     metadata = predict_to_file(
         sm.output.predictions,
+        sm.output.aggregates,
         records,
         ModelSpec.from_config(sm.wildcards.model, sm.params.model),
         list(sm.params.scales),

@@ -1,0 +1,116 @@
+"""One prediction per image from a group of views: the paper's aggregation table (paper.md section 8).
+
+Methods, each a group of views of one image:
+
+* ``zoom_in``, ``zoom_out``, ``zoom_224``: every zoom transform with S > 224, S < 224, S = 224
+  (:data:`zoomeval.zoom.ZOOM_GROUPS`; all nine anchors);
+* ``five_crop``: the standard 5-crop of the image resized to S = 256, i.e. the four 224 crops flush with
+  its corners (torchvision's ``FiveCrop``) and, as the centre crop, the 1-crop transform ``LOC:1_1_Size:256``
+  (which sits within two pixels of torchvision's centre crop), so 5-crop always contains the 1-crop view;
+* ``ten_crop``: those five and their horizontal mirror images (Krizhevsky et al. 2012).
+
+The authors' code defines neither 5-crop nor 10-crop; this is the standard reading (paper.md section 8).
+The four corner crops and five mirror images are extra views (:func:`zoomeval.zoom.all_crops` with
+``extra_views``): nine more forward passes per image, 2.8% of 324.
+
+Rules: ``max`` takes the prediction of the view with the highest softmax probability (ties go to the first
+view: transforms in :func:`zoomeval.zoom.transforms` order, then the extra views); ``mean`` averages the
+softmax vectors of the views and takes the argmax. Both use the softmax over the dataset's class set, as
+the prediction file's ``conf`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from zoomeval.zoom import ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
+
+METHODS = ("zoom_in", "zoom_out", "zoom_224", "five_crop", "ten_crop")
+RULES = ("max", "mean")
+#: Version of the aggregates Parquet layout (the columns below).
+SCHEMA_VERSION = 1
+FIELDS = [
+    pa.field("image_id", pa.dictionary(pa.int32(), pa.string())),
+    pa.field("method", pa.dictionary(pa.int8(), pa.string())),
+    pa.field("pred_max", pa.int16()),
+    pa.field("conf_max", pa.float32()),
+    pa.field("pred_mean", pa.int16()),
+    pa.field("conf_mean", pa.float32()),
+]
+
+
+def membership(order: Sequence[Transform]) -> tuple[list[str], np.ndarray]:
+    """The methods that ``order`` (plus its extra views) supports, and a ``(n_views, n_methods)`` bool
+    matrix saying which views each one averages. A method without views (no scale below 224, no 256) is
+    left out."""
+    n_t = len(order)
+    extra = n_extra_views([t.scale for t in order])
+    members = np.zeros((n_t + extra, len(METHODS)), dtype=bool)
+    for m, group in enumerate(("in", "out", "224")):
+        members[:n_t, m] = [ZOOM_GROUPS[group](t.scale) for t in order]
+    if extra:
+        one_crop = order.index(Transform(*ONE_CROP))
+        five = [one_crop, *range(n_t, n_t + 4)]  # 1-crop view, then the four corners
+        members[five, 3] = True
+        members[[*five, *range(n_t + 4, n_t + 9)], 4] = True  # and the five mirror images
+    keep = members.any(axis=0)
+    return [METHODS[m] for m in np.flatnonzero(keep)], members[:, keep]
+
+
+class MeanSoftmax:
+    """Running sums, on the model's device, of the softmax vectors of each (image, method)."""
+
+    def __init__(self, n_images: int, members: np.ndarray, n_classes: int, device: torch.device) -> None:
+        self.members = torch.from_numpy(members).to(device=device, dtype=torch.float32)
+        self.sums = torch.zeros(n_images, members.shape[1], n_classes, device=device)
+
+    def add(self, images: np.ndarray, views: np.ndarray, probs: torch.Tensor) -> None:
+        """Add a batch: crop ``b`` is view ``views[b]`` of image ``images[b]``, with softmax ``probs[b]``."""
+        device = self.sums.device
+        local, inverse = np.unique(images, return_inverse=True)
+        n_local, n_crops, n_methods = len(local), len(images), self.members.shape[1]
+        # weights[j, m, b] = 1 where crop b is a view of image local[j] that method m averages; a matrix
+        # product (deterministic, unlike index_add_ on CUDA) then sums each group's vectors.
+        one_hot = torch.zeros(n_local, n_crops, device=device)
+        one_hot[torch.from_numpy(inverse).to(device), torch.arange(n_crops, device=device)] = 1
+        weights = one_hot[:, None, :] * self.members[torch.from_numpy(views).to(device)].T[None]
+        summed = weights.reshape(n_local * n_methods, n_crops) @ probs.float()
+        self.sums[torch.from_numpy(local).to(device)] += summed.reshape(n_local, n_methods, -1)
+
+
+def aggregate(
+    image_ids: Sequence[str],
+    methods: Sequence[str],
+    members: np.ndarray,
+    pred: np.ndarray,
+    conf: np.ndarray,
+    sums: torch.Tensor,
+    class_indices: torch.Tensor,
+) -> pa.Table:
+    """The aggregates of one shard: a row per (image, method), images in order, then methods.
+
+    ``pred`` and ``conf`` are ``(n_images, n_views)`` (every view's prediction and softmax probability),
+    ``sums`` is :attr:`MeanSoftmax.sums` and ``class_indices`` maps its columns to ImageNet classes.
+    """
+    n_images, n_methods = len(image_ids), len(methods)
+    masked = np.where(members.T[None], conf[:, None, :], -np.inf)  # (image, method, view)
+    best = masked.argmax(axis=2)  # the first view with the highest probability
+    means = sums / torch.from_numpy(members.sum(axis=0)).to(sums.device, torch.float32)[None, :, None]
+    conf_mean, arg = means.max(dim=2)
+    data = {
+        "image_id": pa.DictionaryArray.from_arrays(
+            pa.array(np.repeat(np.arange(n_images, dtype=np.int32), n_methods)), pa.array(list(image_ids))
+        ),
+        "method": pa.DictionaryArray.from_arrays(
+            pa.array(np.tile(np.arange(n_methods, dtype=np.int8), n_images)), pa.array(list(methods))
+        ),
+        "pred_max": np.take_along_axis(pred, best, axis=1).ravel().astype(np.int16),
+        "conf_max": np.take_along_axis(conf, best, axis=1).ravel().astype(np.float32),
+        "pred_mean": class_indices[arg].cpu().numpy().ravel().astype(np.int16),
+        "conf_mean": conf_mean.cpu().numpy().ravel().astype(np.float32),
+    }
+    return pa.table(data, schema=pa.schema(FIELDS))
