@@ -322,9 +322,10 @@ def predict_to_file(
         if all(p.exists() and read_metadata(p).get("identity") == identity for p in pair):
             log.info("reusing %s", pair[0])
             continue
-        *tables, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
-        for shard, table in zip(pair, tables, strict=True):
-            _write_table(shard, table, {"kind": "shard", "identity": identity})
+        predictions, aggregates, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
+        # The predictions shard last: once it is there, the pair is complete.
+        _write_table(pair[1], aggregates, {"kind": "shard", "identity": identity})
+        _write_table(pair[0], predictions, {"kind": "shard", "identity": identity})
         seconds += took
         computed += len(chunk)
     methods, members = membership(transforms(scales))
