@@ -34,3 +34,33 @@ def snakemake_run():
 @pytest.fixture
 def config_writer():
     return write_config
+
+
+# A small demo run (one dataset variant, three scales, shards of two images) shared by the tests that kill a run
+# and resume it (tests/test_resume.py, tests/test_slurm.py) and compare it with one uninterrupted local run.
+# table_aggregation reads the aggregates that predict writes beside its predictions.
+SMALL_TARGETS = ("results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv")
+SMALL_PREDICTIONS = "results/predictions/demo/original/efficientnet_lite0.parquet"
+SMALL_PREDICT_LOG = "logs/predictions/demo/original/efficientnet_lite0.log"
+SMALL_SHARD_IMAGES = 2
+
+
+def write_small_config(workdir: Path) -> dict:
+    demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return write_config(
+        workdir,
+        scales=[64, 224, 256],
+        top_k=3,
+        datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original"]}},
+        stats={"pairs": []},
+        inference={**demo["inference"], "shard_images": SMALL_SHARD_IMAGES},
+    )
+
+
+@pytest.fixture(scope="session")
+def small_reference(tmp_path_factory) -> Path:
+    """The working directory of one uninterrupted local run of the small demo (to compare outputs with)."""
+    workdir = tmp_path_factory.mktemp("small_reference")
+    write_small_config(workdir)
+    run_snakemake(workdir, *SMALL_TARGETS)
+    return workdir

@@ -15,6 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "profiles" / "default" / "config.yaml"
 SLURM = ROOT / "profiles" / "slurm" / "config.yaml"
+SLURM_CI = ROOT / "profiles" / "slurm-ci" / "config.yaml"  # for .ci/slurm_up.sh's cluster (tests/test_slurm.py)
 HAS_SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
 NO_SLURM_PLUGIN = "snakemake-executor-plugin-slurm is not installed (pip install snakemake-executor-plugin-slurm)"
 
@@ -89,8 +90,9 @@ def test_default_profile_is_read_automatically_from_another_directory(tmp_path, 
     assert "gpu" not in args.resources and not args.rerun_incomplete
 
 
-def test_slurm_profile_names_only_existing_rules(rule_names):
-    profile = load(SLURM)
+@pytest.mark.parametrize("path", [SLURM, SLURM_CI], ids=["slurm", "slurm-ci"])
+def test_slurm_profile_names_only_existing_rules(rule_names, path):
+    profile = load(path)
     named = set(profile["set-resources"]) | set(profile.get("set-threads", {}))
     assert named <= rule_names, f"not rules of the workflow: {sorted(named - rule_names)}"
 
@@ -135,6 +137,19 @@ def test_dry_run_with_the_slurm_profile(tmp_path):
     assert re.search(r"resources:.*\bmem_mb=16000\b.*\bruntime=240\b", blocks["generated_dataset"])
     assert re.search(r"resources:.*\bmem_mb=16000\b.*\bruntime=60\b", blocks["analyze"])
     assert re.search(r"resources:.*\bmem_mb=4000\b.*\bruntime=30\b", blocks["table_a8"])
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
+def test_dry_run_with_the_slurm_ci_profile(tmp_path):
+    """The CI cluster's profile without the cluster: predict asks for the fake GPU and the node's 2 CPUs."""
+    workdir = demo_workdir(tmp_path)
+    proc = snakemake(workdir, "--workflow-profile", str(SLURM_CI.parent), "-n", "results/table_a8.csv")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    predict = job_blocks(proc.stdout)["predict"]
+    assert "threads: 2" in predict
+    for item in ("gpu=1", "cpus_per_task=2", "mem_mb=3000", "slurm_partition=debug", "runtime=10"):
+        assert re.search(rf"resources:.*\b{item}\b", predict), (item, predict)
 
 
 FAKE_SBATCH = """#!/bin/sh
