@@ -122,34 +122,33 @@ def test_dry_run_with_the_default_profile(tmp_path):
     assert "predict" in job_blocks(proc.stdout)
 
 
+SLURM_DRY_RUNS = {
+    # profile: (predict's threads, {rule: resources its job must show})
+    SLURM: (8, {
+        "predict": ["gpu=1", "cpus_per_task=8", "mem_mb=32000", "runtime=720"],
+        "generated_dataset": ["mem_mb=16000", "runtime=240"],
+        "analyze": ["mem_mb=16000", "runtime=60"],
+        "table_a8": ["mem_mb=4000", "runtime=30"],
+    }),
+    # the CI cluster's profile: the fake GPU and the node's 2 CPUs
+    SLURM_CI: (2, {"predict": ["gpu=1", "cpus_per_task=2", "mem_mb=3000", "slurm_partition=debug", "runtime=10"]}),
+}  # fmt: skip
+
+
 @pytest.mark.workflow
 @pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
-def test_dry_run_with_the_slurm_profile(tmp_path):
+@pytest.mark.parametrize("path", list(SLURM_DRY_RUNS), ids=["slurm", "slurm-ci"])
+def test_dry_run_with_a_slurm_profile(tmp_path, path):
     """A dry run does not contact SLURM; it evaluates every resource of the profile."""
     workdir = demo_workdir(tmp_path)
-    proc = snakemake(workdir, "--workflow-profile", str(SLURM.parent), "-n", "results/table_a8.csv")
+    proc = snakemake(workdir, "--workflow-profile", str(path.parent), "-n", "results/table_a8.csv")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     blocks = job_blocks(proc.stdout)
-    predict = blocks["predict"]
-    assert "threads: 8" in predict
-    for item in ("gpu=1", "cpus_per_task=8", "mem_mb=32000", "runtime=720"):
-        assert re.search(rf"resources:.*\b{item}\b", predict), (item, predict)
-    assert re.search(r"resources:.*\bmem_mb=16000\b.*\bruntime=240\b", blocks["generated_dataset"])
-    assert re.search(r"resources:.*\bmem_mb=16000\b.*\bruntime=60\b", blocks["analyze"])
-    assert re.search(r"resources:.*\bmem_mb=4000\b.*\bruntime=30\b", blocks["table_a8"])
-
-
-@pytest.mark.workflow
-@pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
-def test_dry_run_with_the_slurm_ci_profile(tmp_path):
-    """The CI cluster's profile without the cluster: predict asks for the fake GPU and the node's 2 CPUs."""
-    workdir = demo_workdir(tmp_path)
-    proc = snakemake(workdir, "--workflow-profile", str(SLURM_CI.parent), "-n", "results/table_a8.csv")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    predict = job_blocks(proc.stdout)["predict"]
-    assert "threads: 2" in predict
-    for item in ("gpu=1", "cpus_per_task=2", "mem_mb=3000", "slurm_partition=debug", "runtime=10"):
-        assert re.search(rf"resources:.*\b{item}\b", predict), (item, predict)
+    threads, expected = SLURM_DRY_RUNS[path]
+    assert f"threads: {threads}" in blocks["predict"]
+    for rule, items in expected.items():
+        for item in items:
+            assert re.search(rf"resources:.*\b{item}\b", blocks[rule]), (rule, item, blocks[rule])
 
 
 FAKE_SBATCH = """#!/bin/sh

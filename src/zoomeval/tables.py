@@ -17,10 +17,15 @@ TABLE_A8_COLUMNS = [
 PERCENT_COLUMNS = {"acc_1crop", "acc_top36", "acc_max"}
 
 
+def _percent(value: float | None, base: float | None = None) -> str:
+    """``74.35``, or with ``base`` ``74.35 (-1.40)`` (the difference to the 1-crop cell); empty when undefined."""
+    if value is None or math.isnan(value):
+        return ""
+    return f"{value:.2f}" if base is None else f"{value:.2f} ({value - base:+.2f})"
+
+
 def _cell(column: str, value: Any) -> str:
-    if column in PERCENT_COLUMNS:
-        return "" if value is None else f"{value:.2f}"
-    return str(value)
+    return _percent(value) if column in PERCENT_COLUMNS else str(value)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -99,17 +104,13 @@ def write_table_1(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike
 ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_224"]
 
 
-def _share(value: float | None) -> str:
-    return "" if value is None or math.isnan(value) else f"{value:.2f}"
-
-
 def write_table_zoom_groups(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
                             md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     """The paper's section 7 table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
     greedy cover, and the share of images each group alone solves."""
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
     rows = [[m["model"], m["variant"], m["dataset"], *(f"{m['zoom_groups'][c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
-             _share(m["top_k_centre_share"])] for m in metrics]  # fmt: skip
+             _percent(m["top_k_centre_share"])] for m in metrics]  # fmt: skip
     shares = [m["top_k_centre_share"] for m in metrics if m["variant"] == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
@@ -135,13 +136,6 @@ TABLE_AGGREGATION_COLUMNS = ["model", "dataset", "n_images", "acc_1crop", *(f"{m
 def _aggregation_values(m: dict[str, Any]) -> list[float | None]:
     aggregation = m.get("aggregation") or {}
     return [aggregation[method][rule] if method in aggregation else None for method in METHODS for rule in RULES]
-
-
-def _percent(value: float | None, base: float | None = None) -> str:
-    """``74.35``, or with ``base`` ``74.35 (-1.40)``: a cell and its difference to the 1-crop cell."""
-    if value is None:
-        return ""
-    return f"{value:.2f}" if base is None else f"{value:.2f} ({value - base:+.2f})"
 
 
 def write_table_aggregation(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
