@@ -1,5 +1,7 @@
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,15 @@ def write_config(workdir: Path, **overrides: object) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return config
+
+
+@pytest.fixture(params=[(0o022, 0o644), (0o077, 0o600)], ids=["umask022", "umask077"])
+def umask_mode(request) -> Iterator[int]:
+    """Run the test under a umask (022, then 077); yields the mode a new file must get under it."""
+    mask, mode = request.param
+    old = os.umask(mask)
+    yield mode
+    os.umask(old)
 
 
 @pytest.fixture
