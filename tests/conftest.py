@@ -10,10 +10,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the project's workflow in ``workdir`` with ``workdir/config.yaml``."""
+def run_snakemake(
+    workdir: Path, *args: str, check: bool = True, cores: int | None = 2
+) -> subprocess.CompletedProcess[str]:
+    """Run the project's workflow in ``workdir`` with ``workdir/config.yaml``; ``cores=None`` leaves the core
+    count to the workflow profile, as a plain ``snakemake`` call does."""
+    cores_flag = ["--cores", str(cores)] if cores else []
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]  # fmt: skip
+           "--configfile", str(workdir / "config.yaml"), *cores_flag, *args]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
