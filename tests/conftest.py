@@ -1,5 +1,7 @@
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -8,10 +10,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the project's workflow in ``workdir`` with ``workdir/config.yaml``."""
+def run_snakemake(
+    workdir: Path, *args: str, check: bool = True, cores: int | None = 2
+) -> subprocess.CompletedProcess[str]:
+    """Run the project's workflow in ``workdir`` with ``workdir/config.yaml``; ``cores=None`` leaves the core
+    count to the workflow profile, as a plain ``snakemake`` call does."""
+    cores_flag = ["--cores", str(cores)] if cores else []
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]  # fmt: skip
+           "--configfile", str(workdir / "config.yaml"), *cores_flag, *args]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -24,6 +30,15 @@ def write_config(workdir: Path, **overrides: object) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return config
+
+
+@pytest.fixture(params=[(0o022, 0o644), (0o077, 0o600)], ids=["umask022", "umask077"])
+def umask_mode(request) -> Iterator[int]:
+    """Run the test under a umask (022, then 077); yields the mode a new file must get under it."""
+    mask, mode = request.param
+    old = os.umask(mask)
+    yield mode
+    os.umask(old)
 
 
 @pytest.fixture

@@ -1,10 +1,15 @@
 """The real-dataset adapters, on tiny fixtures written in each source's own format."""
 
+import csv
 import io
 import json
+import re
+import struct
+import zlib
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,6 +26,7 @@ from zoomeval.adapters import (
     wnid_folders,
 )
 from zoomeval.classes import description
+from zoomeval.images import screen
 
 TENCH, GOLDFISH, TOILET_TISSUE = "n01440764", "n01443537", "n15075141"  # indices 0, 1, 999
 STINGRAY, GOLDFINCH = "n01498041", "n01531178"  # indices 6 and 11, both in ImageNet-A
@@ -264,14 +270,15 @@ HARD_SCHEMA = pa.schema(
 )
 
 
-def write_hard_shard(path: Path, rows: list[tuple[bytes, list[int], str]]) -> None:
+def write_hard_shard(path: Path, rows: list[tuple[bytes | None, list[int] | None, str | None]]) -> Path:
     columns = {
         "image": [{"bytes": data, "path": f"{k}.img"} for k, (data, _, _) in enumerate(rows)],
         "label": [labels for _, labels, _ in rows],
         "origin": [origin for _, _, origin in rows],
-        "english_label": [[description(i) for i in labels if i >= 0] for _, labels, _ in rows],
+        "english_label": [[description(i) for i in labels or [] if i in range(1000)] for _, labels, _ in rows],
     }
     pq.write_table(pa.table(columns, schema=HARD_SCHEMA), path)
+    return path
 
 
 def test_imagenet_hard_writes_the_source_bytes(tmp_path):
@@ -303,6 +310,105 @@ def test_imagenet_hard_errors_name_the_problem(tmp_path):
     pq.write_table(pa.table({"image": [b"x"]}), tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match=r"bad.parquet: expected the columns .* missing \['label', 'origin'\]"):
         imagenet_hard([tmp_path / "bad.parquet"], tmp_path / "images")
+
+    # a single file need not be named like a Hugging Face shard
     write_hard_shard(tmp_path / "nolabel.parquet", [(image_bytes("PNG", (4, 4)), [-1, -1], "x")])
-    with pytest.raises(ValueError, match="row 0 needs ImageNet-1k indices as labels"):
+    with pytest.raises(ValueError, match=r"nolabel.parquet row 0: label is \[-1, -1\]; expected a list of ImageNet"):
         imagenet_hard([tmp_path / "nolabel.parquet"], tmp_path / "images")
+
+
+def bomb_png() -> bytes:
+    """A PNG header claiming 20000 x 20000 pixels (400 megapixels): PIL refuses to even open it."""
+    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)
+    chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+
+
+def test_imagenet_hard_rows_with_bad_images_follow_on_bad_image_with_shard_and_row(tmp_path):
+    noise = np.random.default_rng(0).integers(0, 256, (64, 80, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(noise).save(buf, "JPEG")  # noise: most bytes are pixel data, so a cut leaves the header intact
+    jpeg, png = buf.getvalue(), image_bytes("PNG", (8, 5))
+    first = write_hard_shard(
+        tmp_path / "validation-00000-of-00002-5f636587730321d1.parquet",
+        [(jpeg, [1], "imagenet"), (jpeg[: len(jpeg) // 2], [2], "objectnet"), (b"<html>", [3], "imagenet_a"),
+         (bomb_png(), [4], "imagenet_r")],
+    )  # fmt: skip
+    second = write_hard_shard(tmp_path / "validation-00001-of-00002-dec01916d28bddd0.parquet",
+                              [(None, [5], "imagenet_v2"), (png, [6], "imagenet_sketch")])  # fmt: skip
+    records, _ = imagenet_hard([first, second], tmp_path / "images")
+    assert [Path(r.path).name for r in records] == ["00000.jpg", "00001.jpg", "00002.bin", "00003.bin", "00004.bin",
+                                                    "00005.png"]  # fmt: skip
+    assert [(r.width, r.height) for r in records] == [(80, 64), (80, 64), (0, 0), (0, 0), (0, 0), (8, 5)]
+    kept, excluded = screen(records, "skip", tmp_path / "bad_images.csv")
+    assert [r.image_id for r in kept] == ["00000", "00005"] and excluded == 4
+    with open(tmp_path / "bad_images.csv", newline="") as fh:
+        bad = list(csv.DictReader(fh))
+    assert [b["image_id"] for b in bad] == ["00001", "00002", "00003", "00004"]
+    assert [b["source"] for b in bad] == [f"{first} row 1", f"{first} row 2", f"{first} row 3", f"{second} row 0"]
+    reasons = [b["reason"] for b in bad]
+    assert "truncated" in reasons[0] and reasons[2].startswith("DecompressionBombError")
+    assert reasons[1].startswith("UnidentifiedImageError") and reasons[3].startswith("UnidentifiedImageError")
+    with pytest.raises(ValueError, match=rf"4 image\(s\) cannot be decoded, first {re.escape(str(first))} row 1 "):
+        screen(records, "fail", tmp_path / "bad_images.csv")
+
+
+@pytest.mark.parametrize(
+    "label, origin, problem",
+    [
+        (None, "imagenet", "label is None"),
+        ([3, None], "imagenet", r"label is \[3, None\]"),
+        ([1000], "imagenet", r"label is \[1000\]"),
+        ([-1, -1], "imagenet", r"label is \[-1, -1\]"),
+        ([3], None, "origin is None"),
+        ([3], "", "origin is ''"),
+    ],
+)
+def test_imagenet_hard_refuses_a_row_with_a_bad_label_or_origin_naming_shard_and_row(tmp_path, label, origin, problem):
+    good = (image_bytes("PNG", (4, 4)), [1], "imagenet")
+    shard = write_hard_shard(tmp_path / "validation-00000-of-00001.parquet", [good, (good[0], label, origin)])
+    with pytest.raises(ValueError, match=rf"{re.escape(str(shard))} row 1: {problem}; expected"):
+        imagenet_hard([shard], tmp_path / "images")
+
+
+def test_imagenet_hard_refuses_a_shard_that_is_not_imagenet_hard_parquet(tmp_path):
+    shard = tmp_path / "validation-00000-of-00001.parquet"
+    rows = [(image_bytes("PNG", (4, 4)), [1], "imagenet")] * 200
+    intact = write_hard_shard(shard, rows).read_bytes()
+    for garbage in (b"<html>rate limited</html>", intact[: len(intact) // 2], intact[:4] + b"\0" * 200 + intact[204:]):
+        shard.write_bytes(garbage)
+        with pytest.raises(ValueError, match=f"{re.escape(str(shard))} is not a readable Parquet file .*download it"):
+            imagenet_hard([shard], tmp_path / "images")
+    image = {"bytes": image_bytes("PNG", (4, 4)), "path": "x"}
+    for column, value in [("label", pa.array([3])), ("origin", pa.array([7])), ("image", pa.array([b"x"]))]:
+        table = {"image": pa.array([image], pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+                 "label": pa.array([[3]]), "origin": pa.array(["imagenet"]), column: value}  # fmt: skip
+        pq.write_table(pa.table(table), shard)
+        with pytest.raises(ValueError, match=rf"{re.escape(str(shard))}: column '{column}' is \w+, expected"):
+            imagenet_hard([shard], tmp_path / "images")
+
+
+@pytest.mark.parametrize(
+    "names, problem",
+    [
+        (["validation-00000-of-00003.parquet", "validation-00002-of-00003.parquet"],
+         r"\['missing validation-00001-of-00003'\]"),
+        (["validation-00000-of-00003.parquet"], r"\['missing validation-00001-of-00003', 'missing validation-00002"),
+        (["validation-00000-of-00001-36efe923955f51bb.parquet", "validation-00000-of-00001-5f636587730321d1.parquet"],
+         r"\['validation-00000-of-00001 found 2 times'\]"),
+        (["validation-00000-of-00001.parquet", "validation-00001-of-00001.parquet"],
+         r"\['extra validation-00001-of-00001.parquet'\]"),
+        (["validation-00000-of-00001.parquet", "validation-00000-of-00002.parquet",
+          "validation-00001-of-00002.parquet"],
+         r"2 shard sets, \['validation-\*-of-00001', 'validation-\*-of-00002'\]"),
+        (["test-00000-of-00001.parquet", "validation-00000-of-00001.parquet"], "2 shard sets"),
+        (["validation-00000-of-00001.parquet", "extra.parquet"], r"\['extra.parquet'\] are not named like"),
+        (["a.parquet", "b.parquet"], r"\['a.parquet', 'b.parquet'\] are not named like"),
+    ],
+)  # fmt: skip
+def test_imagenet_hard_needs_one_complete_set_of_shards(tmp_path, names, problem):
+    row = [(image_bytes("PNG", (4, 4)), [1], "imagenet")]
+    shards = [write_hard_shard(tmp_path / name, row) for name in names]
+    with pytest.raises(ValueError, match=f"ImageNet-Hard: .*{problem}.*pin the hf input's revision"):
+        imagenet_hard(shards, tmp_path / "images")
+    assert not (tmp_path / "images").exists()  # refused before any image is written

@@ -160,3 +160,18 @@ def test_zip_with_outside_symlink_is_refused(tmp_path: Path, work: Path) -> None
     with zipfile.ZipFile(archive, "a") as zf:
         zf.writestr("link/evil.txt", b"evil")
     assert_refused(archive, work, "'link'")
+
+
+def test_extracted_files_and_folders_get_the_mode_of_the_umask(tmp_path: Path, umask_mode: int) -> None:
+    """Tar member modes are ignored, as zip extraction ignores them: a 0600 member (a tar made under umask 077)
+    is readable by others under umask 022, and a 0666 member private under 077."""
+    root, private, public = special("./", tarfile.DIRTYPE), file("./d/private.txt"), file("./d/public.txt")
+    root[0].mode, private[0].mode, public[0].mode = 0o755, 0o600, 0o666
+    tar = write_tar(tmp_path / "a.tar", [root, special("./d", tarfile.DIRTYPE), private, public])
+    zipped = write_zip(tmp_path / "a.zip", [("d/", b""), ("d/private.txt", b"data")])
+    folder_mode = umask_mode | (umask_mode & 0o444) >> 2  # the x bits where the r bits are: 0o755 or 0o700
+    for archive in (tar, zipped):
+        target = extract(archive, tmp_path / f"{archive.name}.d")
+        found = {str(p.relative_to(target)): stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}
+        files = {name: umask_mode for name in found if name.endswith(".txt")}
+        assert found == {".": folder_mode, "d": folder_mode, **files}, archive.name

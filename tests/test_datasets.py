@@ -1,6 +1,10 @@
-"""The imagefolder adapter and the class-set policy."""
+"""The imagefolder adapter, the class-set policy and the dataset inputs of the paper's config."""
+
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 from PIL import Image
 
 from zoomeval.classes import wnid_to_index, wnids
@@ -32,3 +36,14 @@ def test_imagefolder_errors_name_the_problem(tmp_path):
 def test_wnids_are_the_sorted_1000():
     assert len(wnids()) == 1000 and wnids() == sorted(wnids())
     assert wnid_to_index("n02123045") == 281
+
+
+def test_paper_config_pins_every_hugging_face_input_to_a_commit():
+    """A Hugging Face dataset repo changes under the same name (imagenet-hard went from 13,925 to 10,980 images,
+    with two shard sets side by side in between): the paper's config pins each hf input to a commit sha."""
+    config = yaml.safe_load((Path(__file__).parents[1] / "config" / "paper.yaml").read_text())
+    inputs = {f"datasets.{name}.{key}": spec for name, entry in config["datasets"].items()
+              for key, spec in entry.items() if isinstance(spec, dict) and "hf" in spec}  # fmt: skip
+    assert list(inputs) == ["datasets.imagenet_hard.parquet"]
+    for key, spec in inputs.items():
+        assert re.fullmatch(r"[0-9a-f]{40}", spec.get("revision", "")), key

@@ -52,11 +52,12 @@ def test_screen_lists_and_skips_or_fails(tmp_path, jpeg_bytes):
     kept, excluded = screen(records, "skip", tmp_path / "bad.csv", workers=2)
     assert [r.image_id for r in kept] == ["a", "c"] and excluded == 1
     lines = (tmp_path / "bad.csv").read_text().splitlines()
-    assert lines[0] == "image_id,path,reason" and lines[1].startswith(f"b,{tmp_path / 'b.jpg'},UnidentifiedImageError")
+    assert lines[0] == "image_id,path,reason,source"
+    assert lines[1].startswith(f"b,{tmp_path / 'b.jpg'},UnidentifiedImageError") and lines[1].endswith(",")
     with pytest.raises(ValueError, match=r"1 image\(s\) cannot be decoded, first .*b.jpg .*on_bad_image: skip"):
         screen(records, "fail", tmp_path / "bad2.csv")
     assert screen(kept, "fail", tmp_path / "ok.csv") == (kept, 0)
-    assert (tmp_path / "ok.csv").read_text() == "image_id,path,reason\n"
+    assert (tmp_path / "ok.csv").read_text() == "image_id,path,reason,source\n"
 
 
 def test_modes_are_converted_to_rgb_under_the_policy(tmp_path):

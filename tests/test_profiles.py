@@ -65,6 +65,7 @@ def rule_names(tmp_path_factory) -> set[str]:
 
 def test_default_profile_sets_a_gpu_budget_and_the_local_settings():
     profile = load(DEFAULT)
+    assert profile["cores"] == "all"  # so that `snakemake --report report.html` needs no --cores
     assert int(assignments(profile["resources"])["gpu"]) >= 1
     assert profile["rerun-incomplete"] is True
     assert profile["keep-going"] is False
@@ -77,6 +78,7 @@ def test_default_profile_sets_a_gpu_budget_and_the_local_settings():
 def test_default_profile_is_read_automatically_from_another_directory(tmp_path, monkeypatch):
     """Snakemake 9 finds profiles/default/config.yaml next to the Snakefile; the command line overrides it."""
     from snakemake.cli import parse_args
+    from snakemake.utils import available_cpu_count
 
     monkeypatch.chdir(tmp_path)
     base = ["-s", str(ROOT / "Snakefile"), "--cores", "2", "-n", "results/table_a8.csv"]
@@ -84,6 +86,9 @@ def test_default_profile_is_read_automatically_from_another_directory(tmp_path, 
     assert args.resources["gpu"].value == 1
     assert args.rerun_incomplete and args.show_failed_logs and not args.keep_going
     assert args.targets == ["results/table_a8.csv"]
+    assert args.cores == 2
+    _, args = parse_args(base[:2] + base[4:])  # no --cores: the profile's `all`
+    assert args.cores == available_cpu_count()
     _, args = parse_args([*base, "--resources", "gpu=4"])
     assert args.resources["gpu"].value == 4
     _, args = parse_args([*base, "--workflow-profile", "none"])

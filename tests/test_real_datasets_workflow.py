@@ -65,7 +65,8 @@ def build_archives(src, www):
             zf.write(path, path.relative_to(src))
     # ImageNet-Hard: a Hugging Face Parquet shard
     (src / "hard").mkdir()
-    hard = [(image_bytes("JPEG", (50, 40)), [0, 1], "imagenet"), (image_bytes("PNG", (30, 30)), [6], "imagenet_a")]
+    hard = [(image_bytes("JPEG", (50, 40)), [0, 1], "imagenet"), (b"<html>", [3], "objectnet"),
+            (image_bytes("PNG", (30, 30)), [6], "imagenet_a")]  # fmt: skip
     write_hard_shard(src / "hard" / "validation-00000-of-00001.parquet", hard)
     return hashlib.sha256((www / "imagenet-a.tar").read_bytes()).hexdigest()
 
@@ -114,5 +115,8 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     manifest = pq.read_table(tmp_path / "results/datasets/imagenet/manifest.parquet").to_pylist()
     assert [m["boxes"] for m in manifest][0] == [[0, 0, 10, 5], [4, 2, 20, 10]]
     hard = json.loads((tmp_path / "results/analysis/hard/original/efficientnet_lite0/metrics.json").read_text())
-    assert hard["n_images"] == 2
+    assert hard["n_images"] == 2 and hard["n_excluded"] == 1
+    with open(tmp_path / "results/datasets/hard/bad_images.csv") as fh:
+        (bad,) = list(csv.DictReader(fh))
+    assert (bad["image_id"], bad["source"]) == ("00001", f"{src / 'hard' / 'validation-00000-of-00001.parquet'} row 1")
     assert {o: v["n_images"] for o, v in hard["by_origin"].items()} == {"imagenet": 1, "imagenet_a": 1}

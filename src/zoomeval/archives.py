@@ -3,7 +3,8 @@
 Every member is checked before anything is written: an absolute path, a path or link that leads out of the
 target (following the archive's own symlinks the way the filesystem will once they exist), or a device/fifo
 refuses the whole archive. Extraction then goes into a temporary folder beside the target that is renamed
-onto it, so the target either holds the complete archive or does not exist.
+onto it, so the target either holds the complete archive or does not exist. Files and folders get the mode
+that the process umask gives new ones; the modes stored in the archive are ignored, as zip extraction does.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def extract(archive: Path, target: Path) -> Path:
     if tarfile.is_tarfile(archive):  # tried first: a zip's signature can turn up inside a tar
         with tarfile.open(archive) as tar:
             _check(archive, map(_tar_member, tar.getmembers()))
-            _extract_atomically(target, lambda tmp: tar.extractall(tmp, filter="data"))
+            _extract_atomically(target, lambda tmp: tar.extractall(tmp, filter=_data_with_umask_modes))
     elif zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
             _check(archive, (_zip_member(zf, info) for info in zf.infolist()))
@@ -56,6 +57,12 @@ def extract(archive: Path, target: Path) -> Path:
     else:
         raise ValueError(f"{archive}: not a tar or zip archive")
     return target
+
+
+def _data_with_umask_modes(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's ``data`` filter, and no mode: tarfile then creates files and folders as ``open`` and ``mkdir``
+    do, with the umask's mode (a tar made under umask 077 would otherwise stay unreadable to others)."""
+    return tarfile.data_filter(member, dest).replace(mode=None, deep=False)
 
 
 def _tar_member(info: tarfile.TarInfo) -> _Member:

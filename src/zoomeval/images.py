@@ -12,7 +12,8 @@ Policy (applied the same way everywhere an image is decoded):
 
 Unreadable images (empty or truncated files, bombs, unknown formats) are found once, when a manifest is
 built (:func:`find_bad_images`), and either listed in ``bad_images.csv`` and left out (``on_bad_image:
-skip``) or stop the job (``fail``).
+skip``) or stop the job (``fail``). Images that an adapter wrote out (ImageNet-Hard's Parquet rows) are
+listed with their ``source`` (shard and row).
 """
 
 from __future__ import annotations
@@ -76,14 +77,15 @@ def find_bad_images(records: Sequence[Record], workers: int = 1) -> list[tuple[R
 def screen(
     records: list[Record], policy: str, report: str | os.PathLike[str], workers: int = 1
 ) -> tuple[list[Record], int]:
-    """Apply ``on_bad_image`` to ``records``: write ``report`` (image_id, path, reason) and return the
+    """Apply ``on_bad_image`` to ``records``: write ``report`` (image_id, path, reason, source) and return the
     readable records and how many were left out; ``fail`` raises on the first bad image instead."""
     bad = find_bad_images(records, workers)
-    write_csv(report, ["image_id", "path", "reason"], ([r.image_id, r.path, why] for r, why in bad))
+    write_csv(report, ["image_id", "path", "reason", "source"], ([r.image_id, r.path, why, r.source] for r, why in bad))
     if bad and policy == "fail":
         record, why = bad[0]
+        first = record.source or record.path
         raise ValueError(
-            f"{len(bad)} image(s) cannot be decoded, first {record.path} ({why}); see {report}, or set "
+            f"{len(bad)} image(s) cannot be decoded, first {first} ({why}); see {report}, or set "
             "on_bad_image: skip to leave them out"
         )
     dropped = {r.image_id for r, _ in bad}

@@ -1,4 +1,8 @@
-"""Atomic writes and the versioned key-value metadata that every output carries."""
+"""Atomic writes and the versioned key-value metadata that every output carries.
+
+Files are created with mode 0666 less the process umask, like any file the user creates: under umask 022 the
+outputs are readable by colleagues, under 077 by the owner only.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import csv
 import io
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,10 +31,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
+    tmp = final.with_name(f".{final.name}.{secrets.token_hex(8)}.tmp")
+    # Not tempfile.mkstemp: its mode 0600 would survive the rename. O_EXCL still never reuses an existing file.
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
-        yield Path(tmp)
+        yield tmp
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):

@@ -8,7 +8,8 @@ source format to this convention.
 ``[]``: ReaL found no valid label, so the image is left out of ReaL scoring). ``border`` is the number
 of pixels cropped from every side at decode time (ObjectNet's 2-px red frame); ``width``/``height``
 are the size after that crop. The manifest's metadata may list ``classes``, the dataset's class set
-(ImageNet-1k indices) used by ``class_set: subset``.
+(ImageNet-1k indices) used by ``class_set: subset``. ``source`` (not stored in the manifest) says where an
+image written out by an adapter came from, e.g. an ImageNet-Hard Parquet shard and row.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Record:
     origin: str = ""
     real_labels: list[int] | None = None
     border: int = 0
+    source: str = ""
 
 
 def write_manifest(
