@@ -6,7 +6,10 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
+from tests.conftest import ROOT
+from tests.test_config import yaml_blocks
 from tests.test_cover import authors_greedy, min_cover_size
 from zoomeval.manifest import read_manifest
 from zoomeval.zoom import transforms
@@ -137,7 +140,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     ("change", "message"),
     [
         (lambda c: c.update(scale=[1]), "Additional properties are not allowed ('scale' was unexpected)"),
-        (lambda c: c.update(top_k="36"), "'36' is not of type 'integer'"),
+        (lambda c: c.update(top_k="many"), "top_k: 'many' is not of type 'integer'"),
         (
             lambda c: c["datasets"].update(
                 mine={"adapter": "imagefolder", "root": "/nonexistent", "variants": ["original"]}
@@ -156,8 +159,37 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
             ),
             "models.r50.architecture: 'resnet5' is not a torchvision model",
         ),
+        # a model named .. wrote every variant's analysis to one metrics.json
+        (lambda c: c["models"].update({"..": c["models"]["efficientnet_lite0"]}), "models: '..' does not match"),
+        # dataset v_real and v's ReaL scoring shared their Table A8 rows and results/analysis/v_real
+        (
+            lambda c: c["datasets"].update(
+                v={"adapter": "imagenet_val", "images": ".", "annotations": ".", "label_sets": ["in", "real"]},
+                v_real={"adapter": "imagefolder", "root": ".", "variants": ["original"]},
+            ),
+            "datasets.v_real (dataset 'v_real') collides with datasets.v.label_sets[1] (its real scoring, named "
+            "'v_real')",
+        ),
+        (
+            lambda c: c["models"]["efficientnet_lite0"].update(mean=[float("nan")] * 3),
+            "models.efficientnet_lite0.mean[0]: nan is not a finite number",
+        ),
+        (
+            lambda c: c["models"]["efficientnet_lite0"].update(input_size=100000),
+            "models.efficientnet_lite0.input_size: 100000 is greater than the maximum of 1024",
+        ),
     ],
-    ids=["unknown-key", "wrong-type", "missing-dataset-path", "variants-without-boxes", "unknown-model"],
+    ids=[
+        "unknown-key",
+        "wrong-type",
+        "missing-dataset-path",
+        "variants-without-boxes",
+        "unknown-model",
+        "model-named-dotdot",
+        "dataset-named-like-a-scoring",
+        "nan-mean",
+        "huge-input-size",
+    ],
 )
 def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run, config_writer, change, message):
     config = config_writer(tmp_path)
@@ -169,11 +201,33 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run,
     assert not (tmp_path / "results").exists()
 
 
+def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(
+    tmp_path, snakemake_run, config_writer, monkeypatch
+):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU visible, whatever the machine has
+    config_writer(tmp_path, inference={"device": "cuda:99"})
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
+    assert proc.returncode != 0
+    message = "inference.device: 'cuda:99' does not exist here, 0 CUDA devices visible; use auto, cpu"
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(tmp_path, snakemake_run):
+    """README's "Using your own data" config (no sam section, no stats) with its folder in place, scales given as
+    Snakemake passes them from --config (strings), and an upper-case checksum."""
+    config = yaml.safe_load(yaml_blocks(ROOT / "README.md")[0])
+    (tmp_path / "imagenet-a.tar").write_bytes(b"")
+    config["datasets"]["imagenet_a"]["root"] = {"path": str(tmp_path / "imagenet-a.tar"), "sha256": "AB" * 32}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--config", "scales=[224,256]")
+    out = plan.stdout + plan.stderr
+    table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
+    counts = {name: int(n) for name, n in (line.split() for line in table)}
+    assert counts == {"dataset_manifest": 1, "predict": 2, "analyze": 2, "table_a8": 1, "total": 6}
+
+
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
-    import yaml
-
-    from tests.conftest import ROOT
-
     config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     for name, entry in config["datasets"].items():  # stand-ins for the manually downloaded archives
         for key, spec in entry.items():

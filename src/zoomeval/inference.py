@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoomeval import __version__
 from zoomeval.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.devices import resolve_device
 from zoomeval.images import load_rgb
 from zoomeval.io import read_metadata, write_parquet
 from zoomeval.manifest import Record
@@ -79,9 +80,7 @@ class Settings:
     shard_images: int = 500
 
     def resolve_device(self) -> torch.device:
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
+        return resolve_device(self.device, "inference.device")
 
 
 class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):

@@ -1,17 +1,12 @@
-# Config validation (JSON schema, then the package's own checks) before any job starts, and helpers.
-from snakemake.utils import validate
+# Config validation (normalisation, the JSON schema, then the package's own checks) before any job starts.
+import os
+import re
 
 from zoomeval.analysis import scored_name
-from zoomeval.config import ADAPTERS_WITH_BOXES, check_config
+from zoomeval.config import validate_config
 from zoomeval.datasets import ADAPTER_INPUTS
 
-validate(config, "../schemas/config.schema.yaml")
-for _entry in config["datasets"].values():
-    # object-only and background-only variants need boxes; datasets without boxes default to the original
-    _boxes = _entry["adapter"] in ADAPTERS_WITH_BOXES
-    _entry.setdefault("variants", ["original", "fgset", "bgset"] if _boxes else ["original"])
-    _entry.setdefault("count_method", "bbox" if _boxes else "sam_auto")
-check_config(config)
+validate_config(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
 
 DATASETS = list(config["datasets"])
 MODELS = list(config["models"])
@@ -36,7 +31,7 @@ GPU_PER_JOB = 1 if _uses_gpu() else 0
 
 
 def _alternation(names):
-    return "|".join(names) if names else "(?!)"
+    return "|".join(map(re.escape, names)) if names else "(?!)"
 
 
 wildcard_constraints:

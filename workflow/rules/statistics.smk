@@ -7,6 +7,8 @@ rule object_counts:
         masks=counts_masks_input,
     output:
         counts="results/stats/object_counts/{dataset}.parquet",
+    wildcard_constraints:
+        dataset=_alternation(STATS_DATASETS),  # count_method is set for these only
     params:
         method=lambda wc: config["datasets"][wc.dataset]["count_method"],
     conda:

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from zoomeval.inference import Settings
+from zoomeval.devices import resolve_device
 from zoomeval.logs import to_file
 from zoomeval.manifest import read_manifest
 from zoomeval.sam import CountFilter, write_sam_masks
@@ -16,7 +16,7 @@ with to_file(sm.log[0]):
         method=sm.wildcards.method,
         model_type=sam["model_type"],
         checkpoint=resolve(sam["checkpoint"], Path("resources") / "sam", unpack=False),
-        device=Settings(device=sam.get("device", "auto")).resolve_device(),
+        device=resolve_device(sam.get("device", "auto"), "sam.device"),
         counting=CountFilter(**sam.get("counting", {})),
         generator_options=sam.get("generator", {}),
     )

@@ -1,0 +1,66 @@
+"""The torch device a config names (``auto``, ``cpu``, ``cuda``, ``cuda:N``): checked without torch when the
+config is read, where the machine tells how many GPUs there can be, and with torch when a job starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zoomeval.config import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+#: One entry per NVIDIA GPU the driver knows; absent without the NVIDIA driver (e.g. on a cluster's login node).
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def cuda_index(device: str) -> int | None:
+    """The CUDA device index of a config's device string (``cuda`` is 0), or None for ``auto`` and ``cpu``."""
+    if not device.startswith("cuda"):
+        return None
+    return int(device.partition(":")[2] or 0)
+
+
+def gpus_at_most() -> int | None:
+    """An upper bound on the CUDA devices this process can see, read without torch, or None if unknown.
+
+    The driver's GPU list bounds it, and so does ``CUDA_VISIBLE_DEVICES``: CUDA numbers the devices it
+    lists from 0 and stops at the first invalid entry."""
+    bounds = []
+    if NVIDIA_GPUS.is_dir():
+        bounds.append(len(list(NVIDIA_GPUS.iterdir())))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        bounds.append(len([entry for entry in visible.split(",") if entry.strip()]))
+    return min(bounds) if bounds else None
+
+
+def check_device(key: str, device: str) -> None:
+    """Refuse a CUDA index that cannot exist on this machine; say nothing where the GPUs are unknown."""
+    index, bound = cuda_index(device), gpus_at_most()
+    if index is not None and bound is not None and index >= bound:
+        raise ConfigError(f"{key}: {device!r} does not exist here, {_seen(bound)}; {_fix(bound)}")
+
+
+def resolve_device(device: str, key: str) -> torch.device:
+    """The torch device of a config's device string (``auto``: CUDA when available); a CUDA device that torch
+    cannot see is refused naming ``key``."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    index = cuda_index(device)
+    if index is not None and index >= (count := torch.cuda.device_count()):
+        raise ConfigError(f"{key}: {device!r} is not available, {_seen(count)} to torch; {_fix(count)}")
+    return torch.device(device)
+
+
+def _seen(count: int) -> str:
+    return f"{count} CUDA device{'' if count == 1 else 's'} visible"
+
+
+def _fix(count: int) -> str:
+    indices = {0: "", 1: ", cuda:0"}.get(count, f", cuda:0 to cuda:{count - 1}")
+    return f"use auto, cpu{indices}"

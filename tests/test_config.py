@@ -1,0 +1,281 @@
+"""Config validation as the Snakefile runs it (``zoomeval.config.validate_config``), without Snakemake's DAG."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from tests.conftest import ROOT
+from zoomeval import devices
+from zoomeval.config import ConfigError, validate_config
+from zoomeval.devices import check_device, gpus_at_most, resolve_device
+from zoomeval.inference import Settings
+
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+VAL = {"adapter": "imagenet_val", "images": "/data/val.tar", "annotations": "/data/bbox.tgz"}
+
+
+def validated(change=lambda c: None, check_paths: bool = False) -> dict[str, Any]:
+    config = copy.deepcopy(DEMO)
+    change(config)
+    validate_config(config, SCHEMA, check_paths=check_paths)
+    return config
+
+
+def refusal(change) -> str:
+    with pytest.raises(ConfigError) as info:
+        validated(change)
+    return str(info.value)
+
+
+def yaml_blocks(markdown: Path) -> list[str]:
+    return re.findall(r"^```ya?ml\n(.*?)^```", markdown.read_text(), flags=re.M | re.S)
+
+
+def test_the_readme_example_configs_and_the_shipped_configs_validate() -> None:
+    """README's YAML blocks and config/*.yaml through the Snakefile's validation; local paths need not exist
+    (``check_paths=False``: /data/... stands for the reader's own copies)."""
+    blocks = [*yaml_blocks(ROOT / "README.md"), *yaml_blocks(ROOT / "config" / "README.md")]
+    assert blocks, "README.md has no yaml block to check"
+    configs = [yaml.safe_load(text) for text in blocks]
+    configs += [yaml.safe_load(path.read_text()) for path in sorted((ROOT / "config").glob("*.yaml"))]
+    for config in configs:
+        validate_config(config, SCHEMA, check_paths=False)
+    readme = configs[0]
+    assert "count_method" not in readme["datasets"]["imagenet_a"]  # not in stats.pairs: no objects counted
+
+
+def test_count_method_is_defaulted_and_checked_only_for_datasets_in_stats_pairs() -> None:
+    folder = {"adapter": "imagefolder", "root": "/data/a", "variants": ["original"]}
+
+    def without_sam(pairs):
+        return lambda c: (c.pop("sam"), c["datasets"].update(a=folder), c.update(stats={"pairs": pairs}))
+
+    config = validated(without_sam([]))
+    assert "count_method" not in config["datasets"]["a"]
+    assert config["datasets"]["demo"]["count_method"] == "bbox"  # set in config.yaml
+    message = refusal(without_sam([["demo", "a"]]))  # SAM would count a's objects
+    assert message.startswith("datasets.a: SAM masks or counts need a top-level sam section")
+    config = validated(lambda c: (c["datasets"].update(a=folder), c.update(stats={"pairs": [["demo", "a"]]})))
+    assert config["datasets"]["a"]["count_method"] == "sam_auto"
+    boxless_count = {**folder, "count_method": "bbox"}
+    validated(lambda c: c["datasets"].update(a=boxless_count))  # unused: a is in no pair
+    message = refusal(lambda c: (c["datasets"].update(a=boxless_count), c.update(stats={"pairs": [["a", "demo"]]})))
+    assert message.startswith("datasets.a.count_method: adapter 'imagefolder' has no boxes to count; use sam_auto")
+
+
+@pytest.mark.parametrize(
+    ("datasets", "message"),
+    [
+        (
+            {"v": {**VAL, "label_sets": ["in", "real"]}, "v_real": {"adapter": "demo"}},
+            "datasets.v_real (dataset 'v_real') collides with datasets.v.label_sets[1] (its real scoring, named "
+            "'v_real')",
+        ),
+        (  # the same the other way round: the scoring comes second
+            {"v_real": {"adapter": "demo"}, "v": {**VAL, "label_sets": ["real"]}},
+            "datasets.v.label_sets[0] (its real scoring, named 'v_real') collides with datasets.v_real",
+        ),
+        (  # v_in's ReaL scoring and v's IN+ReaL scoring are both v_in_real
+            {"v": {**VAL, "label_sets": ["in_real"]}, "v_in": {**VAL, "label_sets": ["real"]}},
+            "datasets.v_in.label_sets[0] (its real scoring, named 'v_in_real') collides with "
+            "datasets.v.label_sets[0] (its in_real scoring, named 'v_in_real')",
+        ),
+        (
+            {"demo": {"adapter": "demo"}, "Demo": {"adapter": "demo"}},
+            "datasets.Demo (dataset 'Demo') collides with datasets.demo (dataset 'demo') in all but case",
+        ),
+    ],
+    ids=["dataset-after-scoring", "scoring-after-dataset", "two-scorings", "case"],
+)
+def test_dataset_and_scoring_names_that_collide_are_refused_naming_both_keys(datasets, message) -> None:
+    assert refusal(lambda c: c.update(datasets=datasets, stats={"pairs": []})).startswith(message)
+
+
+def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
+    v = {**VAL, "label_sets": ["in", "real", "in_real"]}
+    config = validated(lambda c: c["datasets"].update(v=v, w_real={"adapter": "demo"}, _x={"adapter": "demo"}))
+    assert list(config["datasets"]) == ["demo", "demo_clutter", "v", "w_real", "_x"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("..", "models: '..' does not match"),
+        (".hidden", "models: '.hidden' does not match"),
+        ("-r", "models: '-r' does not match"),
+        ("a/b", "models: 'a/b' does not match"),
+        ("efficientnet_lite0.aggregates", "models.efficientnet_lite0.aggregates: a model name cannot end in "
+         ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'"),
+        ("EfficientNet_Lite0", "models.EfficientNet_Lite0 (model 'EfficientNet_Lite0') collides with "
+         "models.efficientnet_lite0 (model 'efficientnet_lite0') in all but case"),
+    ],
+)  # fmt: skip
+def test_model_names_that_escape_or_collide_are_refused(name: str, message: str) -> None:
+    assert refusal(lambda c: c["models"].update({name: c["models"]["efficientnet_lite0"]})).startswith(message)
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", ".x", "-x", "a.b"])
+def test_dataset_names_that_are_not_plain_folder_names_are_refused(name: str) -> None:
+    message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
+    assert message.startswith(f"datasets: {name!r} does not match '^[A-Za-z0-9_][A-Za-z0-9_-]*$' (a dataset name")
+
+
+def test_model_names_with_inner_dots_still_work() -> None:
+    config = validated(lambda c: c["models"].update({"resnet50.tv_in1k": c["models"].pop("efficientnet_lite0")}))
+    assert list(config["models"]) == ["resnet50.tv_in1k"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.update(mean=[float("nan")] * 3), "models.efficientnet_lite0.mean[0]: nan is not a finite number"),
+        (lambda m: m.update(std=[0.2, float("inf"), 0.2]), "models.efficientnet_lite0.std[1]: inf is not a finite"),
+        (lambda m: m.update(std=[0.2, 0.0, 0.2]), "models.efficientnet_lite0.std[1]: 0.0 is less than or equal to"),
+        (lambda m: m.update(mean=[123.7, 116.3, 103.5]), "models.efficientnet_lite0.mean[0]: 123.7 is greater than "
+         "the maximum of 1 (a channel mean of pixels in [0, 1]; divide a 0-255 scale value by 255)"),
+        (lambda m: m.update(input_size=100000), "models.efficientnet_lite0.input_size: 100000 is greater than the "
+         "maximum of 1024"),
+    ],
+    ids=["nan-mean", "inf-std", "zero-std", "mean-0-255", "input-size"],
+)  # fmt: skip
+def test_normalisation_and_crop_size_out_of_range_are_refused_naming_the_key(change, message: str) -> None:
+    assert refusal(lambda c: change(c["models"]["efficientnet_lite0"])).startswith(message)
+
+
+def test_nan_counting_thresholds_and_time_limits_are_refused() -> None:
+    assert refusal(lambda c: c["sam"]["counting"].update(min_iou=float("nan"))).startswith(
+        "sam.counting.min_iou: nan is not a finite number; give a finite value"
+    )
+    assert refusal(lambda c: c.update(cover_time_limit="nan")).startswith("cover_time_limit: nan is not a finite")
+
+
+def test_the_schema_alone_refuses_nan_means_and_stds() -> None:
+    """Tools that validate with the schema but not the package (editors, jsonschema) see NaN refused too."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
+    config = copy.deepcopy(DEMO)
+    assert validator.is_valid(config)
+    for key in ("mean", "std"):
+        config["models"]["efficientnet_lite0"][key] = [0.5, float("nan"), 0.5]
+        assert not validator.is_valid(config), key
+        config["models"]["efficientnet_lite0"][key] = [0.5, 0.5, 0.5]
+    assert validator.is_valid(config)
+
+
+def test_numbers_given_as_strings_or_integral_floats_are_normalised() -> None:
+    """``--config scales=[224,256]`` passes the items as strings; YAML may write 224.0."""
+    inference = {"batch_size": "32", "compile": "false", "store_top5": "True"}
+    config = validated(
+        lambda c: c.update(scales=["224", 256.0, " 64 "], top_k="3", cover_time_limit="2.5", inference=inference)
+    )
+    assert config["scales"] == [224, 256, 64] and all(type(s) is int for s in config["scales"])
+    assert (config["top_k"], config["cover_time_limit"]) == (3, 2.5)
+    assert config["inference"]["batch_size"] == 32 and config["inference"]["compile"] is False
+    assert config["inference"]["store_top5"] is True
+    assert refusal(lambda c: c.update(scales=[224.5])).startswith("scales[0]: 224.5 is not of type 'integer'")
+    assert refusal(lambda c: c.update(top_k="many")).startswith("top_k: 'many' is not of type 'integer'")
+
+
+def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
+    digest = "AB12" * 16
+    x = {"adapter": "imagefolder", "root": {"path": "/data/x", "sha256": digest}, "variants": ["original"]}
+    config = validated(lambda c: c["datasets"].update(x=x))
+    assert config["datasets"]["x"]["root"]["sha256"] == digest.lower()
+    config = validated(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha256": digest}))
+    assert config["sam"]["checkpoint"]["sha256"] == digest.lower()
+    message = refusal(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha256": "abc"}))
+    assert message.startswith("sam.checkpoint.sha256: 'abc' does not match '^[0-9a-f]{64}$'")
+    message = refusal(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha": "abc"}))
+    assert message == (
+        "sam.checkpoint: Additional properties are not allowed ('sha' was unexpected); the keys allowed here are "
+        "url, sha256"
+    )
+    message = refusal(lambda c: c["sam"].update(checkpoint={"file": "sam.pth"}))
+    assert message == (
+        "sam.checkpoint: {'file': 'sam.pth'} is not valid under any of the given schemas (a path string, or a "
+        "mapping {path, sha256}, {url, sha256} or {hf, pattern, revision})"
+    )
+
+
+def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
+    assert refusal(lambda c: c.update(scale=[1])).startswith(
+        "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
+        "scales, top_k, on_bad_image, cover_time_limit, datasets, models, sam, stats, inference"
+    )
+
+
+def test_local_paths_are_checked_unless_check_paths_is_off(tmp_path: Path) -> None:
+    def mine(root):
+        return lambda c: c["datasets"].update(mine={"adapter": "imagefolder", "root": root, "variants": ["original"]})
+
+    with pytest.raises(ConfigError, match=r"^datasets.mine.root: '/nonexistent' does not exist"):
+        validated(mine("/nonexistent"), check_paths=True)
+    validated(mine("/nonexistent"), check_paths=False)
+    validated(mine(str(tmp_path)), check_paths=True)
+
+
+@pytest.fixture
+def gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The driver's GPU list with ``n`` entries (None: no NVIDIA driver), and CUDA_VISIBLE_DEVICES unset."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def make(n: int | None) -> None:
+        monkeypatch.setattr(devices, "NVIDIA_GPUS", tmp_path / "gpus")
+        if n is not None:
+            (tmp_path / "gpus").mkdir()
+            for i in range(n):
+                (tmp_path / "gpus" / f"0000:{i:02x}:00.0").mkdir()
+
+    return make
+
+
+def test_visible_gpus_are_bounded_by_the_driver_and_cuda_visible_devices(gpus, monkeypatch) -> None:
+    gpus(None)
+    assert gpus_at_most() is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpus_at_most() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert gpus_at_most() == 2
+    gpus(4)
+    assert gpus_at_most() == 2
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpus_at_most() == 4
+
+
+def test_a_cuda_index_beyond_the_machines_gpus_is_refused_at_config_time(gpus) -> None:
+    gpus(2)
+    check_device("inference.device", "cuda:1")
+    check_device("inference.device", "cuda")
+    check_device("inference.device", "cpu")
+    with pytest.raises(ConfigError) as info:
+        check_device("inference.device", "cuda:2")
+    assert (
+        str(info.value)
+        == "inference.device: 'cuda:2' does not exist here, 2 CUDA devices visible; use auto, cpu, cuda:0 to cuda:1"
+    )
+    message = refusal(lambda c: c["sam"].update(device="cuda:99"))
+    assert message.startswith("sam.device: 'cuda:99' does not exist here, 2 CUDA devices visible")
+
+
+def test_cuda_indices_pass_where_the_gpus_are_unknown(gpus) -> None:
+    gpus(None)  # e.g. a cluster's login node: the job checks again when it starts
+    check_device("sam.device", "cuda:7")
+
+
+def test_a_job_refuses_a_cuda_device_torch_cannot_see_naming_the_key() -> None:
+    missing = f"cuda:{torch.cuda.device_count()}"
+    with pytest.raises(ConfigError, match=rf"^sam.device: '{missing}' is not available, \d+ CUDA devices? visible"):
+        resolve_device(missing, "sam.device")
+    with pytest.raises(ConfigError, match=rf"^inference.device: '{missing}' is not available"):
+        Settings(device=missing).resolve_device()
+    assert resolve_device("cpu", "sam.device") == torch.device("cpu")
+    assert resolve_device("auto", "sam.device").type == ("cuda" if torch.cuda.is_available() else "cpu")
