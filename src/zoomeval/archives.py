@@ -218,6 +218,8 @@ def _unzip(archive: Path, zf: zipfile.ZipFile, tmp: Path, password: str) -> None
         link.unlink()
     if done.returncode != 0:
         raise ValueError(f"{archive}: unzip failed (exit {done.returncode}): {done.stderr.strip() or done.stdout}")
+    umask = os.umask(0)
+    os.umask(umask)
     for info in zf.infolist():
         path = tmp / info.filename
         if stat.S_ISLNK(info.external_attr >> 16):
@@ -228,6 +230,8 @@ def _unzip(archive: Path, zf: zipfile.ZipFile, tmp: Path, password: str) -> None
             ok = path.is_file() and path.stat().st_size == info.file_size
         if not ok:
             raise ValueError(f"{archive}: unzip did not extract member {info.filename!r} in full; extract it by hand")
+        if not path.is_symlink():  # unzip restores the stored modes; give the umask's, as zipfile does
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
 
 
 def _extract_atomically(target: Path, extract_into: Callable[[Path], None]) -> None:
