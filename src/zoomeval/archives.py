@@ -7,9 +7,9 @@ onto it, so the target either holds the complete archive or does not exist. File
 that the process umask gives new ones; the modes stored in the archive are ignored, as zip extraction does.
 
 Zips encrypted with the traditional PKWARE cipher ("ZipCrypto", as ObjectNet's) need a password. Python's
-``zipfile`` decrypts them in pure Python at about 1 MB/s, so Info-ZIP ``unzip`` does it where installed
-(about 70 MB/s), after the same member checks and followed by a check that every member landed at its name
-with its size (``unzip`` verifies the CRCs itself).
+``zipfile`` decrypts them in pure Python at about 1.8 MB/s per core, so Info-ZIP ``unzip`` does it where
+installed (about 60-70 MB/s; ``bench/zipcrypto_bench.py``), after the same member checks and followed by a
+check that every member landed at its name with its size (``unzip`` verifies the CRCs itself).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def extract(archive: Path, target: Path, password: str | None = None, password_k
                 _extract_atomically(target, lambda tmp: _unzip(archive, zf, tmp, password or ""))
             else:
                 if encrypted:
-                    print(f"{archive}: decrypting in pure Python (about 1 MB/s); install unzip for about 70 MB/s")
+                    print(f"{archive}: decrypting in pure Python (about 1.8 MB/s); install unzip for about 60 MB/s")
                 _extract_atomically(target, zf.extractall)
     else:
         raise ValueError(f"{archive}: not a tar or zip archive")
