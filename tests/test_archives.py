@@ -1,6 +1,9 @@
 import io
 import os
+import random
+import shutil
 import stat
+import subprocess
 import tarfile
 import zipfile
 from collections.abc import Callable
@@ -8,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from zoomeval.archives import UnsafeArchiveError, extract
+from tests.zipcrypto import write_encrypted_zip
+from zoomeval.archives import UnsafeArchiveError, check_complete, extract
 
 TarEntry = tuple[tarfile.TarInfo, bytes | None]
 
@@ -169,9 +173,97 @@ def test_extracted_files_and_folders_get_the_mode_of_the_umask(tmp_path: Path, u
     root[0].mode, private[0].mode, public[0].mode = 0o755, 0o600, 0o666
     tar = write_tar(tmp_path / "a.tar", [root, special("./d", tarfile.DIRTYPE), private, public])
     zipped = write_zip(tmp_path / "a.zip", [("d/", b""), ("d/private.txt", b"data")])
+    # Info-ZIP unzip (used for encrypted zips) would restore the stored modes
+    encrypted = write_encrypted_zip(tmp_path / "e.zip", {"d/": b"", "d/private.txt": b"data"}, "pw", file_mode=0o600)
     folder_mode = umask_mode | (umask_mode & 0o444) >> 2  # the x bits where the r bits are: 0o755 or 0o700
-    for archive in (tar, zipped):
-        target = extract(archive, tmp_path / f"{archive.name}.d")
+    for archive in (tar, zipped, encrypted):
+        target = extract(archive, tmp_path / f"{archive.name}.d", "pw")
         found = {str(p.relative_to(target)): stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}
         files = {name: umask_mode for name in found if name.endswith(".txt")}
         assert found == {".": folder_mode, "d": folder_mode, **files}, archive.name
+
+
+# Encrypted zips (the traditional PKWARE cipher, as ObjectNet's) and complete-file checks
+
+PASSWORD = "objectnetisatestset"
+ENCRYPTED = {"on/": b"", "on/images/a/x.png": b"png" * 500, "on/mappings/m.json": b'{"a": 1}'}
+
+
+def test_the_test_writer_makes_zips_that_independent_readers_decrypt(tmp_path: Path) -> None:
+    for deflate in (True, False):
+        archive = write_encrypted_zip(tmp_path / f"{deflate}.zip", ENCRYPTED, PASSWORD, deflate)
+        with zipfile.ZipFile(archive) as zf:
+            assert [info.flag_bits & 1 for info in zf.infolist()] == [0, 1, 1]
+            with pytest.raises(RuntimeError, match="password required"):
+                zf.read("on/mappings/m.json")
+            assert all(zf.read(name, pwd=PASSWORD.encode()) == data for name, data in ENCRYPTED.items())
+        if shutil.which("unzip"):
+            test = subprocess.run(["unzip", "-t", "-P", PASSWORD, archive], capture_output=True, text=True)
+            assert test.returncode == 0 and "No errors detected" in test.stdout
+
+
+@pytest.mark.parametrize("tool", ["unzip", "python"])
+def test_an_encrypted_zip_is_extracted_with_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tool: str
+) -> None:
+    if tool == "unzip" and not shutil.which("unzip"):
+        pytest.skip("Info-ZIP unzip is not installed")
+    if tool == "python":
+        monkeypatch.setattr(shutil, "which", lambda name: None)
+    archive = write_encrypted_zip(tmp_path / "on.zip", ENCRYPTED, PASSWORD)
+    target = extract(archive, tmp_path / "out" / "target", PASSWORD)
+    folders = {"on": None, "on/images": None, "on/images/a": None, "on/mappings": None}
+    assert snapshot(target) == {**folders, "on/images/a/x.png": b"png" * 500, "on/mappings/m.json": b'{"a": 1}'}
+    assert sorted(os.listdir(tmp_path / "out")) == ["target"]  # no temporary folder or link left
+    assert ("pure Python" in capsys.readouterr().out) == (tool == "python")
+
+
+def test_a_missing_or_wrong_password_names_the_key(tmp_path: Path) -> None:
+    archive = write_encrypted_zip(tmp_path / "on.zip", ENCRYPTED, PASSWORD)
+    with pytest.raises(ValueError, match="encrypted; set datasets.on.password to the archive's password"):
+        extract(archive, tmp_path / "target", None, "datasets.on.password")
+    with pytest.raises(ValueError, match="datasets.on.password is not the archive's password"):
+        extract(archive, tmp_path / "target", "letmein", "datasets.on.password")
+    assert sorted(os.listdir(tmp_path)) == ["on.zip"]
+
+
+@pytest.mark.parametrize("tool", ["unzip", "python"])
+def test_an_unsafe_encrypted_zip_is_refused(
+    tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    if tool == "python":
+        monkeypatch.setattr(shutil, "which", lambda name: None)
+    archive = write_encrypted_zip(tmp_path / "evil.zip", {"ok.txt": b"ok", "../evil.txt": b"evil"}, PASSWORD)
+    before = snapshot(work)
+    with pytest.raises(UnsafeArchiveError, match=r"member '\.\./evil\.txt'"):
+        extract(archive, work / "resources/target", PASSWORD)
+    assert snapshot(work) == before
+
+
+def tar_bytes(tmp_path: Path, mode: str) -> bytes:
+    entries = [file(f"d/{i}.jpg", random.Random(i).randbytes(5000)) for i in range(3)]
+    return write_tar(tmp_path / "full", entries, mode).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("x.tar", lambda t: tar_bytes(t, "w")[:7000], "not a complete tar archive"),
+        ("x.tar.gz", lambda t: tar_bytes(t, "w:gz")[:7000], "not a complete tar archive"),
+        ("x.tgz", lambda t: b"<html><body>Not found</body></html>", "not a complete tar archive"),
+        ("x.zip", lambda t: write_zip(t / "z", [("a", b"a" * 100)]).read_bytes()[:-30], "not a complete zip archive"),
+        ("x.json", lambda t: b'{"a": [1, ', "not a complete JSON document"),
+    ],
+)
+def test_cut_or_wrong_files_are_not_complete(tmp_path: Path, name: str, content, problem: str) -> None:
+    (tmp_path / "file").write_bytes(content(tmp_path))
+    with pytest.raises(ValueError, match=problem):
+        check_complete(tmp_path / "file", name)
+
+
+def test_complete_files_and_unknown_kinds_pass(tmp_path: Path) -> None:
+    (tmp_path / "t").write_bytes(tar_bytes(tmp_path, "w:gz"))
+    check_complete(tmp_path / "t", "imagenet-a.tar.gz")
+    check_complete(write_zip(tmp_path / "z", [("a", b"a")]), "x.zip")
+    (tmp_path / "c").write_bytes(b"<html>")
+    check_complete(tmp_path / "c", "LOC_val_solution.csv")  # no kind to check

@@ -1,5 +1,7 @@
 import hashlib
+import io
 import random
+import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,12 +24,15 @@ class Behaviour:
     status: int = 200
     cut_after: int | None = None  # first response only: send this many body bytes, then hang up
     ignore_range: bool = False
+    payload: bytes = PAYLOAD
+    send_length: bool = True  # without Content-Length only the end of the connection ends the body
     ranges: list[str | None] = field(default_factory=list)  # the Range header of each request
 
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         behaviour: Behaviour = self.server.behaviour  # type: ignore[attr-defined]
+        payload = behaviour.payload
         rng = self.headers.get("Range")
         behaviour.ranges.append(rng)
         if behaviour.status != 200:
@@ -36,18 +41,19 @@ class Handler(BaseHTTPRequestHandler):
         start = 0
         if rng and not behaviour.ignore_range:
             start = int(rng.removeprefix("bytes=").removesuffix("-"))
-            if start >= len(PAYLOAD):
+            if start >= len(payload):
                 self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(PAYLOAD)}")
+                self.send_header("Content-Range", f"bytes */{len(payload)}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
             self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(PAYLOAD) - 1}/{len(PAYLOAD)}")
+            self.send_header("Content-Range", f"bytes {start}-{len(payload) - 1}/{len(payload)}")
         else:
             self.send_response(200)
-        body = PAYLOAD[start:]
-        self.send_header("Content-Length", str(len(body)))  # the full length, even when about to cut
+        body = payload[start:]
+        if behaviour.send_length:
+            self.send_header("Content-Length", str(len(body)))  # the full length, even when about to cut
         self.end_headers()
         if behaviour.cut_after is not None and len(behaviour.ranges) == 1:
             body = body[: behaviour.cut_after]
@@ -166,6 +172,50 @@ def test_a_stale_download_is_replaced(server: tuple[str, Behaviour], tmp_path: P
     dest.write_bytes(b"an older version")
     download(url, dest, DIGEST, timeout=5)
     assert behaviour.ranges == [None] and dest.read_bytes() == PAYLOAD
+
+
+def small_tar() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i in range(3):
+            info = tarfile.TarInfo(f"ds/n01498041/{i}.jpg")
+            info.size = 5000
+            tar.addfile(info, io.BytesIO(random.Random(i).randbytes(5000)))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("what", "settings"),
+    [
+        ("an HTML error page with status 200", {"payload": b"<html><body>Quota exceeded</body></html>"}),
+        ("a cut body without Content-Length", {"payload": small_tar(), "cut_after": 7000, "send_length": False}),
+    ],
+)
+def test_a_body_that_is_not_a_complete_archive_is_not_kept(
+    server: tuple[str, Behaviour], tmp_path: Path, what: str, settings: dict
+) -> None:
+    url, behaviour = server
+    url = url.replace("payload.bin", "ds.tar")
+    for name, value in settings.items():
+        setattr(behaviour, name, value)
+    with pytest.raises(DownloadError, match="not a complete tar archive") as err:
+        download(url, tmp_path / "ds.tar", timeout=5, sleep=pytest.fail)
+    assert url in str(err.value) and "rerun" in str(err.value)
+    assert files_in(tmp_path) == []
+    behaviour.payload = small_tar()  # the server is fixed: a rerun asks again and keeps the archive
+    assert download(url, tmp_path / "ds.tar", timeout=5).read_bytes() == small_tar()
+    assert len(behaviour.ranges) == 2
+
+
+def test_a_broken_file_left_by_an_older_version_is_fetched_again(
+    server: tuple[str, Behaviour], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, behaviour = server
+    behaviour.payload = small_tar()
+    (tmp_path / "ds.tar").write_bytes(small_tar()[:7000])
+    download(url.replace("payload.bin", "ds.tar"), tmp_path / "ds.tar", timeout=5)
+    assert behaviour.ranges == [None] and (tmp_path / "ds.tar").read_bytes() == small_tar()
+    assert "not a complete tar archive" in capsys.readouterr().out
 
 
 # Hugging Face Hub, offline

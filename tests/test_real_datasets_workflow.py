@@ -6,12 +6,13 @@ import http.server
 import json
 import tarfile
 import threading
-import zipfile
 from functools import partial
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
+from tests.conftest import ROOT
 from tests.test_adapters import (
     GOLDFINCH,
     STINGRAY,
@@ -22,7 +23,9 @@ from tests.test_adapters import (
     write_hard_shard,
     write_objectnet_mappings,
 )
+from tests.zipcrypto import write_encrypted_zip
 from zoomeval.adapters import imagenet_a
+from zoomeval.datasets import PUBLISHED_PASSWORDS
 
 pytestmark = pytest.mark.workflow
 
@@ -56,19 +59,25 @@ def build_archives(src, www):
         save_image(src / "imagenet-a" / wnid / name, (40, 30))
     with tarfile.open(www / "imagenet-a.tar", "w") as tar:
         tar.add(src / "imagenet-a", arcname="imagenet-a")
-    # ObjectNet: objectnet-1.0/{images,mappings}/ in a zip
-    write_objectnet_mappings(src / "objectnet-1.0" / "mappings")
-    save_image(src / "objectnet-1.0" / "images" / "alarm_clock" / "a.png", (60, 50), "PNG")
-    save_image(src / "objectnet-1.0" / "images" / "squeegee" / "b.png", (60, 50), "PNG")
-    with zipfile.ZipFile(src / "objectnet-1.0.zip", "w") as zf:
-        for path in sorted((src / "objectnet-1.0").rglob("*")):
-            zf.write(path, path.relative_to(src))
+    build_objectnet_zip(src)
     # ImageNet-Hard: a Hugging Face Parquet shard
     (src / "hard").mkdir()
     hard = [(image_bytes("JPEG", (50, 40)), [0, 1], "imagenet"), (b"<html>", [3], "objectnet"),
             (image_bytes("PNG", (30, 30)), [6], "imagenet_a")]  # fmt: skip
     write_hard_shard(src / "hard" / "validation-00000-of-00001.parquet", hard)
     return hashlib.sha256((www / "imagenet-a.tar").read_bytes()).hexdigest()
+
+
+def build_objectnet_zip(src):
+    """objectnet-1.0/{images,mappings}/ in a zip encrypted like the published one, with the published password."""
+    write_objectnet_mappings(src / "objectnet-1.0" / "mappings")
+    save_image(src / "objectnet-1.0" / "images" / "alarm_clock" / "a.png", (60, 50), "PNG")
+    save_image(src / "objectnet-1.0" / "images" / "squeegee" / "b.png", (60, 50), "PNG")
+    members = {
+        path.relative_to(src).as_posix() + ("/" if path.is_dir() else ""): b"" if path.is_dir() else path.read_bytes()
+        for path in sorted((src / "objectnet-1.0").rglob("*"))
+    }
+    return write_encrypted_zip(src / "objectnet-1.0.zip", members, PUBLISHED_PASSWORDS["objectnet"])
 
 
 def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer):
@@ -108,7 +117,8 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     }  # fmt: skip
     # the subset policy restricts pred to each dataset's classes
     a = pq.read_table(tmp_path / "results/predictions/imagenet_a/original/efficientnet_lite0.parquet")
-    allowed = set(imagenet_a(tmp_path / "resources" / "imagenet_a" / "imagenet-a.tar.d" / "imagenet-a")[1])
+    (extracted,) = (tmp_path / "resources" / "imagenet_a").glob(f"imagenet-a.tar.{sha}.d")
+    allowed = set(imagenet_a(extracted / "imagenet-a")[1])
     assert set(a["pred"].to_pylist()) <= allowed and len(allowed) == 200
     on = pq.read_table(tmp_path / "results/predictions/objectnet/original/efficientnet_lite0.parquet")
     assert set(on["pred"].to_pylist()) <= {409, 530}
@@ -120,3 +130,87 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
         (bad,) = list(csv.DictReader(fh))
     assert (bad["image_id"], bad["source"]) == ("00001", f"{src / 'hard' / 'validation-00000-of-00001.parquet'} row 1")
     assert {o: v["n_images"] for o, v in hard["by_origin"].items()} == {"imagenet": 1, "imagenet_a": 1}
+
+
+def test_the_papers_objectnet_entry_reads_the_published_encrypted_zip(tmp_path, snakemake_run, config_writer):
+    entry = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["datasets"]["objectnet"]
+    assert entry["root"].endswith("/objectnet-1.0.zip") and "password" not in entry  # the published default
+    entry["root"] = str(build_objectnet_zip(tmp_path / "src"))
+    config_writer(tmp_path, datasets={"objectnet": entry}, stats={"pairs": []})
+    snakemake_run(tmp_path, "results/datasets/objectnet/manifest.parquet")
+    rows = pq.read_table(tmp_path / "results/datasets/objectnet/manifest.parquet").to_pylist()
+    assert [(r["image_id"], r["labels"], r["width"], r["height"]) for r in rows] == [
+        ("alarm_clock/a", [409, 530], 56, 46)  # the squeegee has no ImageNet class; 2-pixel frame cropped
+    ]
+
+
+def wnid_archive(path, n_images):
+    """An ImageFolder tree of ``n_images`` tiny JPEGs under one top folder, as a tar; returns its sha256."""
+    src = path.with_name(f"{path.name}.{n_images}")
+    for i in range(n_images):
+        save_image(src / "ds" / (STINGRAY if i % 2 else GOLDFINCH) / f"{i}.jpg", (20, 20))
+    with tarfile.open(path, "w") as tar:
+        tar.add(src / "ds", arcname="ds")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest_ids(workdir, dataset="ds"):  # sorted: STINGRAY's wnid comes before GOLDFINCH's
+    table = pq.read_table(workdir / f"results/datasets/{dataset}/manifest.parquet")
+    return sorted(table["image_id"].to_pylist())
+
+
+def test_a_replaced_archive_gives_a_new_manifest(tmp_path, served, snakemake_run, config_writer):
+    www, base = served
+    manifests = []
+    for n_images in (2, 6):  # each archive replaced by a larger one, and its sha256 updated in the config
+        local, remote = wnid_archive(www / "local.tar", n_images), wnid_archive(www / "remote.tar", n_images)
+        datasets = {
+            "local": {"adapter": "imagefolder", "root": {"path": str(www / "local.tar"), "sha256": local}},
+            "remote": {"adapter": "imagefolder", "root": {"url": f"{base}/remote.tar", "sha256": remote}},
+        }
+        config_writer(tmp_path, datasets=datasets, stats={"pairs": []})
+        snakemake_run(tmp_path, *(f"results/datasets/{name}/manifest.parquet" for name in datasets))
+        manifests.append([manifest_ids(tmp_path, name) for name in datasets])
+    two = [f"{STINGRAY}/1", f"{GOLDFINCH}/0"]
+    six = [f"{STINGRAY}/1", f"{STINGRAY}/3", f"{STINGRAY}/5", f"{GOLDFINCH}/0", f"{GOLDFINCH}/2", f"{GOLDFINCH}/4"]
+    assert manifests == [[two, two], [six, six]]
+
+
+class CutFirstHandler(http.server.SimpleHTTPRequestHandler):
+    """Answers the first request with half the file, no Content-Length and a closed connection."""
+
+    def send_head(self):
+        file = super().send_head()
+        if file is not None and not self.server.cut_done:
+            self.server.cut_done = True
+            data = file.read()
+            file.close()
+            self.wfile.write(data[: len(data) // 2])
+            return None
+        return file
+
+    def send_header(self, keyword, value):
+        if keyword == "Content-Length" and not self.server.cut_done:
+            return  # the first answer does not say how long it is
+        super().send_header(keyword, value)
+
+
+def test_a_cut_download_is_not_kept_and_a_rerun_fetches_it(tmp_path, snakemake_run, config_writer):
+    www = tmp_path / "www"
+    www.mkdir()
+    wnid_archive(www / "ds.tar", 3)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(CutFirstHandler, directory=str(www)))
+    server.cut_done = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        root = {"url": f"http://127.0.0.1:{server.server_address[1]}/ds.tar"}  # no sha256 to catch it
+        config_writer(tmp_path, datasets={"ds": {"adapter": "imagefolder", "root": root}}, stats={"pairs": []})
+        proc = snakemake_run(tmp_path, "results/datasets/ds/manifest.parquet", check=False)
+        assert proc.returncode != 0 and server.cut_done
+        log = (tmp_path / "logs/datasets/ds.log").read_text()
+        assert "ds.tar: not a complete tar archive" in log and "the download was deleted" in log
+        assert sorted(p.name for p in (tmp_path / "resources/ds").iterdir()) == []  # nothing kept under any name
+        snakemake_run(tmp_path, "results/datasets/ds/manifest.parquet")
+        assert manifest_ids(tmp_path) == [f"{STINGRAY}/1", f"{GOLDFINCH}/0", f"{GOLDFINCH}/2"]
+    finally:
+        server.shutdown()

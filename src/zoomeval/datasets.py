@@ -26,6 +26,8 @@ ADAPTER_INPUTS: dict[str, tuple[set[str], set[str]]] = {
     "objectnet": ({"root"}, set()),
     "imagenet_hard": ({"parquet"}, set()),
 }
+#: Passwords that publishers give out with their encrypted zips; a dataset's ``password`` key overrides them.
+PUBLISHED_PASSWORDS = {"objectnet": "objectnetisatestset"}
 
 
 def build_records(
@@ -44,7 +46,13 @@ def build_records(
     from zoomeval.sources import resolve
 
     required, optional = ADAPTER_INPUTS[adapter]
-    paths = {key: resolve(entry[key], resources) for key in required | optional if entry.get(key)}
+    password = entry.get("password", PUBLISHED_PASSWORDS.get(adapter))
+    paths = {}
+    for key in required | optional:
+        if entry.get(key):
+            where = f"datasets.{name}"
+            paths[key] = resolve(entry[key], resources, key=f"{where}.{key}", password=password,
+                                 password_key=f"{where}.password")  # fmt: skip
     if adapter == "imagefolder":
         return imagefolder(paths["root"]), None
     if adapter == "imagenet_val":

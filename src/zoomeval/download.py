@@ -1,7 +1,10 @@
 """Downloads that resume, retry and verify, and a Hugging Face Hub wrapper; every failure says what to do.
 
-:func:`download` writes to ``<dest>.part`` and renames it onto ``dest`` only once the body is complete and
-its sha256 matches, so the final name only ever holds a verified file and a rerun resumes the part.
+:func:`download` writes to ``<dest>.part`` and renames it onto ``dest`` only once the body is complete (its
+Content-Length reached, or else a clean end), its sha256 matches where one is given and it is a complete file of
+the kind its name says (an archive or a JSON document; see :func:`zoomeval.archives.check_complete`), so the
+final name only ever holds a checked file and a rerun resumes the part. An existing ``dest`` is checked the same
+way before it is reused, and fetched again if it fails.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import BinaryIO
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
 
+from zoomeval import checksums
+from zoomeval.archives import check_complete
 from zoomeval.models import sha256_file
 
 _CHUNK = 1 << 20
@@ -45,22 +50,26 @@ def download(
     backoff: float = 1.0,
     timeout: float = 60.0,
     *,
+    hash_dir: Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Path:
     """Download ``url`` to ``dest`` and return ``dest``.
 
-    An existing ``dest`` is reused if it matches ``sha256`` (or no hash is given). Transient failures
-    (connection errors, truncated bodies, 5xx, 408, 429) are retried up to ``retries`` times after
-    ``backoff * 2**attempt`` seconds, resuming ``<dest>.part`` with a Range request.
+    An existing ``dest`` is reused if it matches ``sha256`` (or no hash is given) and is a complete file of its
+    kind. Transient failures (connection errors, truncated bodies, 5xx, 408, 429) are retried up to ``retries``
+    times after ``backoff * 2**attempt`` seconds, resuming ``<dest>.part`` with a Range request. ``hash_dir``
+    remembers the existing file's sha256 between runs (:mod:`zoomeval.checksums`).
     """
     dest = Path(dest)
     by_hand = f"download it by hand to {dest}"
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):  # else a mistyped URL is retried as a network error
         raise DownloadError(f"{url}: not an http(s) URL; check the URL or {by_hand}")
     if dest.exists():
-        if sha256 is None or sha256_file(dest) == sha256.lower():
+        problem = _problem(dest, dest.name, sha256, hash_dir)
+        if problem is None:
             return dest
-        dest.unlink()  # stale: the final name must only ever hold a verified file
+        print(f"{dest}: {problem}; downloading it again")
+        dest.unlink()  # the final name must only ever hold a checked file
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     for attempt in range(retries + 1):
@@ -74,9 +83,28 @@ def download(
                     f"or {by_hand}"
                 ) from exc
             sleep(backoff * 2**attempt)
-    _verify(url, part, sha256, by_hand)
+    problem = _problem(part, dest.name, sha256)
+    if problem is not None:
+        part.unlink()  # resuming a wrong body would never fix it
+        raise DownloadError(
+            f"{url}: {problem}; the download was deleted. The server may have answered an error page or closed the "
+            f"connection early: check the URL (and the sha256 if given), then rerun to download it again, or {by_hand}"
+        )
     os.replace(part, dest)
     return dest
+
+
+def _problem(path: Path, name: str, sha256: str | None, hash_dir: Path | None = None) -> str | None:
+    """Why ``path`` (to be named ``name``) must not be kept, or None."""
+    if sha256 is not None:
+        actual = checksums.sha256(path, hash_dir) if hash_dir else sha256_file(path)
+        if actual != sha256.lower():
+            return f"sha256 mismatch, expected {sha256} but got {actual}"
+    try:
+        check_complete(path, name)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _fetch(url: str, part: Path, timeout: float, by_hand: str) -> None:
@@ -135,18 +163,6 @@ def _copy(response: http.client.HTTPResponse, fh: BinaryIO) -> None:
         if not chunk:
             return
         fh.write(chunk)
-
-
-def _verify(url: str, part: Path, sha256: str | None, by_hand: str) -> None:
-    if sha256 is None:
-        return
-    actual = sha256_file(part)
-    if actual != sha256.lower():
-        part.unlink()  # resuming a wrong body would never fix it
-        raise DownloadError(
-            f"{url}: sha256 mismatch, expected {sha256} but got {actual}; the download was deleted. "
-            f"Check the URL and the expected sha256, or {by_hand}"
-        )
 
 
 def hf_snapshot(

@@ -53,7 +53,7 @@ def dataset_source(dataset):
     """The dataset entry's keys that decide its manifest (not its variants or class set)."""
     entry = config["datasets"][dataset]
     inputs = set().union(*ADAPTER_INPUTS[entry["adapter"]])
-    return canonical({k: entry[k] for k in entry if k in {"adapter", "scenes"} or k in inputs})
+    return canonical({k: entry[k] for k in entry if k in {"adapter", "scenes", "password"} or k in inputs})
 
 
 CONDA_ENV = "../../envs/zoomeval.yaml"

@@ -15,7 +15,7 @@ with to_file(sm.log[0]):
         dataset=sm.wildcards.dataset,
         method=sm.wildcards.method,
         model_type=sam["model_type"],
-        checkpoint=resolve(sam["checkpoint"], Path("resources") / "sam", unpack=False),
+        checkpoint=resolve(sam["checkpoint"], Path("resources") / "sam", unpack=False, key="sam.checkpoint"),
         device=resolve_device(sam.get("device", "auto"), "sam.device"),
         counting=CountFilter(**sam.get("counting", {})),
         generator_options=sam.get("generator", {}),
