@@ -1,5 +1,6 @@
 """The real-dataset adapters, on tiny fixtures written in each source's own format."""
 
+import csv
 import io
 import json
 from importlib import resources
@@ -21,6 +22,7 @@ from zoomeval.adapters import (
     wnid_folders,
 )
 from zoomeval.classes import description
+from zoomeval.images import screen
 
 TENCH, GOLDFISH, TOILET_TISSUE = "n01440764", "n01443537", "n15075141"  # indices 0, 1, 999
 STINGRAY, GOLDFINCH = "n01498041", "n01531178"  # indices 6 and 11, both in ImageNet-A
@@ -306,3 +308,37 @@ def test_imagenet_hard_errors_name_the_problem(tmp_path):
     write_hard_shard(tmp_path / "nolabel.parquet", [(image_bytes("PNG", (4, 4)), [-1, -1], "x")])
     with pytest.raises(ValueError, match="row 0 needs ImageNet-1k indices as labels"):
         imagenet_hard([tmp_path / "nolabel.parquet"], tmp_path / "images")
+
+
+def test_hidden_files_and_folders_are_ignored(tmp_path, val_tree):
+    make_wnid_tree(tmp_path / "a", {GOLDFINCH: ["a.png"]})
+    for hidden in (tmp_path / "a" / ".ipynb_checkpoints", tmp_path / "a" / GOLDFINCH / ".ipynb_checkpoints"):
+        save_image(hidden / "a-checkpoint.png", (5, 5), "PNG")
+    (tmp_path / "a" / GOLDFINCH / "._a.png").write_bytes(b"\x00\x05\x16\x07 macOS AppleDouble")
+    records, _ = imagenet_a(tmp_path / "a")
+    assert [r.image_id for r in records] == [f"{GOLDFINCH}/a"]
+
+    save_image(tmp_path / "v2" / "3" / "a.jpeg", (9, 7))
+    save_image(tmp_path / "v2" / ".ipynb_checkpoints" / "a.jpeg", (9, 7))
+    assert [r.image_id for r in imagenet_v2(tmp_path / "v2")[0]] == ["3/a"]
+
+    # a hidden copy of an annotation with other objects is not read
+    stem = "ILSVRC2012_val_00000001"
+    hidden = val_tree / "bbox" / "val" / ".ipynb_checkpoints" / f"{stem}.xml"
+    hidden.parent.mkdir()
+    hidden.write_text(voc_xml(stem, (20, 10), [(GOLDFISH, (1, 1, 2, 2))]))
+    save_image(val_tree / "val" / ".ipynb_checkpoints" / f"{stem}.JPEG", (20, 10))
+    records, _ = imagenet_val(val_tree / "val", val_tree / "bbox", val_tree / "real.json")
+    assert [r.image_id for r in records] == [f"ILSVRC2012_val_0000000{n}" for n in (1, 2, 3)]
+    assert records[0].labels == [0]
+
+
+def test_imagenet_val_image_of_another_size_than_its_annotation_is_a_bad_image(val_tree):
+    stem = "ILSVRC2012_val_00000002"
+    save_image(val_tree / "val" / f"{stem}.JPEG", (31, 16))  # the XML says 30 x 16
+    records, _ = imagenet_val(val_tree / "val", val_tree / "bbox", val_tree / "real.json")
+    assert [(r.width, r.height) for r in records] == [(20, 10), (30, 16), (12, 12)]  # the annotated sizes
+    kept, excluded = screen(records, "skip", val_tree / "bad.csv", dataset="v", max_scale=256)
+    assert [r.image_id for r in kept] == ["ILSVRC2012_val_00000001", "ILSVRC2012_val_00000003"] and excluded == 1
+    rows = list(csv.reader((val_tree / "bad.csv").open()))
+    assert rows[1] == [stem, records[1].path, "decoded size 31x16 differs from the 30x16 its annotation gives"]
