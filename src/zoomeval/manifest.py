@@ -66,7 +66,7 @@ def write_manifest(
     n_excluded: int = 0,
 ) -> None:
     """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur) and
-    ``n_excluded`` the number of unreadable images left out (listed in ``bad_images.csv``)."""
+    ``n_excluded`` the number of bad images left out (listed in ``bad_images.csv``)."""
     paths: dict[str, list[str]] = {}
     for r in records:
         paths.setdefault(r.image_id, []).append(r.path)
