@@ -340,7 +340,7 @@ def test_imagenet_hard_rows_with_bad_images_follow_on_bad_image_with_shard_and_r
     assert [Path(r.path).name for r in records] == ["00000.jpg", "00001.jpg", "00002.bin", "00003.bin", "00004.bin",
                                                     "00005.png"]  # fmt: skip
     assert [(r.width, r.height) for r in records] == [(80, 64), (80, 64), (0, 0), (0, 0), (0, 0), (8, 5)]
-    kept, excluded = screen(records, "skip", tmp_path / "bad_images.csv")
+    kept, excluded = screen(records, "skip", tmp_path / "bad_images.csv", dataset="h", max_scale=256)
     assert [r.image_id for r in kept] == ["00000", "00005"] and excluded == 4
     with open(tmp_path / "bad_images.csv", newline="") as fh:
         bad = list(csv.DictReader(fh))
@@ -349,8 +349,8 @@ def test_imagenet_hard_rows_with_bad_images_follow_on_bad_image_with_shard_and_r
     reasons = [b["reason"] for b in bad]
     assert "truncated" in reasons[0] and reasons[2].startswith("DecompressionBombError")
     assert reasons[1].startswith("UnidentifiedImageError") and reasons[3].startswith("UnidentifiedImageError")
-    with pytest.raises(ValueError, match=rf"4 image\(s\) cannot be decoded, first {re.escape(str(first))} row 1 "):
-        screen(records, "fail", tmp_path / "bad_images.csv")
+    with pytest.raises(ValueError, match=rf"'h': 4 of its 6 images cannot be used: {re.escape(str(first))} row 1 \("):
+        screen(records, "fail", tmp_path / "bad_images.csv", dataset="h", max_scale=256)
 
 
 @pytest.mark.parametrize(
@@ -412,3 +412,37 @@ def test_imagenet_hard_needs_one_complete_set_of_shards(tmp_path, names, problem
     with pytest.raises(ValueError, match=f"ImageNet-Hard: .*{problem}.*pin the hf input's revision"):
         imagenet_hard(shards, tmp_path / "images")
     assert not (tmp_path / "images").exists()  # refused before any image is written
+
+
+def test_hidden_files_and_folders_are_ignored(tmp_path, val_tree):
+    make_wnid_tree(tmp_path / "a", {GOLDFINCH: ["a.png"]})
+    for hidden in (tmp_path / "a" / ".ipynb_checkpoints", tmp_path / "a" / GOLDFINCH / ".ipynb_checkpoints"):
+        save_image(hidden / "a-checkpoint.png", (5, 5), "PNG")
+    (tmp_path / "a" / GOLDFINCH / "._a.png").write_bytes(b"\x00\x05\x16\x07 macOS AppleDouble")
+    records, _ = imagenet_a(tmp_path / "a")
+    assert [r.image_id for r in records] == [f"{GOLDFINCH}/a"]
+
+    save_image(tmp_path / "v2" / "3" / "a.jpeg", (9, 7))
+    save_image(tmp_path / "v2" / ".ipynb_checkpoints" / "a.jpeg", (9, 7))
+    assert [r.image_id for r in imagenet_v2(tmp_path / "v2")[0]] == ["3/a"]
+
+    # a hidden copy of an annotation with other objects is not read
+    stem = "ILSVRC2012_val_00000001"
+    hidden = val_tree / "bbox" / "val" / ".ipynb_checkpoints" / f"{stem}.xml"
+    hidden.parent.mkdir()
+    hidden.write_text(voc_xml(stem, (20, 10), [(GOLDFISH, (1, 1, 2, 2))]))
+    save_image(val_tree / "val" / ".ipynb_checkpoints" / f"{stem}.JPEG", (20, 10))
+    records, _ = imagenet_val(val_tree / "val", val_tree / "bbox", val_tree / "real.json")
+    assert [r.image_id for r in records] == [f"ILSVRC2012_val_0000000{n}" for n in (1, 2, 3)]
+    assert records[0].labels == [0]
+
+
+def test_imagenet_val_image_of_another_size_than_its_annotation_is_a_bad_image(val_tree):
+    stem = "ILSVRC2012_val_00000002"
+    save_image(val_tree / "val" / f"{stem}.JPEG", (31, 16))  # the XML says 30 x 16
+    records, _ = imagenet_val(val_tree / "val", val_tree / "bbox", val_tree / "real.json")
+    assert [(r.width, r.height) for r in records] == [(20, 10), (30, 16), (12, 12)]  # the annotated sizes
+    kept, excluded = screen(records, "skip", val_tree / "bad.csv", dataset="v", max_scale=256)
+    assert [r.image_id for r in kept] == ["ILSVRC2012_val_00000001", "ILSVRC2012_val_00000003"] and excluded == 1
+    rows = list(csv.reader((val_tree / "bad.csv").open()))
+    assert rows[1] == [stem, records[1].path, "decoded size 31x16 differs from the 30x16 its annotation gives", ""]

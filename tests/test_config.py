@@ -209,7 +209,7 @@ def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
 def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
-        "scales, top_k, on_bad_image, cover_time_limit, datasets, models, sam, stats, inference"
+        "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, datasets, models, sam, stats, inference"
     )
 
 

@@ -9,6 +9,7 @@ from PIL import Image
 
 from zoomeval.classes import wnid_to_index, wnids
 from zoomeval.datasets import class_indices, imagefolder
+from zoomeval.manifest import write_manifest
 
 
 def test_imagefolder_reads_wnid_folders_in_sorted_order(tmp_path):
@@ -47,3 +48,17 @@ def test_paper_config_pins_every_hugging_face_input_to_a_commit():
     assert list(inputs) == ["datasets.imagenet_hard.parquet"]
     for key, spec in inputs.items():
         assert re.fullmatch(r"[0-9a-f]{40}", spec.get("revision", "")), key
+
+
+def test_clashing_image_ids_are_named_with_their_files(tmp_path):
+    folder = tmp_path / "n01440764"
+    folder.mkdir()
+    for name in ("a.jpg", "a.png", "b.png"):
+        Image.new("RGB", (8, 8)).save(folder / name, format="PNG")
+    records = imagefolder(tmp_path)
+    with pytest.raises(ValueError) as info:
+        write_manifest(tmp_path / "manifest.parquet", records, "mine")
+    message = str(info.value)
+    assert "dataset 'mine': 1 image id(s) name more than one file" in message
+    assert f"'n01440764/a': {folder / 'a.jpg'}, {folder / 'a.png'}" in message
+    assert "b.png" not in message and not (tmp_path / "manifest.parquet").exists()

@@ -1,5 +1,6 @@
 """Bad and unusual inputs: each is converted under the documented policy or found and left out."""
 
+import csv
 import io
 import struct
 import zlib
@@ -8,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoomeval.images import load_rgb, problem, screen, to_rgb
+from zoomeval.images import MAX_RESIZED_PIXELS, load_rgb, problem, screen, to_rgb, too_large
 from zoomeval.manifest import Record
-from zoomeval.zoom import zoom_crop
+from zoomeval.zoom import resize_shorter, zoom_crop
 
 
 def record(path, size, border=0):
@@ -44,20 +45,69 @@ def test_unreadable_files_are_found_with_a_reason(tmp_path, jpeg_bytes):
     assert problem(str(tmp_path / "good.jpg")) is None
 
 
-def test_screen_lists_and_skips_or_fails(tmp_path, jpeg_bytes):
+def test_screen_lists_and_skips_or_fails(tmp_path, jpeg_bytes, caplog):
     (tmp_path / "a.jpg").write_bytes(jpeg_bytes)
     (tmp_path / "b.jpg").write_bytes(b"")
     (tmp_path / "c.jpg").write_bytes(jpeg_bytes)
     records = [record(tmp_path / n, (80, 64)) for n in ("a.jpg", "b.jpg", "c.jpg")]
-    kept, excluded = screen(records, "skip", tmp_path / "bad.csv", workers=2)
+    kept, excluded = screen(records, "skip", tmp_path / "bad.csv", dataset="d", max_scale=256, workers=2)
     assert [r.image_id for r in kept] == ["a", "c"] and excluded == 1
     lines = (tmp_path / "bad.csv").read_text().splitlines()
     assert lines[0] == "image_id,path,reason,source"
     assert lines[1].startswith(f"b,{tmp_path / 'b.jpg'},UnidentifiedImageError") and lines[1].endswith(",")
-    with pytest.raises(ValueError, match=r"1 image\(s\) cannot be decoded, first .*b.jpg .*on_bad_image: skip"):
-        screen(records, "fail", tmp_path / "bad2.csv")
-    assert screen(kept, "fail", tmp_path / "ok.csv") == (kept, 0)
+    assert f"bad image {tmp_path / 'b.jpg'}: UnidentifiedImageError" in caplog.text
+    assert screen(kept, "fail", tmp_path / "ok.csv", dataset="d", max_scale=256) == (kept, 0)
     assert (tmp_path / "ok.csv").read_text() == "image_id,path,reason,source\n"
+
+
+def test_fail_names_the_bad_images_in_its_message_not_in_a_file_that_snakemake_deletes(tmp_path, jpeg_bytes):
+    (tmp_path / "good.jpg").write_bytes(jpeg_bytes)
+    records = [record(tmp_path / "good.jpg", (80, 64))]
+    for k in range(7):
+        (tmp_path / f"bad{k}.jpg").write_bytes(b"")
+        records.append(record(tmp_path / f"bad{k}.jpg", (80, 64)))
+    with pytest.raises(ValueError) as info:
+        screen(records, "fail", tmp_path / "bad.csv", dataset="d", max_scale=256)
+    message = str(info.value)
+    assert message.startswith("dataset 'd': 7 of its 8 images cannot be used: ")
+    for k in range(5):
+        assert f"{tmp_path / f'bad{k}.jpg'} (UnidentifiedImageError: " in message
+    assert "bad5" not in message and "; and 2 more (each is listed in this job's log)" in message
+    assert "on_bad_image: skip" in message and "bad.csv" not in message
+
+
+def test_no_usable_image_stops_the_manifest_step(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"")
+    (tmp_path / "b.jpg").write_text("not an image")
+    records = [record(tmp_path / n, (8, 8)) for n in ("a.jpg", "b.jpg")]
+    with pytest.raises(ValueError, match=r"dataset 'd': none of its 2 images can be used: .*a\.jpg .*fix or remove"):
+        screen(records, "skip", tmp_path / "bad.csv", dataset="d", max_scale=256)
+
+
+def test_a_resize_over_the_pixel_budget_is_a_bad_image(tmp_path):
+    Image.new("RGB", (1, 8000), (255, 0, 0)).save(tmp_path / "long.png", optimize=True)
+    assert (tmp_path / "long.png").stat().st_size < 200
+    Image.new("RGB", (500, 375)).save(tmp_path / "photo.png")
+    records = [record(tmp_path / "long.png", (1, 8000)), record(tmp_path / "photo.png", (500, 375))]
+    kept, excluded = screen(records, "skip", tmp_path / "bad.csv", dataset="d", max_scale=256)
+    assert [r.image_id for r in kept] == ["photo"] and excluded == 1
+    reason = "resized to S=256 it would be 256x2048000 = 524288000 pixels, over max_resized_pixels (16777216)"
+    assert list(csv.reader((tmp_path / "bad.csv").open()))[1] == ["long", str(tmp_path / "long.png"), reason, ""]
+    with pytest.raises(ValueError, match="over max_resized_pixels"):
+        screen(records, "fail", tmp_path / "bad.csv", dataset="d", max_scale=256)
+    assert screen(records, "skip", tmp_path / "bad.csv", dataset="d", max_scale=256, max_pixels=256 * 2048000)[1] == 0
+
+
+@pytest.mark.parametrize(
+    ("size", "allowed"),
+    [((500, 375), True), ((375, 500), True), ((4000, 3000), True), ((100, 1600), True), ((100, 1601), False),
+     ((1601, 100), False)],
+)  # fmt: skip
+def test_default_budget_admits_up_to_16_to_1_at_s_1024(size, allowed):
+    # 100 x 1600 becomes 1024 x 16384 = 2^24 pixels exactly; 100 x 1601 becomes 1024 x 16394.
+    assert (too_large(*size, 1024, MAX_RESIZED_PIXELS) is None) is allowed
+    resized = resize_shorter(Image.new("RGB", size), 1024)  # the resize inference does
+    assert (resized.width * resized.height <= MAX_RESIZED_PIXELS) is allowed
 
 
 def test_modes_are_converted_to_rgb_under_the_policy(tmp_path):

@@ -1,5 +1,8 @@
 """Inference: sharded, resumable writes and the prediction file's layout."""
 
+import os
+import socket
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -10,7 +13,7 @@ from zoomeval import embedded, inference
 from zoomeval.inference import Settings, batches, predict_to_file
 from zoomeval.io import read_metadata
 from zoomeval.manifest import Record
-from zoomeval.models import ModelSpec
+from zoomeval.models import LoadedModel, ModelSpec
 from zoomeval.zoom import transforms
 
 SCALES = [32, 256]
@@ -100,3 +103,81 @@ def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
     assert meta["class_set"] == "subset" and meta["class_indices"] == subset
     assert meta["scales"] == SCALES and meta["precision"] == "fp32" and meta["resize_backend"] == "pil"
     assert meta["model"]["name"] == "lite0" and len(meta["model"]["weights_sha256"]) == 64
+
+
+class NanWhereBright(torch.nn.Module):
+    """Logits that are NaN for crops with a bright pixel (normalised value above 0.5), else zero."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(len(x), 1000)
+        logits[x.amax(dim=(1, 2, 3)) > 0.5, 0] = float("nan")
+        return logits
+
+
+def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transform(tmp_path, monkeypatch):
+    out = []
+    for k in range(3):
+        pixels = np.zeros((300, 300, 3), np.uint8)
+        if k == 1:
+            pixels[200:, 200:] = 255  # bright only in the bottom-right ninth
+        Image.fromarray(pixels).save(tmp_path / f"img{k}.png")
+        out.append(Record(f"img{k}", str(tmp_path / f"img{k}.png"), [0], ["x"], 300, 300))
+    loaded = LoadedModel(NanWhereBright(), None, None, embedded.MEAN, embedded.STD)
+    monkeypatch.setattr(inference, "load_model", lambda spec: loaded)
+    spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
+    settings = Settings(batch_size=4, num_workers=0, threads=1)
+    with pytest.raises(FloatingPointError) as info:
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", out, spec, [256], settings, "toy")
+    # Resized to 256 the bright part starts at row/column 170; crops of anchor 0 end at 154, those of anchor 1
+    # start at 15, so the first crop in the authors' order that contains it is LOC:1_1_Size:256.
+    assert str(info.value).startswith(
+        f"model 'nan_model' at precision fp32 gave non-finite logits (NaN or inf) for image img1 ({out[1].path}) "
+        "under transform LOC:1_1_Size:256; with fp16 or bf16 use precision: fp32"
+    )
+    assert not (tmp_path / "p.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("mean", "std", "message"),
+    [
+        ((float("nan"),) * 3, None, r"models.lite0.mean is \[nan, nan, nan\]; it must be three finite numbers"),
+        ((0.5, float("inf"), 0.5), None, r"models.lite0.mean is \[0.5, inf, 0.5\]"),
+        (None, (0.5, 0.0, 0.5), r"models.lite0.std is \[0.5, 0.0, 0.5\]; it must be three finite numbers > 0"),
+        (None, (0.5, -0.5, 0.5), r"models.lite0.std is \[0.5, -0.5, 0.5\]"),
+    ],
+)
+def test_a_normalisation_that_cannot_work_is_refused(tmp_path, records, mean, std, message):
+    spec = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, mean, std)
+    settings = Settings(batch_size=16, num_workers=0, threads=1)
+    with pytest.raises(ValueError, match=message):
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records[:1], spec, [32], settings, "toy")
+
+
+def test_an_empty_manifest_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="dataset 'toy': the manifest lists no images"):
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [], SPEC, SCALES, Settings(), "toy")
+
+
+def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, monkeypatch):
+    Image.new("RGB", (1, 8000)).save(tmp_path / "long.png")
+    long = Record("long", str(tmp_path / "long.png"), [0], ["x"], 1, 8000)
+    monkeypatch.setattr(inference, "load_model", lambda spec: pytest.fail("the model was loaded"))
+    with pytest.raises(ValueError) as info:
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, [224, 256], Settings(), "toy")
+    assert str(info.value).startswith(
+        f"dataset 'toy': image long ({long.path}) is too large: resized to S=256 it would be 256x2048000 = "
+        "524288000 pixels, over max_resized_pixels (16777216)."
+    )
+
+
+def test_a_second_job_for_the_same_output_refuses_while_the_first_runs(tmp_path, records):
+    out = tmp_path / "pred.parquet"
+    settings = Settings(batch_size=16, num_workers=0, threads=1)
+    with inference._exclusive(tmp_path / ".pred.parquet.shards"):  # what a job left running holds
+        with pytest.raises(RuntimeError) as info:
+            predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")
+    message = str(info.value)
+    assert message.startswith(f"pid {os.getpid()} on {socket.gethostname()} is still writing ")
+    assert "kill the pid; under SLURM, scancel its job" in message and not out.exists()
+    predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")  # free again
+    assert out.exists() and not (tmp_path / ".pred.parquet.shards").exists()

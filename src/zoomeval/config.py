@@ -282,3 +282,9 @@ def check_model(key: str, entry: dict[str, Any]) -> None:
         if f"{arch}.{weights}" not in timm.list_pretrained(f"{arch}.*"):
             tags = [n.split(".", 1)[1] for n in timm.list_pretrained(f"{arch}.*")]
             raise ConfigError(f"{key}.weights: {arch} has pretrained tags {tags}, not {weights!r}")
+        from zoomeval.models import timm_hub_source
+
+        try:
+            timm_hub_source(f"{arch}.{weights}")
+        except ValueError as exc:
+            raise ConfigError(f"{key}.weights: {weights!r}: {exc}") from None

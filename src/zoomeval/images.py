@@ -10,24 +10,38 @@ Policy (applied the same way everywhere an image is decoded):
   error) are refused;
 * a manifest's ``border`` is cropped from every side.
 
-Unreadable images (empty or truncated files, bombs, unknown formats) are found once, when a manifest is
-built (:func:`find_bad_images`), and either listed in ``bad_images.csv`` and left out (``on_bad_image:
-skip``) or stop the job (``fail``). Images that an adapter wrote out (ImageNet-Hard's Parquet rows) are
+When a manifest is built, every image is decoded once (:func:`screen`). An image cannot be used when it is
+unreadable (empty or truncated file, bomb, unknown format), when its decoded size differs from the size its
+dataset's annotations give, or when resizing it to the largest scale would exceed ``max_resized_pixels``
+(a 1 x 8000 PNG of 117 bytes becomes 256 x 2,048,000 pixels at S = 256). Such images are listed in
+``bad_images.csv`` and in the job's log, and either left out (``on_bad_image: skip``) or stop the job
+(``fail``). Images that an adapter wrote out (ImageNet-Hard's Parquet rows) are
 listed with their ``source`` (shard and row).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 
 import numpy as np
 from PIL import Image
 
 from zoomeval.io import write_csv
 from zoomeval.manifest import Record
+from zoomeval.zoom import resized_size
+
+log = logging.getLogger(__name__)
+
+#: Default ``max_resized_pixels``: 2^24, e.g. 16384 x 1024, which admits any image up to 16:1 at S = 1024
+#: (ImageNet's photos are about 4:3).
+MAX_RESIZED_PIXELS = 1 << 24
+#: Bad images named in an error message (all of them go to the log).
+SHOWN_IN_MESSAGE = 5
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -50,43 +64,80 @@ def load_rgb(record: Record) -> Image.Image:
     return image
 
 
-def problem(path: str) -> str | None:
-    """Why ``path`` cannot be decoded, or ``None`` if it can."""
+def problem(path: str, size: tuple[int, int] | None = None, border: int = 0) -> str | None:
+    """Why ``path`` cannot be decoded, or (given the ``size`` expected after cropping ``border``) why its
+    decoded size differs; ``None`` if neither."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)  # refuse, don't just warn
             with Image.open(path) as img:
                 img.load()  # a full decode: truncated data only shows here
                 to_rgb(img)
+                decoded = (img.width - 2 * border, img.height - 2 * border)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         return f"{type(exc).__name__}: {exc}"
+    if size is not None and decoded != size:
+        return f"decoded size {decoded[0]}x{decoded[1]} differs from the {size[0]}x{size[1]} its annotation gives"
     return None
 
 
-def find_bad_images(records: Sequence[Record], workers: int = 1) -> list[tuple[Record, str]]:
-    """The records whose image cannot be decoded, with the reason, in manifest order."""
-    paths = [r.path for r in records]
+def too_large(width: int, height: int, scale: int, max_pixels: int) -> str | None:
+    """Why resizing a ``width x height`` image to ``scale`` (:func:`zoomeval.zoom.resized_size`, the resize that
+    inference does) would exceed ``max_pixels``, or ``None``."""
+    new_w, new_h = resized_size(width, height, scale)
+    if new_w * new_h <= max_pixels:
+        return None
+    return (
+        f"resized to S={scale} it would be {new_w}x{new_h} = {new_w * new_h} pixels, over max_resized_pixels "
+        f"({max_pixels})"
+    )
+
+
+def _record_problem(record: Record, max_scale: int, max_pixels: int) -> str | None:
+    why = problem(record.path, (record.width, record.height), record.border)
+    return why or too_large(record.width, record.height, max_scale, max_pixels)
+
+
+def find_bad_images(
+    records: Sequence[Record], max_scale: int, max_pixels: int = MAX_RESIZED_PIXELS, workers: int = 1
+) -> list[tuple[Record, str]]:
+    """The records whose image cannot be used (see the module's docstring), with the reason, in manifest order;
+    ``max_scale`` is the largest configured scale."""
+    check = partial(_record_problem, max_scale=max_scale, max_pixels=max_pixels)
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            reasons = list(pool.map(problem, paths, chunksize=64))
+            reasons = list(pool.map(check, records, chunksize=64))
     else:
-        reasons = [problem(p) for p in paths]
+        reasons = [check(r) for r in records]
     return [(r, why) for r, why in zip(records, reasons, strict=True) if why is not None]
 
 
 def screen(
-    records: list[Record], policy: str, report: str | os.PathLike[str], workers: int = 1
+    records: list[Record],
+    policy: str,
+    report: str | os.PathLike[str],
+    *,
+    dataset: str,
+    max_scale: int,
+    max_pixels: int = MAX_RESIZED_PIXELS,
+    workers: int = 1,
 ) -> tuple[list[Record], int]:
-    """Apply ``on_bad_image`` to ``records``: write ``report`` (image_id, path, reason, source) and return the
-    readable records and how many were left out; ``fail`` raises on the first bad image instead."""
-    bad = find_bad_images(records, workers)
+    """Apply ``on_bad_image`` to the records of ``dataset``: log every bad image, write ``report`` (image_id,
+    path, reason, source) and return the usable records and how many were left out. Raises when ``policy`` is
+    ``fail`` and there is a bad image, or when no image is usable; the message lists the first bad images
+    itself, since Snakemake deletes ``report`` when the job fails."""
+    bad = find_bad_images(records, max_scale, max_pixels, workers)
+    for record, why in bad:
+        log.warning("bad image %s: %s", record.source or record.path, why)
     write_csv(report, ["image_id", "path", "reason", "source"], ([r.image_id, r.path, why, r.source] for r, why in bad))
-    if bad and policy == "fail":
-        record, why = bad[0]
-        first = record.source or record.path
-        raise ValueError(
-            f"{len(bad)} image(s) cannot be decoded, first {first} ({why}); see {report}, or set "
-            "on_bad_image: skip to leave them out"
-        )
     dropped = {r.image_id for r, _ in bad}
-    return [r for r in records if r.image_id not in dropped], len(bad)
+    kept = [r for r in records if r.image_id not in dropped]
+    if bad and (policy == "fail" or not kept):
+        shown = "; ".join(f"{r.source or r.path} ({why})" for r, why in bad[:SHOWN_IN_MESSAGE])
+        more = f"; and {len(bad) - SHOWN_IN_MESSAGE} more" if len(bad) > SHOWN_IN_MESSAGE else ""
+        what = f"{len(bad)} of its {len(records)} images cannot" if kept else f"none of its {len(records)} images can"
+        fix = "fix or remove them" + (", or set on_bad_image: skip to leave them out" if kept else "")
+        raise ValueError(
+            f"dataset {dataset!r}: {what} be used: {shown}{more} (each is listed in this job's log); {fix}"
+        )
+    return kept, len(bad)

@@ -8,20 +8,30 @@ dataset's class set and its softmax probability, and sums the softmax vectors fo
 
 Results are written in shards of ``shard_images`` images (each shard atomically), so a killed job loses
 at most the shard it was working on; a rerun reuses every shard whose identity (model, weights hash,
-scales, variant, class set, precision, resize backend, image ids, masks) matches, then merges them.
+scales, variant, class set, precision, resize backend, image ids, masks) matches, then merges them. A job
+holds a lock on its shard folder, so a second job for the same output (a rerun racing one that was left
+running when Snakemake was killed) refuses to start.
+
+Before any work the job refuses images that would exceed the pixel budget at the largest scale (the
+manifest step leaves them out, :mod:`zoomeval.images`); during it, non-finite logits (fp16 overflow, a
+normalisation that overflows) stop the job naming the model, the precision and the first image affected.
 Each job writes two files: the predictions (a row per image and transform) and the aggregates (a row per
 image and aggregation method).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
+import socket
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +46,12 @@ from zoomeval import __version__
 from zoomeval.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.devices import resolve_device
-from zoomeval.images import load_rgb
+from zoomeval.images import MAX_RESIZED_PIXELS, load_rgb, too_large
 from zoomeval.io import read_metadata, write_parquet
 from zoomeval.manifest import Record
 from zoomeval.masks import apply_variant, decode_mask
 from zoomeval.models import ModelSpec, load_model
-from zoomeval.zoom import all_crops, transforms
+from zoomeval.zoom import Transform, all_crops, transforms
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +156,24 @@ def _take(pending: list[tuple[int, int, torch.Tensor]], n: int) -> tuple[np.ndar
     return np.concatenate(images), np.concatenate(tids), torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
+def check_normalisation(spec: ModelSpec) -> None:
+    """Refuse a configured ``mean``/``std`` that would make every input NaN or infinite."""
+    for key, values in (("mean", spec.mean), ("std", spec.std)):
+        if values is None:
+            continue
+        if len(values) != 3 or not all(math.isfinite(v) for v in values) or (key == "std" and min(values) <= 0):
+            need = "three finite numbers" + (" > 0" if key == "std" else "")
+            raise ValueError(f"models.{spec.name}.{key} is {list(values)}; it must be {need}: fix it in the config")
+
+
 class Classifier:
     """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns."""
 
     def __init__(self, spec: ModelSpec, settings: Settings, class_indices: Sequence[int] | None) -> None:
         self.device = settings.resolve_device()
         self.settings = settings
+        self.name = spec.name
+        check_normalisation(spec)
         loaded = load_model(spec)
         self.weights_sha256 = loaded.weights_sha256
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
@@ -251,6 +273,14 @@ def run_shard(
     with torch.inference_mode():
         for images, views, batch in batches(iter(loader), settings.batch_size):
             logits = classifier.logits(batch)
+            if not (finite := torch.isfinite(logits).all(dim=1)).all():
+                first = int((~finite).nonzero()[0])  # crops come in image order, then view order
+                record = records[images[first]]
+                raise FloatingPointError(
+                    f"model {classifier.name!r} at precision {settings.precision} gave non-finite logits (NaN or "
+                    f"inf) for image {record.image_id} ({record.path}) under {_view_name(scales, views[first])}; "
+                    "with fp16 or bf16 use precision: fp32, else check the model's weights and its mean/std"
+                )
             probs = classifier.probabilities(logits)
             means.add(images, views, probs)
             for name, values in classifier.columns(logits, probs).items():
@@ -269,6 +299,39 @@ def run_shard(
     return predictions, aggregates, time.perf_counter() - start
 
 
+def _view_name(scales: list[int], view: int) -> str:
+    order: list[Transform] = transforms(scales)
+    if view < len(order):
+        return f"transform {order[view].name}"
+    return f"extra view {view - len(order)} of the 5-/10-crop methods"
+
+
+@contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (created if needed); refuse if another process holds it. The lock
+    goes away with the process that holds it, even on ``kill -9``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lock"
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "a process"
+            raise RuntimeError(
+                f"{holder} is still writing {folder}: another predict job for the same output, probably left "
+                "running when Snakemake was killed. Let it finish or end it (kill the pid; under SLURM, scancel its "
+                "job), then run again"
+            ) from None
+        if not path.exists() or os.stat(path).st_ino != os.fstat(fh.fileno()).st_ino:
+            raise RuntimeError(f"another predict job finished writing {folder} meanwhile; run again")
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        fh.flush()
+        yield
+
+
 def predict_to_file(
     path: str | os.PathLike[str],
     aggregates_path: str | os.PathLike[str],
@@ -280,66 +343,77 @@ def predict_to_file(
     variant: str = "original",
     masks: dict[str, bytes] | None = None,
     class_indices: Sequence[int] | None = None,
+    max_pixels: int = MAX_RESIZED_PIXELS,
 ) -> dict[str, Any]:
     """Predict every (image, transform) of ``records`` into the Parquet file ``path`` and the aggregation
     methods' predictions into ``aggregates_path``; returns the predictions' metadata.
 
-    ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes).
+    ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes); ``max_pixels`` the
+    pixel budget of one resized image (``max_resized_pixels``).
     """
-    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-    classifier = Classifier(spec, settings, class_indices)
-    metadata: dict[str, Any] = {
-        "kind": "predictions",
-        "schema_version": SCHEMA_VERSION,
-        "zoomeval": __version__,
-        "torch": torch.__version__,
-        "model": {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256},
-        "dataset": dataset,
-        "variant": variant,
-        "scales": scales,
-        "crop_size": spec.input_size,
-        "resize_backend": settings.resize_backend,
-        "precision": settings.precision,
-        "compile": settings.compile,
-        "class_set": "full" if class_indices is None else "subset",
-        "class_indices": None if class_indices is None else list(class_indices),
-        "n_images": len(records),
-    }
-    masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
+    if not records:
+        raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to predict")
+    for record in records:
+        if why := too_large(record.width, record.height, max(scales), max_pixels):
+            raise ValueError(
+                f"dataset {dataset!r}: image {record.image_id} ({record.path}) is too large: {why}. Its manifest was "
+                "built for smaller scales or a larger budget: rebuild it (--forcerun dataset_manifest)"
+            )
     final = Path(path)
     shard_dir = final.with_name(f".{final.name}.shards")
-    shards: list[tuple[Path, Path]] = []
-    seconds, computed = 0.0, 0
-    for k in range(0, max(len(records), 1), settings.shard_images):
-        chunk = records[k : k + settings.shard_images]
-        identity = hashlib.sha256(
-            json.dumps([metadata, [r.image_id for r in chunk], masks_digest], sort_keys=True).encode()
-        ).hexdigest()
-        name = f"{k // settings.shard_images:05d}"
-        pair = (shard_dir / f"{name}.parquet", shard_dir / f"{name}.aggregates.parquet")
-        shards.append(pair)
-        if all(p.exists() and read_metadata(p).get("identity") == identity for p in pair):
-            log.info("reusing %s", pair[0])
-            continue
-        predictions, aggregates, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
-        # The predictions shard last: once it is there, the pair is complete.
-        _write_table(pair[1], aggregates, {"kind": "shard", "identity": identity})
-        _write_table(pair[0], predictions, {"kind": "shard", "identity": identity})
-        seconds += took
-        computed += len(chunk)
-    methods, members = membership(transforms(scales))
-    metadata |= {
-        "device": classifier.device.type,
-        "seconds": round(seconds, 3),
-        "crops_per_second": round(computed * len(members) / seconds, 2) if seconds else None,
-    }
-    views = {m: int(n) for m, n in zip(methods, members.sum(axis=0), strict=True)}
-    _write_table(aggregates_path, _merge(p for _, p in shards), {
-        **metadata, "kind": "aggregates", "schema_version": AGGREGATES_SCHEMA_VERSION, "views": views,
-    })  # fmt: skip
-    _write_table(final, _merge(p for p, _ in shards), metadata)
-    shutil.rmtree(shard_dir)
-    return metadata
+    with _exclusive(shard_dir):
+        torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+        classifier = Classifier(spec, settings, class_indices)
+        metadata: dict[str, Any] = {
+            "kind": "predictions",
+            "schema_version": SCHEMA_VERSION,
+            "zoomeval": __version__,
+            "torch": torch.__version__,
+            "model": {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256},
+            "dataset": dataset,
+            "variant": variant,
+            "scales": scales,
+            "crop_size": spec.input_size,
+            "resize_backend": settings.resize_backend,
+            "precision": settings.precision,
+            "compile": settings.compile,
+            "class_set": "full" if class_indices is None else "subset",
+            "class_indices": None if class_indices is None else list(class_indices),
+            "n_images": len(records),
+        }
+        masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
+        shards: list[tuple[Path, Path]] = []
+        seconds, computed = 0.0, 0
+        for k in range(0, len(records), settings.shard_images):
+            chunk = records[k : k + settings.shard_images]
+            identity = hashlib.sha256(
+                json.dumps([metadata, [r.image_id for r in chunk], masks_digest], sort_keys=True).encode()
+            ).hexdigest()
+            name = f"{k // settings.shard_images:05d}"
+            pair = (shard_dir / f"{name}.parquet", shard_dir / f"{name}.aggregates.parquet")
+            shards.append(pair)
+            if all(p.exists() and read_metadata(p).get("identity") == identity for p in pair):
+                log.info("reusing %s", pair[0])
+                continue
+            predictions, aggregates, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
+            # The predictions shard last: once it is there, the pair is complete.
+            _write_table(pair[1], aggregates, {"kind": "shard", "identity": identity})
+            _write_table(pair[0], predictions, {"kind": "shard", "identity": identity})
+            seconds += took
+            computed += len(chunk)
+        methods, members = membership(transforms(scales))
+        metadata |= {
+            "device": classifier.device.type,
+            "seconds": round(seconds, 3),
+            "crops_per_second": round(computed * len(members) / seconds, 2) if seconds else None,
+        }
+        views = {m: int(n) for m, n in zip(methods, members.sum(axis=0), strict=True)}
+        _write_table(aggregates_path, _merge(p for _, p in shards), {
+            **metadata, "kind": "aggregates", "schema_version": AGGREGATES_SCHEMA_VERSION, "views": views,
+        })  # fmt: skip
+        _write_table(final, _merge(p for p, _ in shards), metadata)
+        shutil.rmtree(shard_dir)
+        return metadata
 
 
 def _merge(paths: Iterator[Path]) -> pa.Table:

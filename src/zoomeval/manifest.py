@@ -68,10 +68,16 @@ def write_manifest(
     n_excluded: int = 0,
 ) -> None:
     """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur) and
-    ``n_excluded`` the number of unreadable images left out (listed in ``bad_images.csv``)."""
-    ids = [r.image_id for r in records]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"dataset {dataset!r}: image ids are not unique")
+    ``n_excluded`` the number of bad images left out (listed in ``bad_images.csv``)."""
+    paths: dict[str, list[str]] = {}
+    for r in records:
+        paths.setdefault(r.image_id, []).append(r.path)
+    if clashes := {image_id: p for image_id, p in paths.items() if len(p) > 1}:
+        shown = "; ".join(f"{image_id!r}: {', '.join(p)}" for image_id, p in list(clashes.items())[:5])
+        raise ValueError(
+            f"dataset {dataset!r}: {len(clashes)} image id(s) name more than one file (an id is the path without "
+            f"its suffix, so a.jpg and a.png clash): {shown}; rename or remove all but one file of each"
+        )
     columns = {name: [getattr(r, name) for r in records] for name in SCHEMA.names}
     columns["boxes"] = [[list(b) for b in r.boxes] for r in records]
     table = pa.table(columns, schema=SCHEMA)

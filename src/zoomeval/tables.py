@@ -54,7 +54,7 @@ def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLik
     ]
     excluded = {m["dataset"]: m.get("n_excluded", 0) for m in metrics if m.get("n_excluded", 0)}
     if excluded:
-        lines += ["Images left out as unreadable (see results/datasets/<dataset>/bad_images.csv): "
+        lines += ["Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
                   + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".", ""]  # fmt: skip
     write_text(md_path, "\n".join(lines))
 

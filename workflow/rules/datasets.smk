@@ -11,6 +11,9 @@ rule generated_dataset:
     params:
         entry=lambda wc: dataset_source(wc.dataset),
         on_bad_image=config["on_bad_image"],
+        # images that would exceed the pixel budget at the largest scale are bad images
+        max_scale=max(config["scales"]),
+        max_resized_pixels=config["max_resized_pixels"],
     conda:
         CONDA_ENV
     threads: 4
@@ -29,6 +32,9 @@ rule dataset_manifest:
     params:
         entry=lambda wc: dataset_source(wc.dataset),
         on_bad_image=config["on_bad_image"],
+        # images that would exceed the pixel budget at the largest scale are bad images
+        max_scale=max(config["scales"]),
+        max_resized_pixels=config["max_resized_pixels"],
     conda:
         CONDA_ENV
     threads: 4

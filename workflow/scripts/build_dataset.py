@@ -12,7 +12,15 @@ with to_file(sm.log[0]):
     out = Path(sm.output.manifest).parent
     records, classes = build_records(name, sm.params.entry, out, Path("resources") / name)
     workers = min(sm.threads, os.cpu_count() or 1)
-    kept, excluded = screen(records, sm.params.on_bad_image, sm.output.bad_images, workers)
+    kept, excluded = screen(
+        records,
+        sm.params.on_bad_image,
+        sm.output.bad_images,
+        dataset=name,
+        max_scale=sm.params.max_scale,
+        max_pixels=sm.params.max_resized_pixels,
+        workers=workers,
+    )
     write_manifest(sm.output.manifest, kept, name, classes, excluded)
     class_set = "all 1000" if classes is None else len(classes)
-    print(f"{len(kept)} images ({excluded} unreadable, left out), class set: {class_set}")
+    print(f"{len(kept)} images ({excluded} bad, left out), class set: {class_set}")

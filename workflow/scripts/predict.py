@@ -33,5 +33,6 @@ with to_file(sm.log[0]):
         variant=sm.wildcards.variant,
         masks=read_masks(sm.input.masks) if sm.input.masks else None,
         class_indices=class_indices(sm.params.class_set, records, read_classes(sm.input.manifest)),
+        max_pixels=sm.config["max_resized_pixels"],
     )
     print(f"{metadata['n_images']} images, {metadata['crops_per_second']} crops/s")
