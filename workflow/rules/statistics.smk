@@ -7,12 +7,12 @@ rule object_counts:
         masks=counts_masks_input,
     output:
         counts="results/stats/object_counts/{dataset}.parquet",
-    params:
-        method=lambda wc: config["datasets"][wc.dataset]["count_method"],
-    conda:
-        CONDA_ENV
     log:
         "logs/stats/object_counts/{dataset}.log",
+    conda:
+        CONDA_ENV
+    params:
+        method=lambda wc: config["datasets"][wc.dataset]["count_method"],
     script:
         "../scripts/object_counts.py"
 
@@ -23,12 +23,12 @@ rule mann_whitney:
     output:
         csv=report("results/stats/mannwhitney.csv", caption="../report/mannwhitney.rst", category="Object counts"),
         png=report("results/stats/object_counts.png", caption="../report/object_counts.rst", category="Object counts"),
+    log:
+        "logs/stats/mannwhitney.log",
+    conda:
+        CONDA_ENV
     params:
         datasets=STATS_DATASETS,
         pairs=STATS_PAIRS,
-    conda:
-        CONDA_ENV
-    log:
-        "logs/stats/mannwhitney.log",
     script:
         "../scripts/mann_whitney.py"
