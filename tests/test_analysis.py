@@ -10,16 +10,8 @@ import pytest
 from zoomeval.analysis.cover_breakdown import zoom_groups
 from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
 from zoomeval.analysis.matrix import read_geometry, read_matrix
-from zoomeval.analysis.metrics import (
-    METRICS_KEYS,
-    METRICS_SCHEMA_VERSION,
-    Metrics,
-    analyze,
-    analyze_predictions,
-    read_greedy,
-    read_metrics,
-    write_analysis,
-)
+from zoomeval.analysis.metrics import METRICS_KEYS, METRICS_SCHEMA_VERSION, Metrics, read_greedy, read_metrics
+from zoomeval.analysis.scoring import analyze, analyze_predictions, write_analysis
 from zoomeval.inference import BASE_FIELDS
 from zoomeval.io import write_parquet
 from zoomeval.manifest import Record

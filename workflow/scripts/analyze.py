@@ -1,4 +1,4 @@
-from zoomeval.analysis.metrics import analyze_predictions, write_analysis
+from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.io import read_metadata
 from zoomeval.logs import to_file
 from zoomeval.manifest import read_manifest
