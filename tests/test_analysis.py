@@ -180,3 +180,11 @@ def test_label_sets_registry_names_and_scored_names():
     assert [r.labels for r in relabel(some, "real")] == [[5]]
     with pytest.raises(ValueError, match="'in_real' needs ImageNet-ReaL labels"):
         relabel(RECORDS, "in_real")
+
+
+def test_a_matrix_nothing_solves_scores_zero_with_an_undefined_centre_share():
+    order = transforms([224, 256])
+    scores, cover = analyze(np.zeros((18, 4), dtype=bool), order, top_k=3)
+    assert (scores.acc_1crop, scores.acc_top_k, scores.acc_max) == (0.0, 0.0, 0.0)
+    assert (scores.cover_size, scores.cover_size_exact, scores.top_k_centre_share) == (0, 0, None)
+    assert cover["greedy"] == [] and cover["exact"]["status"] == "empty"
