@@ -19,6 +19,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests workflow/scripts
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/snakemake --lint
 	$(BIN)/python -m pytest -q
 
 clean:

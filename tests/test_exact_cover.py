@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.optimize import OptimizeResult
 
-from zoomeval import exact_cover as ec
-from zoomeval.cover import greedy_cover
-from zoomeval.exact_cover import exact_cover, reduce_rows
+from zoomeval.analysis import exact_cover as ec
+from zoomeval.analysis.cover import greedy_cover
+from zoomeval.analysis.exact_cover import exact_cover, reduce_rows
 
 # X = {0,1,2}, Y = {3,4,5}, Z = {0,1,3,4}: greedy takes Z first and needs 3 sets, the optimum is {X, Y}.
 COUNTEREXAMPLE = np.array([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1], [1, 1, 0, 1, 1, 0]], dtype=bool)

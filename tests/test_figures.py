@@ -1,23 +1,32 @@
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from zoomeval.analysis import top_k_locations
-from zoomeval.figures import (
+from tests.test_tables import metric
+from zoomeval.analysis.cover_breakdown import top_k_locations
+from zoomeval.report.figure_data import (
     anchor_grid,
+    centre_bias_grids,
+    count_shares,
+    scale_curves,
+    upper_bounds,
+    variant_accuracy,
+    visibility_grid,
+    visible_anchor_points,
+)
+from zoomeval.report.figures import (
     plot_anchor_grid,
     plot_centre_bias,
+    plot_count_distributions,
     plot_scale_curves,
     plot_top_k_locations,
     plot_upper_bounds,
     plot_variant_bars,
-    scale_curves,
-    visibility_grid,
-    visible_anchor_points,
 )
 from zoomeval.zoom import Transform, crop_box, resized_size, resized_sizes, transforms
 
@@ -94,23 +103,21 @@ def test_top_k_locations_of_an_empty_cover_and_a_bad_k():
         top_k_locations(COVER, ORDER, k=0)
 
 
-UPPER_BOUND_ROWS = [
-    {"model": "resnet50", "acc_1crop": 75.7, "acc_top36": 94.5, "acc_max": 96.8},
-    {"model": "vit_b_32", "acc_1crop": 75.8, "acc_top36": 95.0, "acc_max": 97.2},
-]
 VARIANT_ROWS = [
-    {"model": "resnet50", "variant": "original", "acc_max": 96.8},
-    {"model": "resnet50", "variant": "fgset", "acc_max": 90.1},
-    {"model": "resnet50", "variant": "bgset", "acc_max": 60.4},
-    {"model": "vit_b_32", "variant": "original", "acc_max": 97.2},
-    {"model": "vit_b_32", "variant": "bgset", "acc_max": 65.0},  # no fgset: its bar is skipped
+    metric("resnet50", "imagenet", 1000, 75.7, 94.5, 96.8),
+    metric("resnet50", "imagenet", 1000, 70.2, 85.0, 90.1, variant="fgset"),
+    metric("resnet50", "imagenet", 1000, 30.5, 50.2, 60.4, variant="bgset"),
+    metric("vit_b_32", "imagenet", 1000, 75.8, 95.0, 97.2),
+    metric("vit_b_32", "imagenet", 1000, 35.0, 55.1, 65.0, variant="bgset"),  # no fgset: its bar is skipped
 ]
+COUNTS = {"imagenet": [1, 1, 2, 3, 1], "objectnet": [0, 1, 1, 4, 6, 2]}
 PLOTS: dict[str, Callable[[Path], None]] = {
     "anchor_grid": lambda p: plot_anchor_grid(anchor_grid(synthetic_matrix(), ORDER), p, "anchor grid"),
     "scale_curves": lambda p: plot_scale_curves(scale_curves(synthetic_matrix(), ORDER), p, "scale curves"),
     "top_k_locations": lambda p: plot_top_k_locations(top_k_locations(COVER, ORDER), p, "top-k locations"),
-    "upper_bounds": lambda p: plot_upper_bounds(UPPER_BOUND_ROWS, p, "upper bounds"),
-    "variant_bars": lambda p: plot_variant_bars(VARIANT_ROWS, p, "variants"),
+    "upper_bounds": lambda p: plot_upper_bounds(upper_bounds(VARIANT_ROWS), p, "upper bounds"),
+    "variant_bars": lambda p: plot_variant_bars(variant_accuracy(VARIANT_ROWS), p, "variants"),
+    "count_distributions": lambda p: plot_count_distributions(count_shares(COUNTS), p, "Objects per image"),
     "centre_bias": lambda p: plot_centre_bias(
         {"all": np.arange(9.0).reshape(3, 3), "cover": np.eye(3) * 50}, p, "centre bias"
     ),
@@ -148,12 +155,44 @@ def test_anchor_heatmap_draws_row_0_at_the_top(tmp_path):
     assert top > 2 * bottom + 10, (top, bottom)
 
 
-def test_variant_bars_reject_unknown_and_duplicate_variants(tmp_path):
-    with pytest.raises(ValueError, match="unknown variant"):
-        plot_variant_bars([{"model": "m", "variant": "fg", "acc_max": 1.0}], tmp_path / "x.png", "t")
-    with pytest.raises(ValueError, match="duplicate"):
-        plot_variant_bars(VARIANT_ROWS + VARIANT_ROWS[:1], tmp_path / "x.png", "t")
-    assert not (tmp_path / "x.png").exists()
+def test_variant_accuracy_rejects_unknown_and_duplicate_variants():
+    assert variant_accuracy(VARIANT_ROWS)[("resnet50", "fgset")] == 90.1
+    assert ("vit_b_32", "fgset") not in variant_accuracy(VARIANT_ROWS)
+    with pytest.raises(ValueError, match="unknown variant 'fg'"):
+        variant_accuracy([metric("m", "d", 1000, 1.0, 1.0, 1.0, variant="fg")])
+    with pytest.raises(ValueError, match="duplicate row for model 'resnet50', variant 'original'"):
+        variant_accuracy(VARIANT_ROWS + VARIANT_ROWS[:1])
+    with pytest.raises(ValueError, match="at least one"):
+        variant_accuracy([])
+
+
+def test_upper_bounds_take_the_original_images_where_there_are_any():
+    bounds = upper_bounds(VARIANT_ROWS)
+    assert bounds.top_k == 36
+    assert bounds.lines == [("resnet50", [75.7, 94.5, 96.8]), ("vit_b_32", [75.8, 95.0, 97.2])]
+    assert upper_bounds(VARIANT_ROWS[1:3]).lines == [("resnet50", [70.2, 85.0, 90.1]), ("resnet50", [30.5, 50.2, 60.4])]
+    with pytest.raises(ValueError, match=r"mix top_k values \[3, 36\]"):
+        upper_bounds([VARIANT_ROWS[0], replace(VARIANT_ROWS[3], top_k=3)])
+
+
+def test_count_shares_by_hand():
+    shares = count_shares(COUNTS)
+    np.testing.assert_array_equal(shares.edges, [-0.5, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5])
+    assert list(shares.shares) == ["imagenet (n=5)", "objectnet (n=6)"]
+    np.testing.assert_allclose(shares.shares["imagenet (n=5)"], [0, 0.6, 0.2, 0.2, 0, 0, 0])
+    np.testing.assert_allclose(shares.shares["objectnet (n=6)"], np.array([1, 2, 1, 0, 1, 0, 1]) / 6)
+    with pytest.raises(ValueError, match="at least one object count"):
+        count_shares({"empty": []})
+
+
+def test_centre_bias_grids_over_all_transforms_and_the_cover():
+    matrix, sizes = synthetic_matrix(), np.array([[300, 300]] * len(SOLVED_BY))
+    grids = centre_bias_grids(matrix, ORDER, sizes, 224, COVER)
+    assert list(grids) == ["all 18 transforms", "greedy cover (4 transforms)"]
+    np.testing.assert_array_equal(grids["all 18 transforms"], visibility_grid(matrix, ORDER, sizes))
+    np.testing.assert_array_equal(
+        grids["greedy cover (4 transforms)"], visibility_grid(matrix, ORDER, sizes, rows=COVER)
+    )
 
 
 def test_visible_anchor_points_against_the_scalar_geometry():

@@ -384,19 +384,41 @@ def test_check_model_names_the_bad_key(entry: dict[str, str], key: str, detail: 
     assert detail in message
 
 
+def published_checkpoint(entry: dict[str, str]) -> str:
+    """Where the weights an entry names are published: torchvision's URL, timm's Hugging Face repo, the file
+    inside the installed package."""
+    if entry["source"] == "torchvision":
+        return torchvision_checkpoint(entry["architecture"], entry["weights"])[0]
+    if entry["source"] == "timm":
+        return timm.create_model(f"{entry['architecture']}.{entry['weights']}", pretrained=False).pretrained_cfg[
+            "hf_hub_id"
+        ]
+    return embedded.weights_path().name
+
+
 @pytest.mark.parametrize(
-    "entry",
+    ("entry", "checkpoint"),
     [
-        {"source": "torchvision", "architecture": "resnet50", "weights": "IMAGENET1K_V1"},
-        {"source": "torchvision", "architecture": "vit_b_32", "weights": "IMAGENET1K_V1"},
-        {"source": "timm", "architecture": "resnet18", "weights": "a1_in1k"},
-        {"source": "timm", "architecture": TIMM_ARCH, "weights": TIMM_TAG},
-        {"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": embedded.WEIGHTS_FILE},
+        (
+            {"source": "torchvision", "architecture": "resnet50", "weights": "IMAGENET1K_V1"},
+            "https://download.pytorch.org/models/resnet50-0676ba61.pth",
+        ),
+        (
+            {"source": "torchvision", "architecture": "vit_b_32", "weights": "IMAGENET1K_V1"},
+            "https://download.pytorch.org/models/vit_b_32-d86f8d99.pth",
+        ),
+        ({"source": "timm", "architecture": "resnet18", "weights": "a1_in1k"}, "timm/resnet18.a1_in1k"),
+        ({"source": "timm", "architecture": TIMM_ARCH, "weights": TIMM_TAG}, f"timm/{TIMM_ARCH}.{TIMM_TAG}"),
+        (
+            {"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": embedded.WEIGHTS_FILE},
+            "efficientnet-lite0-57934424.pth",
+        ),
     ],
-    ids=lambda e: f"{e['source']}-{e['architecture']}",
+    ids=lambda e: f"{e['source']}-{e['architecture']}" if isinstance(e, dict) else "",
 )
-def test_check_model_accepts_known_models(entry: dict[str, str]) -> None:
-    check_model("models.m", entry)
+def test_check_model_accepts_published_weights(entry: dict[str, str], checkpoint: str) -> None:
+    check_model("models.m", entry)  # raises ConfigError otherwise
+    assert published_checkpoint(entry) == checkpoint
 
 
 # integrity of cached weights

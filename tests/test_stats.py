@@ -1,4 +1,4 @@
-"""Object counts per image, Mann-Whitney U comparisons and the count distribution plot."""
+"""Object counts per image and Mann-Whitney U comparisons (their plot: tests/test_figures.py)."""
 
 import csv
 import itertools
@@ -9,20 +9,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
 from scipy.stats import mannwhitneyu
 
-from zoomeval.io import read_metadata, write_parquet
-from zoomeval.manifest import Record
-from zoomeval.stats import (
+from zoomeval.analysis.stats import (
     MANN_WHITNEY_COLUMNS,
     mann_whitney,
     mann_whitney_table,
     object_counts,
-    plot_count_distributions,
     write_mann_whitney_csv,
     write_object_counts,
 )
+from zoomeval.io import read_metadata, write_parquet
+from zoomeval.manifest import Record
 
 RNG = np.random.default_rng(7)
 SAMPLES = {
@@ -143,15 +141,3 @@ def test_mann_whitney_csv_has_stable_columns_and_formatted_values(tmp_path: Path
     assert first[:2] == ["imagenet", "objectnet"]
     with pytest.raises(ValueError, match="imagenet_r"):
         mann_whitney_table(counts, [("imagenet", "imagenet_r")])
-
-
-def test_count_distribution_plot_is_a_real_png(tmp_path: Path):
-    path = tmp_path / "plots" / "counts.png"
-    plot_count_distributions({"imagenet": [1, 1, 2, 3, 1], "objectnet": [0, 1, 1, 4, 6, 2]}, path, "Objects per image")
-    assert not list(path.parent.glob(".*.tmp"))  # the temporary file was renamed away
-    with Image.open(path) as img:
-        assert img.format == "PNG"
-        assert img.width > 100 and img.height > 100
-        assert np.asarray(img.convert("L"), dtype=float).std() > 0
-    with pytest.raises(ValueError):
-        plot_count_distributions({"empty": []}, tmp_path / "empty.png", "none")

@@ -1,11 +1,23 @@
-"""Table 1 from metrics, with the paper's "Random" rows."""
+"""The tables from typed metrics: Table A8's notes, Table 1 with the paper's "Random" rows, the zoom-group and
+aggregation tables."""
 
-from zoomeval.tables import table_1_rows, write_table_1
+from dataclasses import replace
+
+from zoomeval.analysis.metrics import Metrics
+from zoomeval.report.tables import (
+    table_1_rows,
+    write_table_1,
+    write_table_a8,
+    write_table_aggregation,
+    write_table_zoom_groups,
+)
 
 
 def metric(model, dataset, n_classes, a, b, c, variant="original"):
-    return {"model": model, "dataset": dataset, "variant": variant, "acc_1crop": a, "acc_top36": b,
-            "acc_max": c, "top_k": 36, "n_transforms": 324, "n_classes": n_classes}  # fmt: skip
+    """Metrics with the given accuracies; the fields no test here reads are zero or empty."""
+    return Metrics(model=model, dataset=dataset, variant=variant, acc_1crop=a, acc_top_k=b, acc_max=c, top_k=36,
+                   n_transforms=324, n_classes=n_classes, n_images=0, cover_size=0, cover_size_exact=0, cover_gap=0,
+                   zoom_groups={}, top_k_centre_share=None, n_excluded=0, by_origin=None, aggregation=None)  # fmt: skip
 
 
 METRICS = [
@@ -40,12 +52,10 @@ def test_table_1_files(tmp_path):
 
 
 def test_zoom_group_table(tmp_path):
-    from zoomeval.tables import write_table_zoom_groups
-
     groups = {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0, "ub_224": 25.0, "excl_224": 25.0}
-    rows = [{**METRICS[0], "zoom_groups": groups, "top_k_centre_share": 25.0},
-            {**METRICS[1], "zoom_groups": groups, "top_k_centre_share": 50.0},
-            {**METRICS[4], "zoom_groups": groups, "top_k_centre_share": float("nan")}]  # fmt: skip
+    rows = [replace(METRICS[0], zoom_groups=groups, top_k_centre_share=25.0),
+            replace(METRICS[1], zoom_groups=groups, top_k_centre_share=50.0),
+            replace(METRICS[4], zoom_groups=groups, top_k_centre_share=float("nan"))]  # fmt: skip
     write_table_zoom_groups(rows, tmp_path / "z.csv", tmp_path / "z.md")
     assert (tmp_path / "z.csv").read_text().splitlines() == [
         "model,variant,dataset,ub_in,ub_out,ub_224,excl_in,excl_out,excl_224,top_k_centre_share",
@@ -60,16 +70,14 @@ def test_zoom_group_table(tmp_path):
 
 
 def test_aggregation_table_uses_the_papers_vit_b32_row(tmp_path):
-    from zoomeval.tables import write_table_aggregation
-
-    # The paper's IN row for ViT-B/32 (paper.md section 8); zoom_224 has no view in the second row.
+    # The paper's ImageNet row for ViT-B/32 in its aggregation table; zoom_224 has no view in the second row.
     vit = {"zoom_in": {"max": 74.35, "mean": 79.31}, "zoom_out": {"max": 71.48, "mean": 69.47},
            "zoom_224": {"max": 72.66, "mean": 73.67}, "five_crop": {"max": 77.33, "mean": 77.73},
            "ten_crop": {"max": 77.30, "mean": 77.87}}  # fmt: skip
     no_224 = {k: v for k, v in vit.items() if k != "zoom_224"}
-    rows = [{**METRICS[3], "acc_1crop": 75.75, "n_images": 50000, "aggregation": vit},
-            {**METRICS[1], "n_images": 7500, "aggregation": no_224},
-            {**METRICS[4], "n_images": 50000, "aggregation": vit}]  # fmt: skip
+    rows = [replace(METRICS[3], acc_1crop=75.75, n_images=50000, aggregation=vit),
+            replace(METRICS[1], n_images=7500, aggregation=no_224),
+            replace(METRICS[4], n_images=50000, aggregation=vit)]  # fmt: skip
     write_table_aggregation(rows, tmp_path / "g.csv", tmp_path / "g.md")
     assert (tmp_path / "g.csv").read_text().splitlines() == [
         "model,dataset,n_images,acc_1crop,zoom_in_max,zoom_in_mean,zoom_out_max,zoom_out_mean,zoom_224_max,"
@@ -79,3 +87,14 @@ def test_aggregation_table_uses_the_papers_vit_b32_row(tmp_path):
     ]  # the bgset row is not in the table
     md = (tmp_path / "g.md").read_text()
     assert "| vit32 | imagenet | 50000 | 75.75 | 74.35 (-1.40) | 79.31 (+3.56) | 71.48 (-4.27) |" in md
+
+
+def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
+    rows = [replace(METRICS[0], n_excluded=3), METRICS[1], replace(METRICS[4], n_excluded=3)]
+    write_table_a8(rows, tmp_path / "a8.csv", tmp_path / "a8.md")
+    csv_lines = (tmp_path / "a8.csv").read_text().splitlines()
+    assert csv_lines[0].split(",")[4:7] == ["acc_1crop", "acc_top_k", "acc_max"]
+    assert csv_lines[1] == "resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0"
+    notes = (tmp_path / "a8.md").read_text()
+    # listed once per dataset (its variants share one manifest); imagenet_a lost no image
+    assert "Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): imagenet: 3.\n" in notes

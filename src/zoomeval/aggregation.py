@@ -1,4 +1,4 @@
-"""One prediction per image from a group of views: the paper's aggregation table (paper.md section 8).
+"""One prediction per image from a group of views: the aggregation table of Taesiri et al. 2023.
 
 Methods, each a group of views of one image:
 
@@ -9,7 +9,7 @@ Methods, each a group of views of one image:
   (which sits within two pixels of torchvision's centre crop), so 5-crop always contains the 1-crop view;
 * ``ten_crop``: those five and their horizontal mirror images (Krizhevsky et al. 2012).
 
-The authors' code defines neither 5-crop nor 10-crop; this is the standard reading (paper.md section 8).
+The authors' code defines neither 5-crop nor 10-crop; this is the standard reading.
 The four corner crops and five mirror images are extra views (:func:`zoomeval.zoom.all_crops` with
 ``extra_views``): nine more forward passes per image, 2.8% of 324.
 
@@ -27,10 +27,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from zoomeval.zoom import ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
+from zoomeval.zoom import AGGREGATION_METHODS, ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
 
-METHODS = ("zoom_in", "zoom_out", "zoom_224", "five_crop", "ten_crop")
-RULES = ("max", "mean")
 #: Version of the aggregates Parquet layout (the columns below).
 SCHEMA_VERSION = 1
 FIELDS = [
@@ -49,7 +47,7 @@ def membership(order: Sequence[Transform]) -> tuple[list[str], np.ndarray]:
     left out."""
     n_t = len(order)
     extra = n_extra_views([t.scale for t in order])
-    members = np.zeros((n_t + extra, len(METHODS)), dtype=bool)
+    members = np.zeros((n_t + extra, len(AGGREGATION_METHODS)), dtype=bool)
     for m, group in enumerate(("in", "out", "224")):
         members[:n_t, m] = [ZOOM_GROUPS[group](t.scale) for t in order]
     if extra:
@@ -58,7 +56,7 @@ def membership(order: Sequence[Transform]) -> tuple[list[str], np.ndarray]:
         members[five, 3] = True
         members[[*five, *range(n_t + 4, n_t + 9)], 4] = True  # and the five mirror images
     keep = members.any(axis=0)
-    return [METHODS[m] for m in np.flatnonzero(keep)], members[:, keep]
+    return [AGGREGATION_METHODS[m] for m in np.flatnonzero(keep)], members[:, keep]
 
 
 class MeanSoftmax:

@@ -17,12 +17,5 @@ def wnids() -> list[str]:
     return list(_info().label_names())
 
 
-def wnid_to_index(wnid: str) -> int:
-    try:
-        return wnids().index(wnid)
-    except ValueError:
-        raise ValueError(f"{wnid!r} is not an ImageNet-1k wnid") from None
-
-
 def description(index: int) -> str:
     return str(_info().index_to_description(index))

@@ -1,6 +1,6 @@
 """The paper's zoom transform: resize the shorter side to S, cut a crop at one of 3x3 anchors.
 
-Geometry (paper.md section 1, taken from the authors' ``eval-IN-trained.py``):
+Geometry (Taesiri et al. 2023, as the authors' ``eval-IN-trained.py`` computes it):
 
 * the shorter side becomes ``S`` with PIL bicubic (PIL antialiases when it shrinks), the longer side
   ``int(S * long / short)`` (torchvision's truncation);
@@ -38,8 +38,13 @@ def paper_scales() -> list[int]:
 #: Scale and anchor of the standard 1-crop baseline (``LOC:1_1_Size:256``).
 ONE_CROP = (256, 1, 1)
 
-#: The paper's zoom groups (section 7): zoom-in S > 224, zoom-out S < 224, zoom-224 S = 224.
+#: The paper's zoom groups: zoom-in S > 224, zoom-out S < 224, zoom-224 S = 224.
 ZOOM_GROUPS = {"in": lambda s: s > 224, "out": lambda s: s < 224, "224": lambda s: s == 224}
+
+#: The aggregation methods (groups of views aggregated into one prediction per image) and their rules, see
+#: :mod:`zoomeval.aggregation`; named here so that the tables need not import torch.
+AGGREGATION_METHODS = ("zoom_in", "zoom_out", "zoom_224", "five_crop", "ten_crop")
+AGGREGATION_RULES = ("max", "mean")
 
 
 @dataclass(frozen=True, order=True)

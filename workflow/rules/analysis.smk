@@ -11,15 +11,15 @@ rule analyze:
         metrics="results/analysis/{scored}/{variant}/{model}/metrics.json",
         cover="results/analysis/{scored}/{variant}/{model}/cover.json",
         matrix="results/analysis/{scored}/{variant}/{model}/correct.npz",
+    log:
+        "logs/analysis/{scored}/{variant}/{model}.log",
     wildcard_constraints:
         scored=_alternation(SCORED),
+    conda:
+        CONDA_ENV
     params:
         top_k=config["top_k"],
         time_limit=config["cover_time_limit"],
         label_set=lambda wc: SCORED[wc.scored][1],
-    conda:
-        CONDA_ENV
-    log:
-        "logs/analysis/{scored}/{variant}/{model}.log",
     script:
         "../scripts/analyze.py"

@@ -11,9 +11,7 @@ validate_config(config, os.path.join(workflow.basedir, "workflow", "schemas", "c
 DATASETS = list(config["datasets"])
 MODELS = list(config["models"])
 # Scored datasets: name -> (dataset, label set); the dataset's own labels keep its name.
-SCORED = {
-    scored_name(d, ls): (d, ls) for d in DATASETS for ls in config["datasets"][d].get("label_sets", ["in"])
-}
+SCORED = {scored_name(d, ls): (d, ls) for d in DATASETS for ls in config["datasets"][d].get("label_sets", ["in"])}
 GENERATED_DATASETS = [d for d in DATASETS if config["datasets"][d]["adapter"] == "demo"]
 
 
@@ -88,7 +86,7 @@ STATS_DATASETS = sorted({d for pair in STATS_PAIRS for d in pair})
 
 
 def final_outputs():
-    """Everything `rule all` builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
+    """Everything the `all` target builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
     tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
     outputs = [f"results/{table}.{ext}" for table in tables for ext in ("csv", "md")]
     for d in DATASETS:

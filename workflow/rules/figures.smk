@@ -34,14 +34,14 @@ rule model_figures:
             subcategory="{scored}",
             labels={"model": "{model}", "variant": "{variant}", "figure": "centre bias"},
         ),
-    wildcard_constraints:
-        scored=_alternation(SCORED),
-    params:
-        top_k=config["top_k"],
-    conda:
-        CONDA_ENV
     log:
         "logs/figures/{scored}/{variant}/{model}.log",
+    wildcard_constraints:
+        scored=_alternation(SCORED),
+    conda:
+        CONDA_ENV
+    params:
+        top_k=config["top_k"],
     script:
         "../scripts/model_figures.py"
 
@@ -49,7 +49,9 @@ rule model_figures:
 rule dataset_figures:
     input:
         metrics=lambda wc: [
-            f"results/analysis/{wc.scored}/{v}/{m}/metrics.json" for m in MODELS for v in variants(SCORED[wc.scored][0])
+            f"results/analysis/{wc.scored}/{v}/{m}/metrics.json"
+            for m in MODELS
+            for v in variants(SCORED[wc.scored][0])
         ],
     output:
         upper_bounds=report(
@@ -66,13 +68,11 @@ rule dataset_figures:
             subcategory="{scored}",
             labels={"model": "all", "variant": "all", "figure": "variants"},
         ),
-    wildcard_constraints:
-        scored=_alternation(SCORED),
-    params:
-        top_k=config["top_k"],
-    conda:
-        CONDA_ENV
     log:
         "logs/figures/{scored}.log",
+    wildcard_constraints:
+        scored=_alternation(SCORED),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/dataset_figures.py"

@@ -8,6 +8,13 @@ rule predict:
     output:
         predictions="results/predictions/{dataset}/{variant}/{model}.parquet",
         aggregates="results/predictions/{dataset}/{variant}/{model}.aggregates.parquet",
+    log:
+        "logs/predictions/{dataset}/{variant}/{model}.log",
+    conda:
+        CONDA_ENV
+    threads: workflow.cores
+    resources:
+        gpu=GPU_PER_JOB,
     params:
         # Only settings that change the numbers are params (a change re-runs the job); batch size,
         # workers, threads, compile and shard size are read from config by the script.
@@ -17,12 +24,5 @@ rule predict:
         precision=config["inference"]["precision"],
         resize_backend=config["inference"]["resize_backend"],
         store_top5=config["inference"]["store_top5"],
-    threads: workflow.cores
-    resources:
-        gpu=GPU_PER_JOB,
-    conda:
-        CONDA_ENV
-    log:
-        "logs/predictions/{dataset}/{variant}/{model}.log",
     script:
         "../scripts/predict.py"

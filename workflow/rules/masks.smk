@@ -7,10 +7,10 @@ rule box_masks:
         manifest="results/datasets/{dataset}/manifest.parquet",
     output:
         masks="results/masks/{dataset}/bbox.parquet",
-    conda:
-        CONDA_ENV
     log:
         "logs/masks/{dataset}/bbox.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/box_masks.py"
 
@@ -20,16 +20,16 @@ rule sam_masks:
         manifest="results/datasets/{dataset}/manifest.parquet",
     output:
         masks="results/masks/{dataset}/{method}.parquet",
-    wildcard_constraints:
-        method="sam_box|sam_auto",
-    params:
-        sam=lambda wc: canonical(config["sam"]),
-    resources:
-        gpu=SAM_GPU,
-    conda:
-        CONDA_ENV
     log:
         "logs/masks/{dataset}/{method}.log",
+    wildcard_constraints:
+        method="sam_box|sam_auto",
+    conda:
+        CONDA_ENV
+    resources:
+        gpu=SAM_GPU,
+    params:
+        sam=lambda wc: canonical(config["sam"]),
     script:
         "../scripts/sam_masks.py"
 
@@ -45,9 +45,9 @@ rule contact_sheet:
             category="Masks",
             labels={"dataset": "{dataset}", "method": "{method}"},
         ),
-    conda:
-        CONDA_ENV
     log:
         "logs/masks/{dataset}/{method}_contact_sheet.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/contact_sheet.py"

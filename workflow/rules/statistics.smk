@@ -7,14 +7,14 @@ rule object_counts:
         masks=counts_masks_input,
     output:
         counts="results/stats/object_counts/{dataset}.parquet",
-    wildcard_constraints:
-        dataset=_alternation(STATS_DATASETS),  # count_method is set for these only
-    params:
-        method=lambda wc: config["datasets"][wc.dataset]["count_method"],
-    conda:
-        CONDA_ENV
     log:
         "logs/stats/object_counts/{dataset}.log",
+    wildcard_constraints:
+        dataset=_alternation(STATS_DATASETS),  # count_method is set for these only
+    conda:
+        CONDA_ENV
+    params:
+        method=lambda wc: config["datasets"][wc.dataset]["count_method"],
     script:
         "../scripts/object_counts.py"
 
@@ -25,12 +25,12 @@ rule mann_whitney:
     output:
         csv=report("results/stats/mannwhitney.csv", caption="../report/mannwhitney.rst", category="Object counts"),
         png=report("results/stats/object_counts.png", caption="../report/object_counts.rst", category="Object counts"),
+    log:
+        "logs/stats/mannwhitney.log",
+    conda:
+        CONDA_ENV
     params:
         datasets=STATS_DATASETS,
         pairs=STATS_PAIRS,
-    conda:
-        CONDA_ENV
-    log:
-        "logs/stats/mannwhitney.log",
     script:
         "../scripts/mann_whitney.py"

@@ -12,10 +12,10 @@ rule table_a8:
     output:
         csv=report("results/table_a8.csv", caption="../report/table_a8.rst", category="Tables"),
         md="results/table_a8.md",
-    conda:
-        CONDA_ENV
     log:
         "logs/tables/table_a8.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/table_a8.py"
 
@@ -31,10 +31,10 @@ rule table_1:
     output:
         csv=report("results/table_1.csv", caption="../report/table_1.rst", category="Tables"),
         md="results/table_1.md",
-    conda:
-        CONDA_ENV
     log:
         "logs/tables/table_1.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/table_1.py"
 
@@ -50,10 +50,10 @@ rule table_zoom_groups:
     output:
         csv=report("results/table_zoom_groups.csv", caption="../report/table_zoom_groups.rst", category="Tables"),
         md="results/table_zoom_groups.md",
-    conda:
-        CONDA_ENV
     log:
         "logs/tables/table_zoom_groups.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/table_zoom_groups.py"
 
@@ -69,9 +69,9 @@ rule table_aggregation:
     output:
         csv=report("results/table_aggregation.csv", caption="../report/table_aggregation.rst", category="Tables"),
         md="results/table_aggregation.md",
-    conda:
-        CONDA_ENV
     log:
         "logs/tables/table_aggregation.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/table_aggregation.py"

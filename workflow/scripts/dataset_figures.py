@@ -1,13 +1,12 @@
-import json
-
-from zoomeval.figures import plot_upper_bounds, plot_variant_bars
+from zoomeval.analysis.metrics import read_metrics
 from zoomeval.logs import to_file
+from zoomeval.report.figure_data import upper_bounds, variant_accuracy
+from zoomeval.report.figures import plot_upper_bounds, plot_variant_bars
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    rows = [json.loads(open(path).read()) for path in sm.input.metrics]
-    name, top_k = sm.wildcards.scored, sm.params.top_k
-    # the 1 -> top-k -> all figure is about the original images where the dataset has them
-    original = [r for r in rows if r["variant"] == "original"] or rows
-    plot_upper_bounds(original, sm.output.upper_bounds, f"1 crop, top-{top_k} and all transforms: {name}", top_k)
-    plot_variant_bars(rows, sm.output.variants, f"Upper bound by variant: {name}")
+    metrics = [read_metrics(path) for path in sm.input.metrics]
+    name = sm.wildcards.scored
+    bounds = upper_bounds(metrics)
+    plot_upper_bounds(bounds, sm.output.upper_bounds, f"1 crop, top-{bounds.top_k} and all transforms: {name}")
+    plot_variant_bars(variant_accuracy(metrics), sm.output.variants, f"Upper bound by variant: {name}")

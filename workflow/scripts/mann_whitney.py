@@ -1,7 +1,9 @@
 import pyarrow.parquet as pq
 
+from zoomeval.analysis.stats import mann_whitney_table, write_mann_whitney_csv
 from zoomeval.logs import to_file
-from zoomeval.stats import mann_whitney_table, plot_count_distributions, write_mann_whitney_csv
+from zoomeval.report.figure_data import count_shares
+from zoomeval.report.figures import plot_count_distributions
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
@@ -10,4 +12,4 @@ with to_file(sm.log[0]):
         for name, path in zip(sm.params.datasets, sm.input.counts, strict=True)
     }
     write_mann_whitney_csv(sm.output.csv, mann_whitney_table(counts, [tuple(p) for p in sm.params.pairs]))
-    plot_count_distributions(counts, sm.output.png, "Objects per image")
+    plot_count_distributions(count_shares(counts), sm.output.png, "Objects per image")

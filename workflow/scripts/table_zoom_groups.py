@@ -1,9 +1,7 @@
-import json
-
+from zoomeval.analysis.metrics import read_metrics
 from zoomeval.logs import to_file
-from zoomeval.tables import write_table_zoom_groups
+from zoomeval.report.tables import write_table_zoom_groups
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    rows = [json.loads(open(path).read()) for path in sm.input.metrics]
-    write_table_zoom_groups(rows, sm.output.csv, sm.output.md)
+    write_table_zoom_groups([read_metrics(path) for path in sm.input.metrics], sm.output.csv, sm.output.md)

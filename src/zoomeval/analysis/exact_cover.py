@@ -1,7 +1,7 @@
 """Exact minimum set cover over transforms: shrink the images, then solve the 0/1 program with HiGHS.
 
-Same elements and sets as :mod:`zoomeval.cover`: element = an image that some transform classifies correctly,
-set = the images one transform classifies correctly. The paper reports the greedy cover; this finds the true
+Same elements and sets as :mod:`zoomeval.analysis.cover`: element = an image that some transform classifies
+correctly, set = the images one transform classifies correctly. The paper reports the greedy cover; this finds the true
 minimum, or within the time limit the best cover known and a lower bound, with the greedy cover as the fallback.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from zoomeval.cover import greedy_cover
+from zoomeval.analysis.cover import greedy_cover
 
 #: Most (image, kept image) pairs compared in one step of the dominance test; bounds its memory to tens of MB.
 _PAIR_BUDGET = 1 << 20
@@ -54,8 +54,9 @@ def exact_cover(matrix: np.ndarray, time_limit: float = 30.0, greedy: list[int] 
     """Minimum set of transforms (rows) covering every coverable image (column) of a boolean matrix.
 
     Solves ``min sum(x) s.t. A x >= 1, x binary`` on :func:`reduce_rows` with ``scipy.optimize.milp`` within
-    ``time_limit`` seconds. ``greedy`` is a known cover (by default :func:`zoomeval.cover.greedy_cover`'s), returned
-    when the solver ends without a cover at least as small. The returned cover is checked against ``matrix``.
+    ``time_limit`` seconds. ``greedy`` is a known cover (by default
+    :func:`zoomeval.analysis.cover.greedy_cover`'s), returned when the solver ends without a cover at least as
+    small. The returned cover is checked against ``matrix``.
     """
     start = time.perf_counter()
     matrix = _as_matrix(matrix)

@@ -1,4 +1,4 @@
-"""Objects per image: counts per dataset, Mann-Whitney U comparisons between datasets, and their plot.
+"""Objects per image: counts per dataset and Mann-Whitney U comparisons between datasets.
 
 A dataset's object count per image comes from its boxes (``bbox``) or from SAM's automatic masks
 (``sam_auto``). Two datasets are compared with the two-sided Mann-Whitney U test, reported with the
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from scipy.stats import mannwhitneyu
 
 from zoomeval import __version__
-from zoomeval.io import atomic_path, read_metadata, write_csv, write_parquet
+from zoomeval.io import read_metadata, write_csv, write_parquet
 from zoomeval.manifest import Record
 
 COUNT_METHODS = ("bbox", "sam_auto")
@@ -126,28 +126,3 @@ def write_mann_whitney_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[
     """Write :func:`mann_whitney_table` rows as CSV with the columns of ``MANN_WHITNEY_COLUMNS``."""
     formatted = ([_CSV_FORMATS.get(c, str)(row[c]) for c in MANN_WHITNEY_COLUMNS] for row in rows)
     write_csv(path, MANN_WHITNEY_COLUMNS, formatted)
-
-
-def plot_count_distributions(counts: Mapping[str, Sequence[int]], path: str | os.PathLike[str], title: str) -> None:
-    """A PNG with one step histogram per dataset: the share of its images with 0, 1, 2, ... objects."""
-    # Figure without pyplot: no global backend state, so this is safe in workers and headless jobs.
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    samples = {name: np.asarray(values, dtype=np.int64) for name, values in counts.items()}
-    if not samples or any(v.size == 0 for v in samples.values()):
-        raise ValueError("every dataset needs at least one object count")
-    top = max(int(v.max()) for v in samples.values())
-    edges = np.arange(top + 2) - 0.5  # one bin per integer count, centred on it
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
-    ax = fig.add_subplot()
-    for name, values in samples.items():
-        shares = np.bincount(values, minlength=top + 1) / values.size
-        ax.stairs(shares, edges, label=f"{name} (n={values.size})", linewidth=1.5)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("objects per image")
-    ax.set_ylabel("share of images")
-    ax.set_title(title)
-    ax.legend()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)

@@ -1,4 +1,5 @@
-"""Table A8: maximum possible top-1 accuracy on original, object-only and background-only images."""
+"""The tables, written from typed metrics: Table A8 (maximum possible top-1 accuracy on original, object-only and
+background-only images), Table 1, the zoom-group table and the aggregation table."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from zoomeval.aggregation import METHODS, RULES
+from zoomeval.analysis.metrics import Metrics
 from zoomeval.io import write_csv, write_text
+from zoomeval.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 
 TABLE_A8_COLUMNS = [
-    "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top36", "acc_max", "cover_size", "cover_size_exact",
+    "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
     "cover_gap",
 ]  # fmt: skip
-PERCENT_COLUMNS = {"acc_1crop", "acc_top36", "acc_max"}
+PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max"}
 
 
 def _percent(value: float | None, base: float | None = None) -> str:
@@ -32,12 +34,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
-def table_a8_rows(metrics: Sequence[dict[str, Any]]) -> list[list[str]]:
+def table_a8_rows(metrics: Sequence[Metrics]) -> list[list[str]]:
     """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell)."""
-    return [[_cell(c, m[c]) for c in TABLE_A8_COLUMNS] for m in metrics]
+    return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS] for m in metrics]
 
 
-def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
+def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                    md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     rows = table_a8_rows(metrics)
     write_csv(csv_path, TABLE_A8_COLUMNS, rows)
@@ -46,13 +48,13 @@ def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLik
         "",
         *markdown_table(TABLE_A8_COLUMNS, rows),
         "",
-        "acc_1crop: S=256 at the centre anchor; acc_top36: union of the first top_k greedy-cover transforms; "
+        "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
         "cover_gap: cover_size - cover_size_exact.",
         "",
     ]
-    excluded = {m["dataset"]: m.get("n_excluded", 0) for m in metrics if m.get("n_excluded", 0)}
+    excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
     if excluded:
         lines += ["Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
                   + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".", ""]  # fmt: skip
@@ -61,36 +63,36 @@ def write_table_a8(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLik
 
 #: Table 1's panels: (a) standard 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper
 #: bound over every transform.
-TABLE_1_PANELS = (("a", "acc_1crop", "1 crop"), ("b", "acc_top36", "top-k greedy cover"), ("c", "acc_max", "all"))
+TABLE_1_PANELS = (("a", "acc_1crop", "1 crop"), ("b", "acc_top_k", "top-k greedy cover"), ("c", "acc_max", "all"))
 
 
-def table_1_rows(metrics: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]]:
     """Table 1 from the metrics of the original images: one row per (panel, model), datasets as columns.
 
     Panels (b) and (c) start with the "Random" row: the chance that N random guesses include the right
     class, ``min(100, 100 N / n_classes)`` with N = ``top_k`` or the number of transforms.
     """
-    original = [m for m in metrics if m["variant"] == "original"]
-    datasets = list(dict.fromkeys(m["dataset"] for m in original))
-    models = list(dict.fromkeys(m["model"] for m in original))
-    cell = {(m["model"], m["dataset"]): m for m in original}
-    first = {d: next(m for m in original if m["dataset"] == d) for d in datasets}
+    original = [m for m in metrics if m.variant == "original"]
+    datasets = list(dict.fromkeys(m.dataset for m in original))
+    models = list(dict.fromkeys(m.model for m in original))
+    cell = {(m.model, m.dataset): m for m in original}
+    first = {d: next(m for m in original if m.dataset == d) for d in datasets}
     rows = []
     for panel, column, _ in TABLE_1_PANELS:
         if panel != "a":
-            guesses = {d: first[d]["top_k"] if panel == "b" else first[d]["n_transforms"] for d in datasets}
+            guesses = {d: first[d].top_k if panel == "b" else first[d].n_transforms for d in datasets}
             rows.append(
-                [panel, "Random"] + [f"{min(100.0, 100 * guesses[d] / first[d]['n_classes']):.2f}" for d in datasets]
+                [panel, "Random"] + [f"{min(100.0, 100 * guesses[d] / first[d].n_classes):.2f}" for d in datasets]
             )
         for model in models:
             rows.append(
                 [panel, model]
-                + [_cell(column, cell[(model, d)][column]) if (model, d) in cell else "" for d in datasets]
+                + [_cell(column, getattr(cell[(model, d)], column)) if (model, d) in cell else "" for d in datasets]
             )
     return ["panel", "model", *datasets], rows
 
 
-def write_table_1(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
+def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                   md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
     write_csv(csv_path, header, rows)
@@ -104,14 +106,14 @@ def write_table_1(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike
 ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_224"]
 
 
-def write_table_zoom_groups(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
+def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                             md_path: str | os.PathLike[str]) -> None:  # fmt: skip
-    """The paper's section 7 table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
+    """The paper's zoom-group table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
     greedy cover, and the share of images each group alone solves."""
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
-    rows = [[m["model"], m["variant"], m["dataset"], *(f"{m['zoom_groups'][c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
-             _percent(m["top_k_centre_share"])] for m in metrics]  # fmt: skip
-    shares = [m["top_k_centre_share"] for m in metrics if m["variant"] == "original"]
+    rows = [[m.model, m.variant, m.dataset, *(f"{m.zoom_groups[c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
+             _percent(m.top_k_centre_share)] for m in metrics]  # fmt: skip
+    shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
     lines = [
@@ -130,26 +132,29 @@ def write_table_zoom_groups(metrics: Sequence[dict[str, Any]], csv_path: str | o
     write_text(md_path, "\n".join(lines))
 
 
-TABLE_AGGREGATION_COLUMNS = ["model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in METHODS for r in RULES)]
+TABLE_AGGREGATION_COLUMNS = [
+    "model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES)
+]  # fmt: skip
 
 
-def _aggregation_values(m: dict[str, Any]) -> list[float | None]:
-    aggregation = m.get("aggregation") or {}
-    return [aggregation[method][rule] if method in aggregation else None for method in METHODS for rule in RULES]
+def _aggregation_values(m: Metrics) -> list[float | None]:
+    aggregation = m.aggregation or {}
+    return [aggregation[method][rule] if method in aggregation else None
+            for method in AGGREGATION_METHODS for rule in AGGREGATION_RULES]  # fmt: skip
 
 
-def write_table_aggregation(metrics: Sequence[dict[str, Any]], csv_path: str | os.PathLike[str],
+def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                             md_path: str | os.PathLike[str]) -> None:  # fmt: skip
-    """The paper's section 8 table (its Table 4): groups of views aggregated into one prediction per image.
+    """The paper's aggregation table: groups of views aggregated into one prediction per image.
 
     One row per (model, dataset) of the original images: 1-crop accuracy and each aggregation method's
     accuracy by the max and the mean rule (empty where the scales give the method no view)."""
-    original = [m for m in metrics if m["variant"] == "original"]
+    original = [m for m in metrics if m.variant == "original"]
     rows, shown = [], []
     for m in original:
-        first = [m["model"], m["dataset"], str(m["n_images"]), _percent(m["acc_1crop"])]
+        first = [m.model, m.dataset, str(m.n_images), _percent(m.acc_1crop)]
         rows.append(first + [_percent(v) for v in _aggregation_values(m)])
-        shown.append(first + [_percent(v, m["acc_1crop"]) for v in _aggregation_values(m)])
+        shown.append(first + [_percent(v, m.acc_1crop) for v in _aggregation_values(m)])
     write_csv(csv_path, TABLE_AGGREGATION_COLUMNS, rows)
     lines = [
         "# Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",

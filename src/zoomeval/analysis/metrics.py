@@ -1,0 +1,108 @@
+"""The typed metrics of one scored prediction file (one row of Table A8 and what the other tables and figures
+need), and ``metrics.json`` / ``cover.json``, the files that carry them from the analysis to the report."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from zoomeval.io import write_json
+from zoomeval.zoom import Transform
+
+#: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k`` (version 1
+#: files are still read).
+METRICS_SCHEMA_VERSION = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scores:
+    """The numbers of one correctness matrix (accuracies in percent; ``None`` where undefined)."""
+
+    n_images: int
+    #: the 1-crop transform alone (None where it is not among the transforms)
+    acc_1crop: float | None
+    #: union of the first top_k greedy picks
+    acc_top_k: float
+    #: union of every transform
+    acc_max: float
+    #: the greedy cover (the paper's), the minimum cover (HiGHS; the greedy one when the time limit leaves
+    #: nothing better) and greedy - exact
+    cover_size: int
+    cover_size_exact: int
+    cover_gap: int
+    #: zoom-in/-out/-224 upper bounds within the greedy cover and exclusive shares
+    #: (:func:`zoomeval.analysis.cover_breakdown.zoom_groups`)
+    zoom_groups: dict[str, float]
+    #: share (%) of the first top_k greedy picks at the centre anchor (None for an empty cover)
+    top_k_centre_share: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metrics(Scores):
+    """One row of Table A8 and what the other tables and figures need (``metrics.json``)."""
+
+    model: str
+    variant: str
+    #: the scored name: the dataset, suffixed for label sets other than its own labels
+    dataset: str
+    #: transforms searched (9 x scales) and classes a random guess picks from (Table 1's "Random" rows)
+    n_transforms: int
+    n_classes: int
+    #: images of the dataset left out as bad (listed in its bad_images.csv)
+    n_excluded: int
+    #: per source dataset where the images come from several (ImageNet-Hard): n_images, acc_1crop, acc_max
+    by_origin: dict[str, dict[str, float | int | None]] | None
+    #: top-1 accuracy (%) per aggregation method and rule
+    #: (:func:`zoomeval.analysis.aggregation_scores.aggregation_accuracy`)
+    aggregation: dict[str, dict[str, float]] | None
+    #: greedy picks behind acc_top_k and top_k_centre_share
+    top_k: int
+
+
+#: Column order of metrics.json (the order of the version 1 files, acc_top_k in acc_top36's place).
+METRICS_KEYS = (
+    "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
+    "cover_gap", "zoom_groups", "top_k_centre_share", "n_transforms", "n_classes", "n_excluded", "by_origin",
+    "aggregation", "top_k",
+)  # fmt: skip
+
+
+def metrics_document(metrics: Metrics) -> dict[str, Any]:
+    """metrics.json: the schema version, then the metrics in :data:`METRICS_KEYS` order."""
+    values = asdict(metrics)
+    return {"schema_version": METRICS_SCHEMA_VERSION, **{key: values[key] for key in METRICS_KEYS}}
+
+
+def write_metrics(metrics: Metrics, cover: dict[str, Any], metrics_path: str | os.PathLike[str],
+                  cover_path: str | os.PathLike[str]) -> None:  # fmt: skip
+    """Save metrics.json and cover.json (the metrics followed by the cover document)."""
+    document = metrics_document(metrics)
+    write_json(cover_path, {**document, **cover})
+    write_json(metrics_path, document)
+
+
+def _read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def read_metrics(path: str | os.PathLike[str]) -> Metrics:
+    """The metrics in a metrics.json (or cover.json) of any schema version so far; refuses anything else."""
+    document = _read_json(path)
+    version = document.pop("schema_version", 1)
+    if version == 1 and "acc_top36" in document:
+        document["acc_top_k"] = document.pop("acc_top36")
+    if version not in (1, METRICS_SCHEMA_VERSION):
+        raise ValueError(f"{path}: metrics schema_version {version!r} is not one this zoomeval reads "
+                         f"(1 to {METRICS_SCHEMA_VERSION}); upgrade zoomeval or re-run the analysis")  # fmt: skip
+    missing = sorted(set(METRICS_KEYS) - document.keys())
+    if missing:
+        raise ValueError(f"{path}: no {missing}; re-run the analysis (snakemake --forcerun analyze)")
+    return Metrics(**{key: document[key] for key in METRICS_KEYS})
+
+
+def read_greedy(path: str | os.PathLike[str]) -> list[Transform]:
+    """The greedy cover's transforms in pick order, from a cover.json."""
+    return [Transform(p["scale"], p["row"], p["col"]) for p in _read_json(path)["greedy"]]
