@@ -29,4 +29,4 @@ clean:
 # Throughput of the authors' data path, this project's and the model alone (figures in README).
 bench: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) results/datasets/demo/manifest.parquet
-	$(BIN)/python -m zoomeval.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json --parity-images 12
+	$(BIN)/python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json --parity-images 12

@@ -20,7 +20,7 @@ import numpy as np
 
 from zoomeval.analysis.cover import greedy_cover
 from zoomeval.analysis.exact_cover import exact_cover, reduce_rows
-from zoomeval.zoom import paper_scales, transforms
+from zoomeval.core.zoom import paper_scales, transforms
 
 SEED = 0
 N_IMAGES = 50_000

@@ -8,6 +8,6 @@ PY=${PYTHON:-.venv/bin/python}
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device')"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 "$PY" -m snakemake --cores 4 results/datasets/demo/manifest.parquet
-timeout 280 "$PY" -m zoomeval.bench --config bench/gpu.yaml --random-init \
+timeout 280 "$PY" -m zoomeval.inference.bench --config bench/gpu.yaml --random-init \
     --manifest results/datasets/demo/manifest.parquet --images 256 --model-images 256 --naive-images 2 \
     --out results/bench/gpu.json

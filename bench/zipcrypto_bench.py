@@ -8,7 +8,7 @@ rates are printed beside them.
 The members are PNG-like: noisy gradients that deflate barely shrinks, as photographs in PNG. The zip is
 written once stored and once deflated with the test suite's ZipCrypto writer (itself pure Python, so writing
 takes about as long as the pure-Python extraction), and each is extracted through
-:func:`zoomeval.archives.extract` with and without ``unzip`` on the PATH. The sha256 of the archive, which
+:func:`zoomeval.datasets.archives.extract` with and without ``unzip`` on the PATH. The sha256 of the archive, which
 zoomeval computes once per archive version to name the extraction, is timed too.
 """
 
@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.zipcrypto
 from tests.zipcrypto import write_encrypted_zip  # noqa: E402
-from zoomeval.archives import extract  # noqa: E402
-from zoomeval.models import sha256_file  # noqa: E402
+from zoomeval.core.checksums import sha256_file  # noqa: E402
+from zoomeval.datasets.archives import extract  # noqa: E402
 
 PASSWORD = "objectnetisatestset"
 OBJECTNET_GB = 184

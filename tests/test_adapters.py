@@ -15,7 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from zoomeval.adapters import (
+from zoomeval.core.classes import description
+from zoomeval.core.images import screen
+from zoomeval.datasets.adapters import (
     imagenet_a,
     imagenet_hard,
     imagenet_r,
@@ -25,8 +27,6 @@ from zoomeval.adapters import (
     objectnet,
     wnid_folders,
 )
-from zoomeval.classes import description
-from zoomeval.images import screen
 
 TENCH, GOLDFISH, TOILET_TISSUE = "n01440764", "n01443537", "n15075141"  # indices 0, 1, 999
 STINGRAY, GOLDFINCH = "n01498041", "n01531178"  # indices 6 and 11, both in ImageNet-A

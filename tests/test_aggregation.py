@@ -7,14 +7,14 @@ import pytest
 import torch
 from PIL import Image
 
-from zoomeval import embedded
-from zoomeval.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.analysis.aggregation_scores import aggregation_accuracy
-from zoomeval.inference import Classifier, Settings, batches, predict_to_file
-from zoomeval.io import read_metadata
-from zoomeval.manifest import Record
-from zoomeval.models import ModelSpec
-from zoomeval.zoom import all_crops, corner_crops, transforms, zoom_crop
+from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import all_crops, corner_crops, transforms, zoom_crop
+from zoomeval.inference import embedded
+from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.inference.models import ModelSpec
+from zoomeval.inference.predict import Classifier, Settings, batches, predict_to_file
 
 
 def test_membership_of_each_method():

@@ -12,11 +12,11 @@ from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
 from zoomeval.analysis.matrix import read_geometry, read_matrix
 from zoomeval.analysis.metrics import METRICS_KEYS, METRICS_SCHEMA_VERSION, Metrics, read_greedy, read_metrics
 from zoomeval.analysis.scoring import analyze, analyze_predictions, write_analysis
-from zoomeval.inference import BASE_FIELDS
-from zoomeval.io import write_parquet
-from zoomeval.manifest import Record
+from zoomeval.core.io import write_parquet
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import Transform, transforms
+from zoomeval.inference.predict import BASE_FIELDS
 from zoomeval.report.tables import write_table_a8
-from zoomeval.zoom import Transform, transforms
 
 SCALES = [224, 256]
 RECORDS = [

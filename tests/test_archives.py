@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.zipcrypto import write_encrypted_zip
-from zoomeval.archives import UnsafeArchiveError, check_complete, extract
+from zoomeval.datasets.archives import UnsafeArchiveError, check_complete, extract
 
 TarEntry = tuple[tarfile.TarInfo, bytes | None]
 

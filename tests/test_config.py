@@ -1,4 +1,4 @@
-"""Config validation as the Snakefile runs it (``zoomeval.config.validate_config``), without Snakemake's DAG."""
+"""Config validation as the Snakefile runs it (``zoomeval.core.config.validate_config``), without Snakemake's DAG."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch
 import yaml
 
 from tests.conftest import ROOT
-from zoomeval import devices
-from zoomeval.config import ConfigError, validate_config
-from zoomeval.devices import check_device, gpus_at_most, resolve_device
-from zoomeval.inference import Settings
+from zoomeval.core import devices
+from zoomeval.core.config import ConfigError, validate_config
+from zoomeval.core.devices import check_device, gpus_at_most, resolve_device
+from zoomeval.inference.predict import Settings
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoomeval.contact_sheet import GAP, HEADER, contact_sheet
-from zoomeval.manifest import Record
-from zoomeval.masks import box_mask, encode_mask
+from zoomeval.core.manifest import Record
+from zoomeval.masks.boxes import box_mask, encode_mask
+from zoomeval.masks.contact_sheet import GAP, HEADER, contact_sheet
 
 TILE = 48
 STEP = TILE + GAP

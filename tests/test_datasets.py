@@ -7,9 +7,9 @@ import pytest
 import yaml
 from PIL import Image
 
-from zoomeval.classes import wnids
-from zoomeval.datasets import class_indices, imagefolder
-from zoomeval.manifest import write_manifest
+from zoomeval.core.classes import wnids
+from zoomeval.core.manifest import write_manifest
+from zoomeval.datasets.build import class_indices, imagefolder
 
 
 def test_imagefolder_reads_wnid_folders_in_sorted_order(tmp_path):

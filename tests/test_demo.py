@@ -5,10 +5,10 @@ import pytest
 import torch
 from PIL import Image
 
-from zoomeval import embedded
-from zoomeval.demo import PHOTOS, SCENES, build_demo, load_photo
-from zoomeval.models import ModelSpec, load_model
-from zoomeval.zoom import zoom_crop
+from zoomeval.core.zoom import zoom_crop
+from zoomeval.datasets.demo import PHOTOS, SCENES, build_demo, load_photo
+from zoomeval.inference import embedded
+from zoomeval.inference.models import ModelSpec, load_model
 
 
 def test_demo_is_byte_identical_on_rerun(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from zoomeval.download import DownloadError, download, hf_snapshot
+from zoomeval.datasets.download import DownloadError, download, hf_snapshot
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()

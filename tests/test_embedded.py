@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from zoomeval.embedded import (
+from zoomeval.inference.embedded import (
     ARCHITECTURE,
     MEAN,
     STD,

@@ -9,6 +9,7 @@ from PIL import Image
 
 from tests.test_tables import metric
 from zoomeval.analysis.cover_breakdown import top_k_locations
+from zoomeval.core.zoom import Transform, crop_box, resized_size, resized_sizes, transforms
 from zoomeval.report.figure_data import (
     anchor_grid,
     centre_bias_grids,
@@ -28,7 +29,6 @@ from zoomeval.report.figures import (
     plot_upper_bounds,
     plot_variant_bars,
 )
-from zoomeval.zoom import Transform, crop_box, resized_size, resized_sizes, transforms
 
 # Scales deliberately not ascending: scale_curves must sort them.
 ORDER = transforms([256, 64])

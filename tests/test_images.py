@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoomeval.images import MAX_RESIZED_PIXELS, load_rgb, problem, screen, to_rgb, too_large
-from zoomeval.manifest import Record
-from zoomeval.zoom import resize_shorter, zoom_crop
+from zoomeval.core.images import MAX_RESIZED_PIXELS, load_rgb, problem, screen, to_rgb, too_large
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import resize_shorter, zoom_crop
 
 
 def record(path, size, border=0):

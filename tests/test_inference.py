@@ -9,12 +9,13 @@ import pytest
 import torch
 from PIL import Image
 
-from zoomeval import embedded, inference
-from zoomeval.inference import Settings, batches, predict_to_file
-from zoomeval.io import read_metadata
-from zoomeval.manifest import Record
-from zoomeval.models import LoadedModel, ModelSpec
-from zoomeval.zoom import transforms
+from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import transforms
+from zoomeval.inference import embedded
+from zoomeval.inference import predict as inference
+from zoomeval.inference.models import LoadedModel, ModelSpec
+from zoomeval.inference.predict import Settings, batches, predict_to_file
 
 SCALES = [32, 256]
 SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)

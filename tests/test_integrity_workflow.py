@@ -17,8 +17,8 @@ import torchvision
 from PIL import Image
 
 from tests.conftest import run_snakemake, write_config
-from zoomeval import embedded
-from zoomeval.manifest import read_manifest
+from zoomeval.core.manifest import read_manifest
+from zoomeval.inference import embedded
 
 pytestmark = pytest.mark.workflow
 

@@ -5,7 +5,7 @@ import stat
 import pyarrow as pa
 import pytest
 
-from zoomeval.io import atomic_path, read_metadata, write_csv, write_json, write_parquet, write_text
+from zoomeval.core.io import atomic_path, read_metadata, write_csv, write_json, write_parquet, write_text
 
 
 def mode(path) -> int:

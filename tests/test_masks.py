@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoomeval.masks import apply_variant, box_mask, decode_mask, encode_mask
+from zoomeval.masks.boxes import apply_variant, box_mask, decode_mask, encode_mask
 
 
 def test_box_mask_is_the_half_open_union_clipped_to_the_image():

@@ -8,9 +8,9 @@ import torch
 from PIL import Image
 from scipy.stats import mannwhitneyu
 
-from zoomeval.io import read_metadata
-from zoomeval.masks import decode_mask
-from zoomeval.sam import build_tiny_sam
+from zoomeval.core.io import read_metadata
+from zoomeval.masks.boxes import decode_mask
+from zoomeval.masks.sam import build_tiny_sam
 
 pytestmark = pytest.mark.workflow
 
@@ -54,7 +54,7 @@ def test_sam_masks_counts_and_contact_sheets_end_to_end(tmp_path, snakemake_run,
     assert masks.num_rows == 12 and set(masks["method"].to_pylist()) == {"sam_box"}
     assert decode_mask(masks["mask_png"][0].as_py()).shape == (480, 640)
     assert [len(s) for s in masks["scores"].to_pylist()][9:] == [2, 3, 2]  # one score per box prompt
-    from zoomeval.models import sha256_file
+    from zoomeval.core.checksums import sha256_file
 
     assert read_metadata(tmp_path / "results/masks/demo/sam_box.parquet")["checkpoint_sha256"] == sha256_file(
         checkpoint

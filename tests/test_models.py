@@ -1,4 +1,5 @@
-"""The real loading code of ``zoomeval.models`` run offline against random-init checkpoints in each library's cache.
+"""The real loading code of ``zoomeval.inference.models``, run offline against random-init checkpoints in each
+library's cache.
 
 torchvision: a checkpoint placed at ``$TORCH_HOME/hub/checkpoints/<basename of url>``; timm: a huggingface_hub
 cache (``refs/main``, ``blobs/<sha256>``, ``snapshots/<commit>/model.safetensors``) for ``timm/<model>``.
@@ -26,9 +27,9 @@ import torchvision
 from huggingface_hub.errors import LocalEntryNotFoundError
 from torchvision.models._api import WeightsEnum
 
-from zoomeval import embedded
-from zoomeval.config import ConfigError, check_model
-from zoomeval.models import LoadedModel, ModelSpec, load_model, torchvision_checkpoint
+from zoomeval.core.config import ConfigError, check_model
+from zoomeval.inference import embedded
+from zoomeval.inference.models import LoadedModel, ModelSpec, load_model, torchvision_checkpoint
 
 R18 = ModelSpec(name="r18", source="torchvision", architecture="resnet18", weights="IMAGENET1K_V1")
 R18_URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"

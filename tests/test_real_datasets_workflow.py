@@ -24,8 +24,8 @@ from tests.test_adapters import (
     write_objectnet_mappings,
 )
 from tests.zipcrypto import write_encrypted_zip
-from zoomeval.adapters import imagenet_a
-from zoomeval.datasets import PUBLISHED_PASSWORDS
+from zoomeval.datasets.adapters import imagenet_a
+from zoomeval.datasets.build import PUBLISHED_PASSWORDS
 
 pytestmark = pytest.mark.workflow
 

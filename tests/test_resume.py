@@ -24,7 +24,7 @@ from tests.conftest import (
     run_snakemake,
     write_small_config,
 )
-from zoomeval.manifest import read_manifest
+from zoomeval.core.manifest import read_manifest
 
 pytestmark = pytest.mark.workflow
 

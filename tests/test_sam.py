@@ -11,11 +11,11 @@ import torch
 from PIL import Image
 from segment_anything import SamPredictor, sam_model_registry
 
-from zoomeval.io import read_metadata
-from zoomeval.manifest import Record
-from zoomeval.masks import decode_mask
-from zoomeval.models import sha256_file
-from zoomeval.sam import (
+from zoomeval.core.checksums import sha256_file
+from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import Record
+from zoomeval.masks.boxes import decode_mask
+from zoomeval.masks.sam import (
     SAM_CHECKPOINTS,
     CountFilter,
     box_masks_sam,

@@ -28,7 +28,7 @@ from tests.test_resume import (
     start_snakemake,
     wait_for_first_shard,
 )
-from zoomeval.io import read_metadata
+from zoomeval.core.io import read_metadata
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 

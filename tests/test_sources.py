@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_adapters import image_bytes
-from zoomeval import checksums
-from zoomeval.adapters import imagenet_a
-from zoomeval.sources import resolve
+from zoomeval.core import checksums
+from zoomeval.datasets.adapters import imagenet_a
+from zoomeval.datasets.sources import resolve
 
 
 def write_tar(archive: Path, files: dict[str, bytes]) -> str:

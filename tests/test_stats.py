@@ -19,8 +19,8 @@ from zoomeval.analysis.stats import (
     write_mann_whitney_csv,
     write_object_counts,
 )
-from zoomeval.io import read_metadata, write_parquet
-from zoomeval.manifest import Record
+from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.manifest import Record
 
 RNG = np.random.default_rng(7)
 SAMPLES = {

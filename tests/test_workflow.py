@@ -11,8 +11,8 @@ import yaml
 from tests.conftest import ROOT
 from tests.test_config import yaml_blocks
 from tests.test_cover import authors_greedy, min_cover_size
-from zoomeval.manifest import read_manifest
-from zoomeval.zoom import transforms
+from zoomeval.core.manifest import read_manifest
+from zoomeval.core.zoom import transforms
 
 pytestmark = pytest.mark.workflow
 SCALES = [64, 256]

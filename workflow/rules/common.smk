@@ -3,8 +3,8 @@ import os
 import re
 
 from zoomeval.analysis import scored_name
-from zoomeval.config import validate_config
-from zoomeval.datasets import ADAPTER_INPUTS
+from zoomeval.core.config import validate_config
+from zoomeval.datasets.build import ADAPTER_INPUTS
 
 validate_config(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
 

@@ -1,7 +1,7 @@
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
-from zoomeval.io import read_metadata
-from zoomeval.logs import to_file
-from zoomeval.manifest import read_manifest
+from zoomeval.core.io import read_metadata
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_manifest
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

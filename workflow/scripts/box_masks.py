@@ -1,6 +1,6 @@
-from zoomeval.logs import to_file
-from zoomeval.manifest import read_manifest
-from zoomeval.masks import write_box_masks
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_manifest
+from zoomeval.masks.boxes import write_box_masks
 
 with to_file(snakemake.log[0]):  # noqa: F821 (snakemake is injected by the script directive)
     records = read_manifest(snakemake.input.manifest)  # noqa: F821

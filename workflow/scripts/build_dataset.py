@@ -1,10 +1,10 @@
 import os
 from pathlib import Path
 
-from zoomeval.datasets import build_records
-from zoomeval.images import screen
-from zoomeval.logs import to_file
-from zoomeval.manifest import write_manifest
+from zoomeval.core.images import screen
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import write_manifest
+from zoomeval.datasets.build import build_records
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

@@ -1,7 +1,7 @@
-from zoomeval.contact_sheet import contact_sheet
-from zoomeval.logs import to_file
-from zoomeval.manifest import read_manifest
-from zoomeval.masks import read_masks
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_manifest
+from zoomeval.masks.boxes import read_masks
+from zoomeval.masks.contact_sheet import contact_sheet
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

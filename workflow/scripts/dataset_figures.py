@@ -1,5 +1,5 @@
 from zoomeval.analysis.metrics import read_metrics
-from zoomeval.logs import to_file
+from zoomeval.core.logs import to_file
 from zoomeval.report.figure_data import upper_bounds, variant_accuracy
 from zoomeval.report.figures import plot_upper_bounds, plot_variant_bars
 

@@ -1,7 +1,7 @@
 import pyarrow.parquet as pq
 
 from zoomeval.analysis.stats import mann_whitney_table, write_mann_whitney_csv
-from zoomeval.logs import to_file
+from zoomeval.core.logs import to_file
 from zoomeval.report.figure_data import count_shares
 from zoomeval.report.figures import plot_count_distributions
 

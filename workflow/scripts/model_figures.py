@@ -1,7 +1,7 @@
 from zoomeval.analysis.cover_breakdown import top_k_locations
 from zoomeval.analysis.matrix import read_geometry, read_matrix
 from zoomeval.analysis.metrics import read_greedy
-from zoomeval.logs import to_file
+from zoomeval.core.logs import to_file
 from zoomeval.report.figure_data import anchor_grid, centre_bias_grids, scale_curves
 from zoomeval.report.figures import plot_anchor_grid, plot_centre_bias, plot_scale_curves, plot_top_k_locations
 

@@ -1,6 +1,6 @@
 from zoomeval.analysis.stats import object_counts, write_object_counts
-from zoomeval.logs import to_file
-from zoomeval.manifest import read_manifest
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_manifest
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

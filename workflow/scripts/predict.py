@@ -1,11 +1,11 @@
 import os
 
-from zoomeval.datasets import class_indices
-from zoomeval.inference import Settings, predict_to_file
-from zoomeval.logs import to_file
-from zoomeval.manifest import read_classes, read_manifest
-from zoomeval.masks import read_masks
-from zoomeval.models import ModelSpec
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_classes, read_manifest
+from zoomeval.datasets.build import class_indices
+from zoomeval.inference.models import ModelSpec
+from zoomeval.inference.predict import Settings, predict_to_file
+from zoomeval.masks.boxes import read_masks
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

@@ -1,10 +1,10 @@
 from pathlib import Path
 
-from zoomeval.devices import resolve_device
-from zoomeval.logs import to_file
-from zoomeval.manifest import read_manifest
-from zoomeval.sam import CountFilter, write_sam_masks
-from zoomeval.sources import resolve
+from zoomeval.core.devices import resolve_device
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_manifest
+from zoomeval.datasets.sources import resolve
+from zoomeval.masks.sam import CountFilter, write_sam_masks
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

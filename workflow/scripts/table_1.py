@@ -1,5 +1,5 @@
 from zoomeval.analysis.metrics import read_metrics
-from zoomeval.logs import to_file
+from zoomeval.core.logs import to_file
 from zoomeval.report.tables import write_table_1
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from zoomeval.manifest import Record
+from zoomeval.core.manifest import Record
 
 
 def aggregation_accuracy(aggregates: pl.DataFrame, records: list[Record]) -> dict[str, dict[str, float]]:
-    """Top-1 accuracy (%) of each aggregation method (:mod:`zoomeval.aggregation`) over ``records``, by the
+    """Top-1 accuracy (%) of each aggregation method (:mod:`zoomeval.inference.aggregation`) over ``records``, by the
     ``max`` and the ``mean`` rule; correct means the prediction is one of the image's labels."""
     ids = pl.DataFrame({"image_id": [r.image_id for r in records]}, schema={"image_id": pl.String})
     rows = aggregates.with_columns(pl.col("image_id", "method").cast(pl.String)).join(ids, on="image_id", how="semi")

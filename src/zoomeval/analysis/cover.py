@@ -2,7 +2,7 @@
 
 Element = an image that at least one transform classifies correctly; set = the images one transform
 classifies correctly. Each step picks the transform that covers the most images not yet covered; ties
-go to the transform that comes first in the authors' DataFrame order (:func:`zoomeval.zoom.transforms`).
+go to the transform that comes first in the authors' DataFrame order (:func:`zoomeval.core.zoom.transforms`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zoomeval.zoom import ZOOM_GROUPS, Transform
+from zoomeval.core.zoom import ZOOM_GROUPS, Transform
 
 
 class TopKLocations(NamedTuple):

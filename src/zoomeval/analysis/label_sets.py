@@ -1,6 +1,6 @@
 """Label sets: which labels count as correct when a dataset's predictions are scored.
 
-Each label set is registered once with what it needs from the manifest (a :class:`~zoomeval.manifest.Record`
+Each label set is registered once with what it needs from the manifest (a :class:`~zoomeval.core.manifest.Record`
 field its adapter must fill, e.g. ``real_labels``) and how it relabels the records; its scored name (the
 ``dataset`` column of Table A8 and the ``{scored}`` of the analysis paths) derives from its name. The paper's
 IN / ReaL / IN+ReaL columns are ``in``, ``real`` and ``in_real``.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # kept out at run time: the DAG imports this module and must not pay for pyarrow
-    from zoomeval.manifest import Record
+    from zoomeval.core.manifest import Record
 
 Relabel = Callable[["list[Record]"], "list[Record]"]
 

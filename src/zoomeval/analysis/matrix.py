@@ -8,9 +8,9 @@ import os
 import numpy as np
 import polars as pl
 
-from zoomeval.io import atomic_path
-from zoomeval.manifest import Record
-from zoomeval.zoom import Transform
+from zoomeval.core.io import atomic_path
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import Transform
 
 
 def correctness_matrix(predictions: pl.DataFrame, records: list[Record], order: list[Transform]) -> np.ndarray:

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from zoomeval.io import write_json
-from zoomeval.zoom import Transform
+from zoomeval.core.io import write_json
+from zoomeval.core.zoom import Transform
 
 #: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k`` (version 1
 #: files are still read).

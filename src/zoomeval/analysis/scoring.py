@@ -17,9 +17,9 @@ from zoomeval.analysis.exact_cover import ExactCover, exact_cover
 from zoomeval.analysis.label_sets import relabel, scored_name
 from zoomeval.analysis.matrix import correctness_matrix, write_matrix
 from zoomeval.analysis.metrics import Metrics, Scores, write_metrics
-from zoomeval.io import read_metadata
-from zoomeval.manifest import Record
-from zoomeval.zoom import ONE_CROP, Transform, transforms
+from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import ONE_CROP, Transform, transforms
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from scipy.stats import mannwhitneyu
 
 from zoomeval import __version__
-from zoomeval.io import read_metadata, write_csv, write_parquet
-from zoomeval.manifest import Record
+from zoomeval.core.io import read_metadata, write_csv, write_parquet
+from zoomeval.core.manifest import Record
 
 COUNT_METHODS = ("bbox", "sam_auto")
 OBJECT_COUNTS_SCHEMA_VERSION = 1

@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from zoomeval.analysis.metrics import Metrics
-from zoomeval.masks import VARIANTS
-from zoomeval.zoom import Transform, crop_box, resized_sizes
+from zoomeval.core.zoom import Transform, crop_box, resized_sizes
+from zoomeval.masks.boxes import VARIANTS
 
 
 class ScaleCurves(NamedTuple):

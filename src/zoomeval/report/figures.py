@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from zoomeval.analysis.cover_breakdown import TopKLocations
-from zoomeval.io import atomic_path
-from zoomeval.masks import VARIANTS
+from zoomeval.core.io import atomic_path
+from zoomeval.core.zoom import ONE_CROP
+from zoomeval.masks.boxes import VARIANTS
 from zoomeval.report.figure_data import CountShares, ScaleCurves, UpperBounds
-from zoomeval.zoom import ONE_CROP
 
 DPI = 120
 #: The center-bias heatmaps' colormap: white -> pale green -> ForestGreen.

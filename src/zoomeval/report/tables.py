@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
-from zoomeval.io import write_csv, write_text
-from zoomeval.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
+from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 
 TABLE_A8_COLUMNS = [
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",

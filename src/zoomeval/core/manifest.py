@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoomeval import __version__
-from zoomeval.io import read_metadata, write_parquet
+from zoomeval.core.io import read_metadata, write_parquet
 
 SCHEMA_VERSION = 2
 

@@ -2,7 +2,7 @@
 
 :func:`download` writes to ``<dest>.part`` and renames it onto ``dest`` only once the body is complete (its
 Content-Length reached, or else a clean end), its sha256 matches where one is given and it is a complete file of
-the kind its name says (an archive or a JSON document; see :func:`zoomeval.archives.check_complete`), so the
+the kind its name says (an archive or a JSON document; see :func:`zoomeval.datasets.archives.check_complete`), so the
 final name only ever holds a checked file and a rerun resumes the part. An existing ``dest`` is checked the same
 way before it is reused, and fetched again if it fails.
 """
@@ -23,9 +23,9 @@ from typing import BinaryIO
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
 
-from zoomeval import checksums
-from zoomeval.archives import check_complete
-from zoomeval.models import sha256_file
+from zoomeval.core import checksums
+from zoomeval.core.checksums import sha256_file
+from zoomeval.datasets.archives import check_complete
 
 _CHUNK = 1 << 20
 #: Statuses worth retrying besides every 5xx: request timeout and rate limiting.
@@ -58,7 +58,7 @@ def download(
     An existing ``dest`` is reused if it matches ``sha256`` (or no hash is given) and is a complete file of its
     kind. Transient failures (connection errors, truncated bodies, 5xx, 408, 429) are retried up to ``retries``
     times after ``backoff * 2**attempt`` seconds, resuming ``<dest>.part`` with a Range request. ``hash_dir``
-    remembers the existing file's sha256 between runs (:mod:`zoomeval.checksums`).
+    remembers the existing file's sha256 between runs (:mod:`zoomeval.core.checksums`).
     """
     dest = Path(dest)
     by_hand = f"download it by hand to {dest}"

@@ -4,7 +4,7 @@ An input is a local path (string or ``{path: ...}``), a URL (``{url: ..., sha256
 with resume and checksum) or a Hugging Face dataset (``{hf: owner/name, pattern: "*.parquet"}``).
 Archives (.tar, .tar.gz, .tgz, .zip) are extracted safely under ``resources/<dataset>/`` into a folder named
 after the archive's sha256, so a changed archive is extracted afresh and an unchanged one is reused (its hash
-is remembered while the file is unchanged, see :mod:`zoomeval.checksums`). An archive holding a single
+is remembered while the file is unchanged, see :mod:`zoomeval.core.checksums`). An archive holding a single
 top-level folder resolves to that folder, unless that folder is itself a class folder (a wnid or a class index).
 """
 
@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from zoomeval import checksums
-from zoomeval.archives import extract, is_archive
-from zoomeval.download import download, hf_snapshot
+from zoomeval.core import checksums
+from zoomeval.datasets.archives import extract, is_archive
+from zoomeval.datasets.download import download, hf_snapshot
 
 #: Folder names that are classes of a dataset (a wnid, or an ImageNet-V2 class index), never a wrapper folder.
 CLASS_FOLDER = re.compile(r"n\d{8}|\d+")

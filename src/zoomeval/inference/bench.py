@@ -11,7 +11,8 @@ Measured in one run, on the same images and model:
 * ``end_to_end``: this project's inference path (:func:`zoomeval.inference.run_shard`), counting the
   aggregation methods' nine extra views per image as crops.
 
-Usage: ``python -m zoomeval.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json``
+Usage: ``python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet``
+``--out results/bench/cpu.json``
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from zoomeval.inference import BASE_FIELDS, Classifier, Settings, ZoomCrops, batches, run_shard
-from zoomeval.io import write_json
-from zoomeval.manifest import Record, read_manifest
-from zoomeval.models import ModelSpec
-from zoomeval.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
+from zoomeval.core.io import write_json
+from zoomeval.core.manifest import Record, read_manifest
+from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
+from zoomeval.inference.models import ModelSpec
+from zoomeval.inference.predict import BASE_FIELDS, Classifier, Settings, ZoomCrops, batches, run_shard
 
 
 class NaiveSamples(Dataset[torch.Tensor]):

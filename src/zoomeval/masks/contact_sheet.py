@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
-from zoomeval.images import load_rgb
-from zoomeval.io import atomic_path
-from zoomeval.manifest import Record
-from zoomeval.masks import apply_variant, decode_mask
+from zoomeval.core.images import load_rgb
+from zoomeval.core.io import atomic_path
+from zoomeval.core.manifest import Record
+from zoomeval.masks.boxes import apply_variant, decode_mask
 
 COLUMNS = ("boxes + mask", "mask", "FGSet", "BGSet")
 HEADER = 16  # height of the column-title row: PIL's default font is about 11 px high

@@ -42,7 +42,7 @@ ONE_CROP = (256, 1, 1)
 ZOOM_GROUPS = {"in": lambda s: s > 224, "out": lambda s: s < 224, "224": lambda s: s == 224}
 
 #: The aggregation methods (groups of views aggregated into one prediction per image) and their rules, see
-#: :mod:`zoomeval.aggregation`; named here so that the tables need not import torch.
+#: :mod:`zoomeval.inference.aggregation`; named here so that the tables need not import torch.
 AGGREGATION_METHODS = ("zoom_in", "zoom_out", "zoom_224", "five_crop", "ten_crop")
 AGGREGATION_RULES = ("max", "mean")
 
@@ -179,7 +179,7 @@ def all_crops(
     The image is resized once per scale and each resized copy is cut nine times; the crops come out in
     :func:`transforms` order. With ``extra_views``, :func:`n_extra_views` more follow, cut from the 1-crop
     scale's copy: the four :func:`corner_crops`, then the horizontal mirror images of the top-left,
-    top-right, 1-crop, bottom-left and bottom-right crops (see :mod:`zoomeval.aggregation`).
+    top-right, 1-crop, bottom-left and bottom-right crops (see :mod:`zoomeval.inference.aggregation`).
     """
     pixels = np.array(image.convert("RGB"))  # a writable copy, so torch can wrap it without a warning
     n = len(scales)

@@ -28,11 +28,11 @@ from segment_anything import SamAutomaticMaskGenerator, SamPredictor, sam_model_
 from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 
 from zoomeval import __version__
-from zoomeval.images import load_rgb
-from zoomeval.io import write_parquet
-from zoomeval.manifest import Record
-from zoomeval.masks import MASKS_SCHEMA_VERSION, box_mask, encode_mask
-from zoomeval.models import sha256_file
+from zoomeval.core.checksums import sha256_file
+from zoomeval.core.images import load_rgb
+from zoomeval.core.io import write_parquet
+from zoomeval.core.manifest import Record
+from zoomeval.masks.boxes import MASKS_SCHEMA_VERSION, box_mask, encode_mask
 
 log = logging.getLogger(__name__)
 

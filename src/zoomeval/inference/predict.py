@@ -1,10 +1,10 @@
 """Run one model over every zoom transform of every image of one dataset variant.
 
 Each image is decoded once in a DataLoader worker, resized once per scale and cut nine times
-(:func:`zoomeval.zoom.all_crops`); the main process batches uint8 crops across images, moves them to the
+(:func:`zoomeval.core.zoom.all_crops`); the main process batches uint8 crops across images, moves them to the
 device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over the
 dataset's class set and its softmax probability, and sums the softmax vectors for the aggregation methods
-(:mod:`zoomeval.aggregation`).
+(:mod:`zoomeval.inference.aggregation`).
 
 Results are written in shards of ``shard_images`` images (each shard atomically), so a killed job loses
 at most the shard it was working on; a rerun reuses every shard whose identity (model, weights hash,
@@ -13,7 +13,7 @@ holds a lock on its shard folder, so a second job for the same output (a rerun r
 running when Snakemake was killed) refuses to start.
 
 Before any work the job refuses images that would exceed the pixel budget at the largest scale (the
-manifest step leaves them out, :mod:`zoomeval.images`); during it, non-finite logits (fp16 overflow, a
+manifest step leaves them out, :mod:`zoomeval.core.images`); during it, non-finite logits (fp16 overflow, a
 normalisation that overflows) stop the job naming the model, the precision and the first image affected.
 Each job writes two files: the predictions (a row per image and transform) and the aggregates (a row per
 image and aggregation method).
@@ -43,15 +43,15 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoomeval import __version__
-from zoomeval.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
-from zoomeval.aggregation import MeanSoftmax, aggregate, membership
-from zoomeval.devices import resolve_device
-from zoomeval.images import MAX_RESIZED_PIXELS, load_rgb, too_large
-from zoomeval.io import read_metadata, write_parquet
-from zoomeval.manifest import Record
-from zoomeval.masks import apply_variant, decode_mask
-from zoomeval.models import ModelSpec, load_model
-from zoomeval.zoom import Transform, all_crops, transforms
+from zoomeval.core.devices import resolve_device
+from zoomeval.core.images import MAX_RESIZED_PIXELS, load_rgb, too_large
+from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import Transform, all_crops, transforms
+from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
+from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.inference.models import ModelSpec, load_model
+from zoomeval.masks.boxes import apply_variant, decode_mask
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from functools import partial
 import numpy as np
 from PIL import Image
 
-from zoomeval.io import write_csv
-from zoomeval.manifest import Record
-from zoomeval.zoom import resized_size
+from zoomeval.core.io import write_csv
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import resized_size
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def problem(path: str, size: tuple[int, int] | None = None, border: int = 0) -> 
 
 
 def too_large(width: int, height: int, scale: int, max_pixels: int) -> str | None:
-    """Why resizing a ``width x height`` image to ``scale`` (:func:`zoomeval.zoom.resized_size`, the resize that
+    """Why resizing a ``width x height`` image to ``scale`` (:func:`zoomeval.core.zoom.resized_size`, the resize that
     inference does) would exceed ``max_pixels``, or ``None``."""
     new_w, new_h = resized_size(width, height, scale)
     if new_w * new_h <= max_pixels:

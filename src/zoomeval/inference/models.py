@@ -21,7 +21,6 @@ timm's pretrained config, the embedded model's own constants).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -32,7 +31,8 @@ from typing import Any
 
 import torch
 
-from zoomeval.io import atomic_path
+from zoomeval.core.checksums import sha256_file
+from zoomeval.core.io import atomic_path
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -79,14 +79,6 @@ class LoadedModel:
     std: Triple
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def verified_sha256(path: Path, published: str, source: str, fix: str) -> str:
     """``path``'s sha256, after checking that it starts with ``published`` (a full hash or a prefix)."""
     actual = sha256_file(path)
@@ -103,7 +95,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     norm: tuple[Triple, Triple] = (IMAGENET_MEAN, IMAGENET_STD)
     sha: str | None = None
     if spec.source == "embedded":
-        from zoomeval import embedded
+        from zoomeval.inference import embedded
 
         path = embedded.weights_path()
         if spec.weights != path.name:

@@ -10,17 +10,25 @@ same timestamp tick went unseen (git's "racily clean" rule).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from pathlib import Path
 
-from zoomeval.io import write_json
-from zoomeval.models import sha256_file
+from zoomeval.core.io import write_json
 
 #: How long a file must have been left alone before its remembered digest is trusted (covers 1-2 s timestamps).
 SETTLE_NS = 2_000_000_000
 CACHE_NAME = ".sha256.json"
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _identity(st: os.stat_result) -> list[int]:

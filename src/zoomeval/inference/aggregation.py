@@ -3,18 +3,18 @@
 Methods, each a group of views of one image:
 
 * ``zoom_in``, ``zoom_out``, ``zoom_224``: every zoom transform with S > 224, S < 224, S = 224
-  (:data:`zoomeval.zoom.ZOOM_GROUPS`; all nine anchors);
+  (:data:`zoomeval.core.zoom.ZOOM_GROUPS`; all nine anchors);
 * ``five_crop``: the standard 5-crop of the image resized to S = 256, i.e. the four 224 crops flush with
   its corners (torchvision's ``FiveCrop``) and, as the centre crop, the 1-crop transform ``LOC:1_1_Size:256``
   (which sits within two pixels of torchvision's centre crop), so 5-crop always contains the 1-crop view;
 * ``ten_crop``: those five and their horizontal mirror images (Krizhevsky et al. 2012).
 
 The authors' code defines neither 5-crop nor 10-crop; this is the standard reading.
-The four corner crops and five mirror images are extra views (:func:`zoomeval.zoom.all_crops` with
+The four corner crops and five mirror images are extra views (:func:`zoomeval.core.zoom.all_crops` with
 ``extra_views``): nine more forward passes per image, 2.8% of 324.
 
 Rules: ``max`` takes the prediction of the view with the highest softmax probability (ties go to the first
-view: transforms in :func:`zoomeval.zoom.transforms` order, then the extra views); ``mean`` averages the
+view: transforms in :func:`zoomeval.core.zoom.transforms` order, then the extra views); ``mean`` averages the
 softmax vectors of the views and takes the argmax. Both use the softmax over the dataset's class set, as
 the prediction file's ``conf`` does.
 """
@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from zoomeval.zoom import AGGREGATION_METHODS, ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
+from zoomeval.core.zoom import AGGREGATION_METHODS, ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
 
 #: Version of the aggregates Parquet layout (the columns below).
 SCHEMA_VERSION = 1

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zoomeval.config import ConfigError
+from zoomeval.core.config import ConfigError
 
 if TYPE_CHECKING:
     import torch

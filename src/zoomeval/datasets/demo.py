@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from zoomeval.classes import wnids
-from zoomeval.io import atomic_path
-from zoomeval.manifest import Record
+from zoomeval.core.classes import wnids
+from zoomeval.core.io import atomic_path
+from zoomeval.core.manifest import Record
 
 SEED = 20230411
 

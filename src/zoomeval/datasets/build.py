@@ -1,10 +1,10 @@
-"""Datasets: each adapter turns its inputs into a manifest (see :mod:`zoomeval.manifest`).
+"""Datasets: each adapter turns its inputs into a manifest (see :mod:`zoomeval.core.manifest`).
 
-* ``demo``: the embedded demo scenes, generated offline (:mod:`zoomeval.demo`);
+* ``demo``: the embedded demo scenes, generated offline (:mod:`zoomeval.datasets.demo`);
 * ``imagefolder``: a folder with one sub-folder per ImageNet wnid (torchvision ``ImageFolder`` layout),
   images in sorted path order; no boxes;
 * the published formats of ImageNet val, ImageNet-A/-R/-Sketch/-V2, ObjectNet and ImageNet-Hard
-  (:mod:`zoomeval.adapters`).
+  (:mod:`zoomeval.datasets.adapters`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zoomeval.manifest import Record
+from zoomeval.core.manifest import Record
 
 #: The config inputs each adapter reads (optional ones in the second set).
 ADAPTER_INPUTS: dict[str, tuple[set[str], set[str]]] = {
@@ -39,11 +39,11 @@ def build_records(
     if adapter not in ADAPTER_INPUTS:
         raise ValueError(f"dataset {name!r}: unknown adapter {adapter!r}")
     if adapter == "demo":
-        from zoomeval.demo import build_demo
+        from zoomeval.datasets.demo import build_demo
 
         return build_demo(out_dir / "images", entry.get("scenes", "standard")), None
-    from zoomeval import adapters
-    from zoomeval.sources import resolve
+    from zoomeval.datasets import adapters
+    from zoomeval.datasets.sources import resolve
 
     required, optional = ADAPTER_INPUTS[adapter]
     password = entry.get("password", PUBLISHED_PASSWORDS.get(adapter))
@@ -68,7 +68,7 @@ def build_records(
 
 def imagefolder(root: Path) -> list[Record]:
     """A torchvision ImageFolder layout: one sub-folder per wnid, scored over all 1000 classes."""
-    from zoomeval.adapters import wnid_folders
+    from zoomeval.datasets.adapters import wnid_folders
 
     return wnid_folders(root, None, root.name)[0]
 

@@ -166,8 +166,8 @@ def _intended_branch(error: Any) -> Any:
 def check_config(config: dict[str, Any], check_paths: bool = True) -> None:
     """The checks the schema cannot make, on a config the schema has validated (``check_paths=False``: local
     inputs need not exist)."""
-    from zoomeval.datasets import ADAPTER_INPUTS
-    from zoomeval.devices import check_device
+    from zoomeval.core.devices import check_device
+    from zoomeval.datasets.build import ADAPTER_INPUTS
 
     check_names(config)
     stats_datasets = {name for pair in config.get("stats", {}).get("pairs", []) for name in pair}
@@ -258,7 +258,7 @@ def _check_local(key: str, spec: str | dict[str, Any] | None) -> None:
 def check_model(key: str, entry: dict[str, Any]) -> None:
     source, arch, weights = entry["source"], entry["architecture"], entry["weights"]
     if source == "embedded":
-        from zoomeval import embedded
+        from zoomeval.inference import embedded
 
         if weights != embedded.WEIGHTS_FILE:
             raise ConfigError(f"{key}.weights: the embedded model ships {embedded.WEIGHTS_FILE!r}, not {weights!r}")
@@ -282,7 +282,7 @@ def check_model(key: str, entry: dict[str, Any]) -> None:
         if f"{arch}.{weights}" not in timm.list_pretrained(f"{arch}.*"):
             tags = [n.split(".", 1)[1] for n in timm.list_pretrained(f"{arch}.*")]
             raise ConfigError(f"{key}.weights: {arch} has pretrained tags {tags}, not {weights!r}")
-        from zoomeval.models import timm_hub_source
+        from zoomeval.inference.models import timm_hub_source
 
         try:
             timm_hub_source(f"{arch}.{weights}")

@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from zoomeval import __version__
-from zoomeval.io import write_parquet
-from zoomeval.manifest import Record
+from zoomeval.core.io import write_parquet
+from zoomeval.core.manifest import Record
 
 VARIANTS = ("original", "fgset", "bgset")
 

@@ -1,0 +1,1 @@
+"""Shared by every stage: atomic IO, hashing, manifests, image decoding, zoom geometry, config."""

@@ -1,0 +1,1 @@
+"""Stage 1: fetch inputs and turn each dataset into a manifest."""

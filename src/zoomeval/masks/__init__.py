@@ -1,0 +1,1 @@
+"""Stage 2: foreground masks (boxes or Segment Anything) for FGSet and BGSet."""
