@@ -9,13 +9,18 @@ import pytest
 import torch
 from PIL import Image
 
+from zoomeval.core.config import InferenceSettings as Settings
+from zoomeval.core.config import ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
-from zoomeval.inference import embedded
+from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
-from zoomeval.inference.models import LoadedModel, ModelSpec
-from zoomeval.inference.predict import Settings, batches, predict_to_file
+from zoomeval.inference.crops import batches
+from zoomeval.inference.models import LoadedModel
+from zoomeval.inference.predict import predict_to_file
+from zoomeval.inference.shards import ShardStore
+from zoomeval.inference.sources import embedded
 
 SCALES = [32, 256]
 SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
@@ -123,8 +128,8 @@ def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transfo
             pixels[200:, 200:] = 255  # bright only in the bottom-right ninth
         Image.fromarray(pixels).save(tmp_path / f"img{k}.png")
         out.append(Record(f"img{k}", str(tmp_path / f"img{k}.png"), [0], ["x"], 300, 300))
-    loaded = LoadedModel(NanWhereBright(), None, None, embedded.MEAN, embedded.STD)
-    monkeypatch.setattr(inference, "load_model", lambda spec: loaded)
+    loaded = LoadedModel(NanWhereBright(), None, embedded.MEAN, embedded.STD)
+    monkeypatch.setattr(classifiers, "load_model", lambda spec, weights: loaded)
     spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
     settings = Settings(batch_size=4, num_workers=0, threads=1)
     with pytest.raises(FloatingPointError) as info:
@@ -162,7 +167,7 @@ def test_an_empty_manifest_is_refused_by_name(tmp_path):
 def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, monkeypatch):
     Image.new("RGB", (1, 8000)).save(tmp_path / "long.png")
     long = Record("long", str(tmp_path / "long.png"), [0], ["x"], 1, 8000)
-    monkeypatch.setattr(inference, "load_model", lambda spec: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(classifiers, "load_model", lambda *_: pytest.fail("the model was loaded"))
     with pytest.raises(ValueError) as info:
         predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, [224, 256], Settings(), "toy")
     assert str(info.value).startswith(
@@ -174,7 +179,7 @@ def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, mon
 def test_a_second_job_for_the_same_output_refuses_while_the_first_runs(tmp_path, records):
     out = tmp_path / "pred.parquet"
     settings = Settings(batch_size=16, num_workers=0, threads=1)
-    with inference._exclusive(tmp_path / ".pred.parquet.shards"):  # what a job left running holds
+    with ShardStore(out, tmp_path / "agg.parquet").locked():  # what a job left running holds
         with pytest.raises(RuntimeError) as info:
             predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")
     message = str(info.value)

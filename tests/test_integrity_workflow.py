@@ -18,7 +18,7 @@ from PIL import Image
 
 from tests.conftest import run_snakemake, write_config
 from zoomeval.core.manifest import read_manifest
-from zoomeval.inference import embedded
+from zoomeval.inference.sources import embedded
 
 pytestmark = pytest.mark.workflow
 

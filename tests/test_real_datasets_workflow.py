@@ -24,8 +24,8 @@ from tests.test_adapters import (
     write_objectnet_mappings,
 )
 from tests.zipcrypto import write_encrypted_zip
-from zoomeval.datasets.adapters import imagenet_a
-from zoomeval.datasets.build import PUBLISHED_PASSWORDS
+from zoomeval.datasets.adapters.imagefolder import imagenet_a
+from zoomeval.datasets.adapters.objectnet import PUBLISHED_PASSWORD
 
 pytestmark = pytest.mark.workflow
 
@@ -77,7 +77,7 @@ def build_objectnet_zip(src):
         path.relative_to(src).as_posix() + ("/" if path.is_dir() else ""): b"" if path.is_dir() else path.read_bytes()
         for path in sorted((src / "objectnet-1.0").rglob("*"))
     }
-    return write_encrypted_zip(src / "objectnet-1.0.zip", members, PUBLISHED_PASSWORDS["objectnet"])
+    return write_encrypted_zip(src / "objectnet-1.0.zip", members, PUBLISHED_PASSWORD)
 
 
 def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer):
