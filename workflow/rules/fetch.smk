@@ -2,6 +2,14 @@
 # so that a failed manifest, predict or sam_masks job does not fetch again and --delete-all-output sees them.
 
 
+# Under a cluster executor, downloads run where Snakemake runs (a login node has network; compute nodes often
+# have none). Extraction, which can take an hour and 184 GB, runs as a job like the others.
+localrules:
+    fetch_url,
+    fetch_hf,
+    fetch_weights,
+
+
 rule fetch_url:
     output:
         f"{R}/{{download}}",

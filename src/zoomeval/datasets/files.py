@@ -78,13 +78,13 @@ def plain_record(root: Path, path: Path, labels: list[int], origin: str, border:
     width, height = width - 2 * border, height - 2 * border
     if width < 0 or height < 0 or (border and (width == 0 or height == 0)):
         raise ValueError(f"{path} is too small to crop a {border}-px border from every side")
-    return Record(
-        image_id=path.relative_to(root).with_suffix("").as_posix(),
-        path=str(path.resolve()),
-        labels=labels,
-        wnids=wnids_of(labels),
-        width=width,
-        height=height,
-        origin=origin,
-        border=border,
-    )
+    image_id = path.relative_to(root).with_suffix("").as_posix()
+    return image_record(image_id, path, labels, (width, height), origin, border=border)
+
+
+def image_record(
+    image_id: str, path: Path, labels: list[int], size: tuple[int, int], origin: str, **fields: Any
+) -> Record:
+    """The record of the image file at ``path`` with ImageNet-1k ``labels`` (and their wnids) and ``size``."""
+    width, height = size
+    return Record(image_id, str(path.resolve()), labels, wnids_of(labels), width, height, origin=origin, **fields)

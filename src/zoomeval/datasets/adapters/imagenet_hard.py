@@ -11,10 +11,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zoomeval.core.classes import NUM_CLASSES, wnids_of
+from zoomeval.core.classes import NUM_CLASSES
 from zoomeval.core.io import atomic_path
 from zoomeval.core.manifest import Record
-from zoomeval.datasets.files import header, require_file
+from zoomeval.datasets.files import header, image_record, require_file
 from zoomeval.datasets.registry import ADAPTERS, Adapted
 
 # PIL calls some camera JPEGs "MPO"; other formats are written with their PIL name as the file extension.
@@ -146,16 +146,7 @@ def _hard_record(row: dict[str, Any], index: int, source: str, image_dir: Path) 
     path = image_dir / f"{index:05d}{'.jpg' if fmt in JPEG_FORMATS else f'.{fmt.lower()}'}"
     with atomic_path(path) as tmp:  # an interrupted run leaves no partial image
         tmp.write_bytes(data)
-    return Record(
-        image_id=f"{index:05d}",
-        path=str(path.resolve()),
-        labels=labels,
-        wnids=wnids_of(labels),
-        width=width,
-        height=height,
-        origin=origin,
-        source=source,
-    )
+    return image_record(f"{index:05d}", path, labels, (width, height), origin, source=source)
 
 
 def _hard_labels(value: Any, source: str) -> list[int]:
