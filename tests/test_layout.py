@@ -111,3 +111,12 @@ def test_building_the_dag_imports_no_ml_stack(tmp_path: Path, which: str) -> Non
     loaded = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", proc.stderr, flags=re.M))
     assert "zoomeval.registries" in loaded and "snakemake.workflow" in loaded  # the check sees the imports
     assert sorted(name for name in loaded if name.split(".")[0] in HEAVY) == []
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    """README's Development section lists each module of src/zoomeval once (``tables.py`` twice: two stages)."""
+    block = re.search(r"^## Development\n\n```text\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    assert block is not None
+    package = block[1][block[1].index("src/zoomeval/") : block[1].index("\nbench/")]
+    listed = sorted(re.findall(r"\b\w+\.py\b", package))
+    assert listed == sorted(p.name for p in modules() if p.name != "__init__.py")

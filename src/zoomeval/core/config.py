@@ -10,7 +10,7 @@ import the later stages).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -152,6 +152,11 @@ class SamConfig:
     #: keyword arguments of segment_anything's SamAutomaticMaskGenerator
     generator: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> SamConfig:
+        counting = CountFilter(**section.get("counting", {}))
+        return cls(**{**section, "checkpoint": InputSpec.from_config(section["checkpoint"]), "counting": counting})
+
     def entry(self) -> dict[str, Any]:
         """The section with its defaults and sorted keys (a rule param: any change reruns the SAM masks)."""
         values = {**asdict(self), "checkpoint": self.checkpoint.to_config(), "generator": dict(self.generator)}
@@ -163,6 +168,10 @@ class StatsConfig:
     """The ``stats`` section: dataset pairs compared by the Mann-Whitney U test."""
 
     pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> StatsConfig:
+        return cls(**{k: tuple(map(tuple, v)) for k, v in section.items()})
 
     @property
     def datasets(self) -> list[str]:
@@ -185,6 +194,15 @@ class Config:
     inference: InferenceSettings = InferenceSettings()
     sam: SamConfig | None = None
     stats: StatsConfig = StatsConfig()
+
+
+#: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
+#: :class:`Config`.
+SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "inference": lambda section: InferenceSettings(**section),
+    "sam": SamConfig.from_config,
+    "stats": StatsConfig.from_config,
+}
 
 
 def scored_name(dataset: str, label_set: str) -> str:
@@ -214,23 +232,12 @@ def resolve_dataset(name: str, entry: Mapping[str, Any], adapter: Any, counted: 
 
 def resolve(raw: Mapping[str, Any], registries: Registries) -> Config:
     """The typed config of a config mapping that passed the schema."""
-    stats = StatsConfig(pairs=tuple(tuple(p) for p in raw.get("stats", {}).get("pairs", [])))  # type: ignore[misc]
-    counted = set(stats.datasets)
+    sections = {key: make(raw[key]) for key, make in SECTIONS.items() if key in raw}
+    counted = set(sections.get("stats", Config.stats).datasets)
     datasets = {
         name: resolve_dataset(name, entry, registries.adapters[entry["adapter"]], name in counted)
         for name, entry in raw["datasets"].items()
     }
     models = {name: ModelSpec.from_config(name, entry) for name, entry in raw["models"].items()}
-    sam = None
-    if "sam" in raw:
-        section = {**raw["sam"], "checkpoint": InputSpec.from_config(raw["sam"]["checkpoint"])}
-        sam = SamConfig(**{**section, "counting": CountFilter(**raw["sam"].get("counting", {}))})
-    top = {k: v for k, v in raw.items() if k not in ("datasets", "models", "sam", "stats", "inference")}
-    return Config(
-        **{**top, "scales": tuple(raw["scales"])},
-        datasets=datasets,
-        models=models,
-        inference=InferenceSettings(**raw.get("inference", {})),
-        sam=sam,
-        stats=stats,
-    )
+    top = {k: v for k, v in raw.items() if k not in ("datasets", "models", *SECTIONS)}
+    return Config(**{**top, "scales": tuple(raw["scales"])}, datasets=datasets, models=models, **sections)

@@ -7,12 +7,12 @@ size 0 x 0, and the manifest step applies ``on_bad_image`` to it (:func:`zoomeva
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import IO, Any
 
 from PIL import Image
 
+from zoomeval.core import io as core_io
 from zoomeval.core.classes import wnids_of
 from zoomeval.core.manifest import Record
 
@@ -31,7 +31,7 @@ def require_file(path: Path, expected: str) -> None:
 
 def read_json(path: Path, expected: str) -> Any:
     require_file(path, expected)
-    return json.loads(path.read_text())
+    return core_io.read_json(path)
 
 
 def hidden(path: Path, root: Path) -> bool:
