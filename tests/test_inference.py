@@ -1,7 +1,10 @@
 """Inference: sharded, resumable writes and the prediction file's layout."""
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -187,3 +190,37 @@ def test_a_second_job_for_the_same_output_refuses_while_the_first_runs(tmp_path,
     assert "kill the pid; under SLURM, scancel its job" in message and not out.exists()
     predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")  # free again
     assert out.exists() and not (tmp_path / ".pred.parquet.shards").exists()
+
+
+def test_the_shard_lock_goes_with_its_holder_not_with_the_workers_it_forked(tmp_path):
+    """A DataLoader worker, forked while its job holds the lock, outlives a killed job by up to 5 s: it must not
+    keep a rerun out meanwhile."""
+    store = ShardStore(tmp_path / "pred.parquet", tmp_path / "agg.parquet")
+    holder = f"""
+import os, sys, time
+from pathlib import Path
+from zoomeval.inference.shards import ShardStore
+with ShardStore(Path({str(store.predictions)!r}), Path({str(store.aggregates)!r})).locked():
+    child = os.fork()
+    if child == 0:  # like a DataLoader worker
+        time.sleep(60)
+        os._exit(0)
+    print(child, flush=True)
+    time.sleep(60)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    worker = int(proc.stdout.readline())
+    try:
+        with pytest.raises(RuntimeError, match=rf"^pid {proc.pid} on \S+ is still writing "):
+            with store.locked():
+                pass
+        proc.kill()
+        proc.wait()
+        os.kill(worker, 0)  # the worker still runs ...
+        with store.locked():  # ... and holds no lock
+            with pytest.raises(RuntimeError, match=rf"^pid {os.getpid()} on \S+ is still writing "):
+                with store.locked():  # nor does a second job in this process get it
+                    pass
+    finally:
+        proc.kill()
+        os.kill(worker, signal.SIGKILL)

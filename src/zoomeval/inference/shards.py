@@ -11,6 +11,7 @@ was killed) refuses to start. The merged files replace the folder.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -26,6 +27,9 @@ import pyarrow as pa
 
 from zoomeval.core.io import read_metadata
 from zoomeval.inference.tables import merge, write_table
+
+#: The shard folders whose lock this process holds.
+_HELD: dict[Path, str] = {}
 
 
 def shard_identity(metadata: dict[str, Any], image_ids: list[str], masks_digest: str | None) -> str:
@@ -63,25 +67,40 @@ class ShardStore:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold an exclusive lock on the folder (created if needed); refuse if another process holds it. The lock
-        goes away with the process that holds it, even on ``kill -9``."""
+        """Hold an exclusive lock on the folder (created if needed); refuse if another process, or this one, holds
+        it. The lock goes away with the process that holds it, even on ``kill -9``.
+
+        A POSIX record lock (``lockf``), not ``flock``: processes forked while it is held (the DataLoader's
+        workers) do not share it, so an orphaned worker that has not yet noticed its parent's death (up to 5 s)
+        does not keep a rerun out. Such a lock does not exclude its own process, hence :data:`_HELD`."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        key = self.folder.resolve()
+        if key in _HELD:
+            raise RuntimeError(self._busy(_HELD[key]))
         path = self.folder / "lock"
         with open(path, "a+") as fh:
             try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
                 fh.seek(0)
-                holder = fh.read().strip() or "a process"
-                raise RuntimeError(
-                    f"{holder} is still writing {self.folder}: another predict job for the same output, probably "
-                    "left running when Snakemake was killed. Let it finish or end it (kill the pid; under SLURM, "
-                    "scancel its job), then run again"
-                ) from None
+                raise RuntimeError(self._busy(fh.read().strip() or "a process")) from None
             if not path.exists() or os.stat(path).st_ino != os.fstat(fh.fileno()).st_ino:
                 raise RuntimeError(f"another predict job finished writing {self.folder} meanwhile; run again")
+            _HELD[key] = f"pid {os.getpid()} on {socket.gethostname()}"
             fh.seek(0)
             fh.truncate()
-            fh.write(f"pid {os.getpid()} on {socket.gethostname()}")
+            fh.write(_HELD[key])
             fh.flush()
-            yield
+            try:
+                yield
+            finally:
+                del _HELD[key]
+
+    def _busy(self, holder: str) -> str:
+        return (
+            f"{holder} is still writing {self.folder}: another predict job for the same output, probably left "
+            "running when Snakemake was killed. Let it finish or end it (kill the pid; under SLURM, scancel its "
+            "job), then run again"
+        )
