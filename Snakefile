@@ -24,6 +24,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/fetch.smk"
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/masks.smk"
 include: "workflow/rules/inference.smk"
@@ -31,6 +32,15 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/statistics.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
+
+
+# Checks that import torchvision or timm (every model's architecture and weights tag exist) run once when a run
+# starts, before any job: not when the workflow is parsed, so `snakemake -n` (which runs no hook) checks the
+# schema and the structure only, and neither do the jobs, which Snakemake starts with --no-hooks.
+onstart:
+    from zoomeval.registries import check_models
+
+    check_models(CFG)
 
 
 rule all:

@@ -17,16 +17,11 @@ from PIL import Image
 
 from zoomeval.core.classes import description
 from zoomeval.core.images import screen
-from zoomeval.datasets.adapters import (
-    imagenet_a,
-    imagenet_hard,
-    imagenet_r,
-    imagenet_sketch,
-    imagenet_v2,
-    imagenet_val,
-    objectnet,
-    wnid_folders,
-)
+from zoomeval.datasets.adapters.imagefolder import imagenet_a, imagenet_r, imagenet_sketch, wnid_folders
+from zoomeval.datasets.adapters.imagenet_hard import from_shards as imagenet_hard
+from zoomeval.datasets.adapters.imagenet_v2 import imagenet_v2
+from zoomeval.datasets.adapters.imagenet_val import imagenet_val
+from zoomeval.datasets.adapters.objectnet import objectnet
 
 TENCH, GOLDFISH, TOILET_TISSUE = "n01440764", "n01443537", "n15075141"  # indices 0, 1, 999
 STINGRAY, GOLDFINCH = "n01498041", "n01531178"  # indices 6 and 11, both in ImageNet-A

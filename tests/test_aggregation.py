@@ -8,13 +8,16 @@ import torch
 from PIL import Image
 
 from zoomeval.analysis.aggregation_scores import aggregation_accuracy
+from zoomeval.core.config import InferenceSettings as Settings
+from zoomeval.core.config import ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, corner_crops, transforms, zoom_crop
-from zoomeval.inference import embedded
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
-from zoomeval.inference.models import ModelSpec
-from zoomeval.inference.predict import Classifier, Settings, batches, predict_to_file
+from zoomeval.inference.classifier import Classifier
+from zoomeval.inference.crops import batches
+from zoomeval.inference.predict import predict_to_file
+from zoomeval.inference.sources import embedded
 
 
 def test_membership_of_each_method():

@@ -15,7 +15,7 @@ from zoomeval.analysis.scoring import analyze, analyze_predictions, write_analys
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import Transform, transforms
-from zoomeval.inference.predict import BASE_FIELDS
+from zoomeval.inference.tables import BASE_FIELDS
 from zoomeval.report.tables import write_table_a8
 
 SCALES = [224, 256]

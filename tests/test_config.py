@@ -1,4 +1,5 @@
-"""Config validation as the Snakefile runs it (``zoomeval.core.config.validate_config``), without Snakemake's DAG."""
+"""Config validation as the Snakefile runs it (``zoomeval.registries.load_config``), without Snakemake's DAG, and
+the typed config it returns."""
 
 from __future__ import annotations
 
@@ -12,21 +13,24 @@ import torch
 import yaml
 
 from tests.conftest import ROOT
+from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core import devices
-from zoomeval.core.config import ConfigError, validate_config
-from zoomeval.core.devices import check_device, gpus_at_most, resolve_device
-from zoomeval.inference.predict import Settings
+from zoomeval.core.config import Config, ConfigError, InferenceSettings
+from zoomeval.core.devices import check_device, claims_gpu, gpus_at_most, resolve_device
+from zoomeval.datasets.registry import ADAPTERS
+from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.masks.sam import MODEL_TYPES
+from zoomeval.registries import load_config
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 VAL = {"adapter": "imagenet_val", "images": "/data/val.tar", "annotations": "/data/bbox.tgz"}
 
 
-def validated(change=lambda c: None, check_paths: bool = False) -> dict[str, Any]:
+def validated(change=lambda c: None, check_paths: bool = False) -> Config:
     config = copy.deepcopy(DEMO)
     change(config)
-    validate_config(config, SCHEMA, check_paths=check_paths)
-    return config
+    return load_config(config, check_paths=check_paths)
 
 
 def refusal(change) -> str:
@@ -46,10 +50,8 @@ def test_the_readme_example_configs_and_the_shipped_configs_validate() -> None:
     assert blocks, "README.md has no yaml block to check"
     configs = [yaml.safe_load(text) for text in blocks]
     configs += [yaml.safe_load(path.read_text()) for path in sorted((ROOT / "config").glob("*.yaml"))]
-    for config in configs:
-        validate_config(config, SCHEMA, check_paths=False)
-    readme = configs[0]
-    assert "count_method" not in readme["datasets"]["imagenet_a"]  # not in stats.pairs: no objects counted
+    typed = [load_config(config, check_paths=False) for config in configs]
+    assert typed[0].datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
 
 
 def test_count_method_is_defaulted_and_checked_only_for_datasets_in_stats_pairs() -> None:
@@ -59,12 +61,12 @@ def test_count_method_is_defaulted_and_checked_only_for_datasets_in_stats_pairs(
         return lambda c: (c.pop("sam"), c["datasets"].update(a=folder), c.update(stats={"pairs": pairs}))
 
     config = validated(without_sam([]))
-    assert "count_method" not in config["datasets"]["a"]
-    assert config["datasets"]["demo"]["count_method"] == "bbox"  # set in config.yaml
+    assert config.datasets["a"].count_method is None
+    assert config.datasets["demo"].count_method is None  # config.yaml gives it, but demo is in no pair here
     message = refusal(without_sam([["demo", "a"]]))  # SAM would count a's objects
     assert message.startswith("datasets.a: SAM masks or counts need a top-level sam section")
     config = validated(lambda c: (c["datasets"].update(a=folder), c.update(stats={"pairs": [["demo", "a"]]})))
-    assert config["datasets"]["a"]["count_method"] == "sam_auto"
+    assert config.datasets["a"].count_method == "sam_auto"
     boxless_count = {**folder, "count_method": "bbox"}
     validated(lambda c: c["datasets"].update(a=boxless_count))  # unused: a is in no pair
     message = refusal(lambda c: (c["datasets"].update(a=boxless_count), c.update(stats={"pairs": [["a", "demo"]]})))
@@ -102,7 +104,7 @@ def test_dataset_and_scoring_names_that_collide_are_refused_naming_both_keys(dat
 def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
     v = {**VAL, "label_sets": ["in", "real", "in_real"]}
     config = validated(lambda c: c["datasets"].update(v=v, w_real={"adapter": "demo"}, _x={"adapter": "demo"}))
-    assert list(config["datasets"]) == ["demo", "demo_clutter", "v", "w_real", "_x"]
+    assert list(config.datasets) == ["demo", "demo_clutter", "v", "w_real", "_x"]
 
 
 @pytest.mark.parametrize(
@@ -130,7 +132,7 @@ def test_dataset_names_that_are_not_plain_folder_names_are_refused(name: str) ->
 
 def test_model_names_with_inner_dots_still_work() -> None:
     config = validated(lambda c: c["models"].update({"resnet50.tv_in1k": c["models"].pop("efficientnet_lite0")}))
-    assert list(config["models"]) == ["resnet50.tv_in1k"]
+    assert list(config.models) == ["resnet50.tv_in1k"]
 
 
 @pytest.mark.parametrize(
@@ -177,10 +179,10 @@ def test_numbers_given_as_strings_or_integral_floats_are_normalised() -> None:
     config = validated(
         lambda c: c.update(scales=["224", 256.0, " 64 "], top_k="3", cover_time_limit="2.5", inference=inference)
     )
-    assert config["scales"] == [224, 256, 64] and all(type(s) is int for s in config["scales"])
-    assert (config["top_k"], config["cover_time_limit"]) == (3, 2.5)
-    assert config["inference"]["batch_size"] == 32 and config["inference"]["compile"] is False
-    assert config["inference"]["store_top5"] is True
+    assert config.scales == (224, 256, 64) and all(type(s) is int for s in config.scales)
+    assert (config.top_k, config.cover_time_limit) == (3, 2.5)
+    assert config.inference.batch_size == 32 and config.inference.compile is False
+    assert config.inference.store_top5 is True
     assert refusal(lambda c: c.update(scales=[224.5])).startswith("scales[0]: 224.5 is not of type 'integer'")
     assert refusal(lambda c: c.update(top_k="many")).startswith("top_k: 'many' is not of type 'integer'")
 
@@ -189,9 +191,9 @@ def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
     digest = "AB12" * 16
     x = {"adapter": "imagefolder", "root": {"path": "/data/x", "sha256": digest}, "variants": ["original"]}
     config = validated(lambda c: c["datasets"].update(x=x))
-    assert config["datasets"]["x"]["root"]["sha256"] == digest.lower()
+    assert config.datasets["x"].inputs["root"].sha256 == digest.lower()
     config = validated(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha256": digest}))
-    assert config["sam"]["checkpoint"]["sha256"] == digest.lower()
+    assert config.sam.checkpoint.sha256 == digest.lower()
     message = refusal(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha256": "abc"}))
     assert message.startswith("sam.checkpoint.sha256: 'abc' does not match '^[0-9a-f]{64}$'")
     message = refusal(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha": "abc"}))
@@ -209,7 +211,8 @@ def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
 def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
-        "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, datasets, models, sam, stats, inference"
+        "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, resources, datasets, models, sam, stats, "
+        "inference"
     )
 
 
@@ -275,7 +278,81 @@ def test_a_job_refuses_a_cuda_device_torch_cannot_see_naming_the_key() -> None:
     missing = f"cuda:{torch.cuda.device_count()}"
     with pytest.raises(ConfigError, match=rf"^sam.device: '{missing}' is not available, \d+ CUDA devices? visible"):
         resolve_device(missing, "sam.device")
-    with pytest.raises(ConfigError, match=rf"^inference.device: '{missing}' is not available"):
-        Settings(device=missing).resolve_device()
     assert resolve_device("cpu", "sam.device") == torch.device("cpu")
     assert resolve_device("auto", "sam.device").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_auto_claims_a_gpu_where_the_driver_lists_one_visible_gpu(gpus, monkeypatch) -> None:
+    gpus(None)
+    assert not claims_gpu("auto") and claims_gpu("cuda:1") and not claims_gpu("cpu")
+    gpus(2)
+    assert claims_gpu("auto")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert not claims_gpu("auto")
+
+
+def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
+    config = load_config({"scales": [256], "datasets": {"v": VAL, "d": {"adapter": "demo"}},
+                          "models": {"m": DEMO["models"]["efficientnet_lite0"]}}, check_paths=False)  # fmt: skip
+    assert (config.top_k, config.on_bad_image, config.max_resized_pixels, config.cover_time_limit) == (
+        36,
+        "skip",
+        2**24,
+        30,
+    )
+    assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
+    assert config.inference == InferenceSettings()
+    assert (config.inference.batch_size, config.inference.shard_images) == (64, 500)
+    v, d = config.datasets["v"], config.datasets["d"]
+    assert v.variants == d.variants == ("original", "fgset", "bgset")  # both adapters give boxes
+    assert (v.class_set, v.mask_method, v.label_sets) == ("full", "bbox", ("in",))
+    assert v.count_method is None and v.password is None
+    assert d.scenes == "standard" and config.models["m"].input_size == 224 and config.models["m"].mean is None
+    objectnet = {**DEMO, "datasets": {"o": {"adapter": "objectnet", "root": "/o"}}, "stats": {}}
+    objectnet = load_config(objectnet, check_paths=False)
+    assert objectnet.datasets["o"].variants == ("original",)
+    assert objectnet.datasets["o"].password == "objectnetisatestset"  # the adapter's published password
+
+
+def test_the_schema_keeps_no_defaults() -> None:
+    """Defaults live in zoomeval.core.config's dataclasses only; a schema default would be a second copy."""
+
+    def defaults(node: Any, path: str = "") -> list[str]:
+        if isinstance(node, dict):
+            return [path] * ("default" in node) + [p for k, v in node.items() for p in defaults(v, f"{path}/{k}")]
+        return [p for i, v in enumerate(node) for p in defaults(v, f"{path}/{i}")] if isinstance(node, list) else []
+
+    assert defaults(yaml.safe_load(SCHEMA.read_text())) == []
+
+
+def test_the_schema_enums_and_keys_follow_the_registries() -> None:
+    """Each adapter, model source and label set is in the schema's enum, with the config keys it declares."""
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]
+    dataset = schema["datasets"]["additionalProperties"]["properties"]
+    assert sorted(dataset["adapter"]["enum"]) == sorted(ADAPTERS)
+    assert dataset["label_sets"]["items"]["enum"] == list(LABEL_SETS)
+    for adapter in ADAPTERS.values():
+        assert set(adapter.inputs) | set(adapter.options) <= set(dataset), adapter.name
+        assert all(dataset[key]["$ref"] == "#/$defs/input" for key in adapter.inputs), adapter.name
+    model = schema["models"]["additionalProperties"]["properties"]
+    assert sorted(model["source"]["enum"]) == sorted(MODEL_SOURCES)
+    for source in MODEL_SOURCES.values():
+        assert set(source.required) <= set(model), source.name
+    assert schema["sam"]["properties"]["model_type"]["enum"] == list(MODEL_TYPES)
+
+
+def test_a_missing_input_an_adapter_requires_is_named() -> None:
+    message = refusal(lambda c: c["datasets"].update(v={"adapter": "imagenet_val", "images": "/v"}))
+    assert message.startswith("datasets.v.annotations is required for adapter imagenet_val")
+    folder = {"adapter": "imagefolder", "root": "/f", "label_sets": ["real"]}
+    message = refusal(lambda c: c["datasets"].update(f=folder))
+    assert message.startswith(
+        "datasets.f.label_sets: 'real' needs ImageNet-ReaL labels, which adapter 'imagefolder' does not provide "
+        "(adapters that do: ['imagenet_val'])"
+    )
+
+
+@pytest.mark.parametrize("name", ["sam", "weights", "SAM"])
+def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
+    message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
+    assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")

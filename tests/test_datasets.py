@@ -8,8 +8,10 @@ import yaml
 from PIL import Image
 
 from zoomeval.core.classes import wnids
+from zoomeval.core.config import DatasetConfig, InputSpec
 from zoomeval.core.manifest import write_manifest
-from zoomeval.datasets.build import class_indices, imagefolder
+from zoomeval.datasets.adapters.imagefolder import imagefolder
+from zoomeval.datasets.build import build_records, class_indices
 
 
 def test_imagefolder_reads_wnid_folders_in_sorted_order(tmp_path):
@@ -18,7 +20,8 @@ def test_imagefolder_reads_wnid_folders_in_sorted_order(tmp_path):
         for k, name in enumerate(names):
             Image.new("RGB", (30 + k, 20)).save(tmp_path / wnid / name, format="PNG")
     (tmp_path / "n01440764" / "notes.txt").write_text("not an image")
-    records = imagefolder(tmp_path)
+    records, classes = imagefolder(tmp_path)
+    assert classes is None
     assert [r.image_id for r in records] == ["n01440764/z", "n02123045/a", "n02123045/b"]
     assert [r.labels for r in records] == [[0], [281], [281]]
     assert [(r.width, r.height) for r in records] == [(30, 20), (31, 20), (30, 20)]
@@ -35,7 +38,7 @@ def test_imagefolder_errors_name_the_problem(tmp_path):
 
 
 def test_wnids_are_the_sorted_1000():
-    assert len(wnids()) == 1000 and wnids() == sorted(wnids())
+    assert len(wnids()) == 1000 and list(wnids()) == sorted(wnids())
     assert wnids()[281] == "n02123045"  # tabby
 
 
@@ -55,10 +58,25 @@ def test_clashing_image_ids_are_named_with_their_files(tmp_path):
     folder.mkdir()
     for name in ("a.jpg", "a.png", "b.png"):
         Image.new("RGB", (8, 8)).save(folder / name, format="PNG")
-    records = imagefolder(tmp_path)
+    records, _ = imagefolder(tmp_path)
     with pytest.raises(ValueError) as info:
         write_manifest(tmp_path / "manifest.parquet", records, "mine")
     message = str(info.value)
     assert "dataset 'mine': 1 image id(s) name more than one file" in message
     assert f"'n01440764/a': {folder / 'a.jpg'}, {folder / 'a.png'}" in message
     assert "b.png" not in message and not (tmp_path / "manifest.parquet").exists()
+
+
+def test_build_records_dispatches_through_the_adapter_registry(tmp_path):
+    """The adapter gets its inputs as keyword arguments, its declared options from the config, and ``image_dir``
+    when it writes images."""
+    (tmp_path / "n01440764").mkdir()
+    Image.new("RGB", (9, 7)).save(tmp_path / "n01440764" / "x.png")
+    folder = DatasetConfig("mine", "imagefolder", {"root": InputSpec(path=str(tmp_path), plain=True)})
+    records, classes = build_records(folder, {"root": tmp_path}, tmp_path / "unused")
+    assert [(r.image_id, r.labels, r.width, r.height) for r in records] == [("n01440764/x", [0], 9, 7)]
+    assert classes is None and not (tmp_path / "unused").exists()
+    clutter = DatasetConfig("d", "demo", scenes="clutter")
+    records, classes = build_records(clutter, {}, tmp_path / "images")
+    assert len(records) == 8 and classes is None  # the clutter scenes, not the 12 standard ones
+    assert sorted(p.name for p in (tmp_path / "images").iterdir()) == [f"demo_{k:03d}.png" for k in range(8)]

@@ -5,10 +5,11 @@ import pytest
 import torch
 from PIL import Image
 
+from zoomeval.core.config import ModelSpec
 from zoomeval.core.zoom import zoom_crop
-from zoomeval.datasets.demo import PHOTOS, SCENES, build_demo, load_photo
-from zoomeval.inference import embedded
-from zoomeval.inference.models import ModelSpec, load_model
+from zoomeval.datasets.adapters.demo import PHOTOS, SCENES, build_demo, load_photo
+from zoomeval.inference.models import load_model
+from zoomeval.inference.sources import embedded
 
 
 def test_demo_is_byte_identical_on_rerun(tmp_path):
@@ -46,7 +47,7 @@ def model():
     spec = ModelSpec(
         "lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD
     )
-    return load_model(spec).module, spec
+    return load_model(spec, None).module, spec
 
 
 @pytest.mark.parametrize("name", sorted(PHOTOS))

@@ -1,5 +1,6 @@
 import hashlib
 import io
+import os
 import random
 import tarfile
 import threading
@@ -8,10 +9,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import huggingface_hub
+import huggingface_hub.constants
 import pytest
 
+from zoomeval.core.config import InputSpec
 from zoomeval.datasets.download import DownloadError, download, hf_snapshot
+from zoomeval.datasets.inputs import fetch, plan
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -250,3 +253,28 @@ def test_hf_snapshot_offline_without_cache_says_what_to_do(hf_cache: Path) -> No
     message = str(err.value)
     assert "someone/labels" in message and "*.parquet" in message
     assert "HF_HUB_OFFLINE=0" in message and "HF_HOME" in message
+
+
+def test_a_hugging_face_input_is_placed_in_its_declared_folder_as_links_to_the_cache(hf_cache: Path, tmp_path) -> None:
+    """The fetch_hf job: huggingface_hub's cache stays the download cache; the declared output links to its blobs."""
+    repo = hf_cache / "datasets--someone--hard"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    blob = repo / "blobs" / ("ab" * 32)
+    blob.parent.mkdir()
+    blob.write_bytes(b"PAR1 shard")
+    for name in ("data/validation-00000-of-00001.parquet", "README.md"):
+        link = repo / "snapshots" / COMMIT / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    spec = InputSpec(hf="someone/hard", pattern="*.parquet", revision=COMMIT)
+    item = plan("hard", "parquet", spec, str(tmp_path / "resources"))
+    fetch(item)
+    shard = tmp_path / "resources" / "hard" / "parquet.hf" / "data" / "validation-00000-of-00001.parquet"
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "resources").rglob("*") if p.is_file()) == [
+        shard.relative_to(tmp_path)
+    ]
+    assert not shard.is_symlink() and shard.read_bytes() == b"PAR1 shard"
+    assert os.stat(shard).st_ino == os.stat(blob).st_ino  # a hard link: no second copy on disk
+    with pytest.raises(ValueError, match=r"^datasets.hard.labels: no file of someone/hard matches '\*.json'"):
+        fetch(plan("hard", "labels", InputSpec(hf="someone/hard", pattern="*.json", revision=COMMIT), "r"))

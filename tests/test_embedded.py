@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from zoomeval.inference.embedded import (
+from zoomeval.inference.sources.embedded import (
     ARCHITECTURE,
     MEAN,
     STD,

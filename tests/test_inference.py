@@ -1,7 +1,10 @@
 """Inference: sharded, resumable writes and the prediction file's layout."""
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -9,13 +12,18 @@ import pytest
 import torch
 from PIL import Image
 
+from zoomeval.core.config import InferenceSettings as Settings
+from zoomeval.core.config import ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
-from zoomeval.inference import embedded
+from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
-from zoomeval.inference.models import LoadedModel, ModelSpec
-from zoomeval.inference.predict import Settings, batches, predict_to_file
+from zoomeval.inference.crops import batches
+from zoomeval.inference.models import LoadedModel
+from zoomeval.inference.predict import predict_to_file
+from zoomeval.inference.shards import ShardStore
+from zoomeval.inference.sources import embedded
 
 SCALES = [32, 256]
 SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
@@ -123,8 +131,8 @@ def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transfo
             pixels[200:, 200:] = 255  # bright only in the bottom-right ninth
         Image.fromarray(pixels).save(tmp_path / f"img{k}.png")
         out.append(Record(f"img{k}", str(tmp_path / f"img{k}.png"), [0], ["x"], 300, 300))
-    loaded = LoadedModel(NanWhereBright(), None, None, embedded.MEAN, embedded.STD)
-    monkeypatch.setattr(inference, "load_model", lambda spec: loaded)
+    loaded = LoadedModel(NanWhereBright(), None, embedded.MEAN, embedded.STD)
+    monkeypatch.setattr(classifiers, "load_model", lambda spec, weights: loaded)
     spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
     settings = Settings(batch_size=4, num_workers=0, threads=1)
     with pytest.raises(FloatingPointError) as info:
@@ -162,7 +170,7 @@ def test_an_empty_manifest_is_refused_by_name(tmp_path):
 def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, monkeypatch):
     Image.new("RGB", (1, 8000)).save(tmp_path / "long.png")
     long = Record("long", str(tmp_path / "long.png"), [0], ["x"], 1, 8000)
-    monkeypatch.setattr(inference, "load_model", lambda spec: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(classifiers, "load_model", lambda *_: pytest.fail("the model was loaded"))
     with pytest.raises(ValueError) as info:
         predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, [224, 256], Settings(), "toy")
     assert str(info.value).startswith(
@@ -174,7 +182,7 @@ def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, mon
 def test_a_second_job_for_the_same_output_refuses_while_the_first_runs(tmp_path, records):
     out = tmp_path / "pred.parquet"
     settings = Settings(batch_size=16, num_workers=0, threads=1)
-    with inference._exclusive(tmp_path / ".pred.parquet.shards"):  # what a job left running holds
+    with ShardStore(out, tmp_path / "agg.parquet").locked():  # what a job left running holds
         with pytest.raises(RuntimeError) as info:
             predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")
     message = str(info.value)
@@ -182,3 +190,37 @@ def test_a_second_job_for_the_same_output_refuses_while_the_first_runs(tmp_path,
     assert "kill the pid; under SLURM, scancel its job" in message and not out.exists()
     predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")  # free again
     assert out.exists() and not (tmp_path / ".pred.parquet.shards").exists()
+
+
+def test_the_shard_lock_goes_with_its_holder_not_with_the_workers_it_forked(tmp_path):
+    """A DataLoader worker, forked while its job holds the lock, outlives a killed job by up to 5 s: it must not
+    keep a rerun out meanwhile."""
+    store = ShardStore(tmp_path / "pred.parquet", tmp_path / "agg.parquet")
+    holder = f"""
+import os, sys, time
+from pathlib import Path
+from zoomeval.inference.shards import ShardStore
+with ShardStore(Path({str(store.predictions)!r}), Path({str(store.aggregates)!r})).locked():
+    child = os.fork()
+    if child == 0:  # like a DataLoader worker
+        time.sleep(60)
+        os._exit(0)
+    print(child, flush=True)
+    time.sleep(60)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    worker = int(proc.stdout.readline())
+    try:
+        with pytest.raises(RuntimeError, match=rf"^pid {proc.pid} on \S+ is still writing "):
+            with store.locked():
+                pass
+        proc.kill()
+        proc.wait()
+        os.kill(worker, 0)  # the worker still runs ...
+        with store.locked():  # ... and holds no lock
+            with pytest.raises(RuntimeError, match=rf"^pid {os.getpid()} on \S+ is still writing "):
+                with store.locked():  # nor does a second job in this process get it
+                    pass
+    finally:
+        proc.kill()
+        os.kill(worker, signal.SIGKILL)

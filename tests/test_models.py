@@ -1,9 +1,9 @@
-"""The real loading code of ``zoomeval.inference.models``, run offline against random-init checkpoints in each
-library's cache.
+"""The real fetching and loading code of the model sources, run offline against random-init checkpoints.
 
-torchvision: a checkpoint placed at ``$TORCH_HOME/hub/checkpoints/<basename of url>``; timm: a huggingface_hub
-cache (``refs/main``, ``blobs/<sha256>``, ``snapshots/<commit>/model.safetensors``) for ``timm/<model>``.
-Every test blocks sockets, so any attempt to reach the network fails the test.
+torchvision: a checkpoint placed in the weights folder under its published name (``resnet18-<prefix>.pth``), or
+``torch.hub``'s download with its network call replaced; timm: a huggingface_hub cache (``refs/main``,
+``blobs/<sha256>``, ``snapshots/<commit>/model.safetensors``) for ``timm/<model>``, from which the fetch places the
+file in the weights folder. Every test blocks sockets, so any attempt to reach the network fails the test.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ import torchvision
 from huggingface_hub.errors import LocalEntryNotFoundError
 from torchvision.models._api import WeightsEnum
 
-from zoomeval.core.config import ConfigError, check_model
-from zoomeval.inference import embedded
-from zoomeval.inference.models import LoadedModel, ModelSpec, load_model, torchvision_checkpoint
+from zoomeval.core.config import ConfigError, ModelSpec
+from zoomeval.inference.models import LoadedModel, check_model, fetch_weights, load_model, weights_folder
+from zoomeval.inference.sources import embedded
+from zoomeval.inference.sources.torchvision_models import checkpoint
 
 R18 = ModelSpec(name="r18", source="torchvision", architecture="resnet18", weights="IMAGENET1K_V1")
 R18_URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
@@ -77,12 +78,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 @pytest.fixture
-def torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "torch"
-    monkeypatch.setenv("TORCH_HOME", str(home))
-    monkeypatch.setattr(torch.hub, "_hub_dir", None)  # a set_dir() elsewhere would override TORCH_HOME
-    assert torch.hub.get_dir() == str(home / "hub")
-    return home
+def folder(tmp_path: Path) -> Path:
+    """The fetch_weights job's output folder."""
+    return tmp_path / "resources" / "weights" / "torchvision" / "resnet18.IMAGENET1K_V1"
 
 
 @pytest.fixture
@@ -109,51 +107,60 @@ def checkpoint_bytes(state: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def publish_r18(monkeypatch: pytest.MonkeyPatch, torch_home: Path, data: bytes) -> Path:
+def publish_r18(monkeypatch: pytest.MonkeyPatch, folder: Path, data: bytes) -> Path:
     """Point torchvision's resnet18 ``IMAGENET1K_V1`` entry at a URL whose file name carries ``data``'s hash prefix,
-    as the published file's name carries its own; returns where torch's hub cache keeps that file."""
+    as the published file's name carries its own; returns where the fetch puts that file."""
     prefix = hashlib.sha256(data).hexdigest()[:8]
     weights = torchvision.models.ResNet18_Weights.IMAGENET1K_V1
     monkeypatch.setattr(weights.value, "url", f"https://download.pytorch.org/models/resnet18-{prefix}.pth")
-    return torch_home / "hub" / "checkpoints" / f"resnet18-{prefix}.pth"
+    return folder / f"resnet18-{prefix}.pth"
 
 
-def test_checkpoint_path_is_in_torch_hub_cache(torch_home: Path) -> None:
-    url, path = torchvision_checkpoint("resnet18", "IMAGENET1K_V1")
-    assert url == R18_URL
-    assert path == torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+def test_weights_are_fetched_into_a_folder_per_source_architecture_and_tag() -> None:
+    assert checkpoint("resnet18", "IMAGENET1K_V1") == (R18_URL, "f37072fd")
+    assert weights_folder(R18, "res") == "res/weights/torchvision/resnet18.IMAGENET1K_V1"
+    lite0 = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
+    assert weights_folder(lite0, "res") is None  # the file ships in a package: nothing to fetch
+    fetch_weights(lite0, Path("unused"))
+    assert not Path("unused").exists()
 
 
-def test_torchvision_loads_the_cached_checkpoint(
-    torch_home: Path,
+def test_torchvision_loads_the_fetched_checkpoint(
+    folder: Path,
     r18_state: dict[str, torch.Tensor],
     downloads: list[tuple[str, str, str | None]],
     no_network: list[object],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     data = checkpoint_bytes(r18_state)
-    path = publish_r18(monkeypatch, torch_home, data)
+    path = publish_r18(monkeypatch, folder, data)
     path.parent.mkdir(parents=True)
     path.write_bytes(data)
     original = WeightsEnum.get_state_dict
 
-    loaded = load_model(R18)
+    loaded = load_model(R18, folder)
 
     assert isinstance(loaded, LoadedModel)
     assert isinstance(loaded.module, torchvision.models.ResNet)
     assert not loaded.module.training
     assert_state_equal(loaded.module, r18_state)
-    assert loaded.weights_file == path
     assert loaded.weights_sha256 == sha256(path)
+    assert (loaded.mean, loaded.std) == ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))  # the tag's transforms
     assert downloads == [] and no_network == []
     assert WeightsEnum.get_state_dict is original
 
 
-def test_torchvision_downloads_a_missing_checkpoint_atomically(
-    torch_home: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+def test_torchvision_is_refused_before_its_weights_are_fetched(folder: Path, downloads: list) -> None:
+    with pytest.raises(FileNotFoundError, match=r"model 'r18': expected one weights file .* fetch_weights job"):
+        load_model(R18, folder)
+    assert downloads == []
+
+
+def test_torchvision_fetch_downloads_atomically(
+    folder: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = checkpoint_bytes(r18_state)
-    final = publish_r18(monkeypatch, torch_home, data)
+    final = publish_r18(monkeypatch, folder, data)
     calls: list[tuple[str, str, str | None]] = []
 
     def fake_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
@@ -163,28 +170,26 @@ def test_torchvision_downloads_a_missing_checkpoint_atomically(
 
     monkeypatch.setattr(torch.hub, "download_url_to_file", fake_download)
 
-    loaded = load_model(R18)
+    fetch_weights(R18, folder)
 
     assert len(calls) == 1
     url, dst, hash_prefix = calls[0]
     prefix = hashlib.sha256(data).hexdigest()[:8]
     assert (url, hash_prefix) == (f"https://download.pytorch.org/models/resnet18-{prefix}.pth", prefix)
     assert Path(dst).parent == final.parent and Path(dst) != final
-    assert sorted(p.name for p in final.parent.iterdir()) == [final.name]  # the temporary file is gone
-    assert_state_equal(loaded.module, r18_state)
-    assert loaded.weights_file == final
-    assert loaded.weights_sha256 == sha256(final)
+    assert sorted(p.name for p in folder.iterdir()) == [final.name]  # the temporary file is gone
+    assert_state_equal(load_model(R18, folder).module, r18_state)
 
 
-def test_failed_download_leaves_no_file(torch_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_download_leaves_no_file(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
         Path(dst).write_bytes(b"partial")
         raise ConnectionError("connection reset")
 
     monkeypatch.setattr(torch.hub, "download_url_to_file", broken_download)
     with pytest.raises(ConnectionError):
-        load_model(R18)
-    assert list((torch_home / "hub" / "checkpoints").iterdir()) == []
+        fetch_weights(R18, folder)
+    assert list(folder.iterdir()) == []
 
 
 class FakeResponse(io.BytesIO):
@@ -195,12 +200,10 @@ class FakeResponse(io.BytesIO):
 
 
 def test_real_download_checks_the_hash_prefix_of_the_file_name(
-    torch_home: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+    folder: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # torch.hub's own download_url_to_file, with urlopen serving a checkpoint whose sha256 is not f37072fd...
-    buffer = io.BytesIO()
-    torch.save(r18_state, buffer)
-    served = buffer.getvalue()
+    served = checkpoint_bytes(r18_state)
     assert not hashlib.sha256(served).hexdigest().startswith("f37072fd")
     requested: list[str] = []
 
@@ -210,9 +213,9 @@ def test_real_download_checks_the_hash_prefix_of_the_file_name(
 
     monkeypatch.setattr(torch.hub, "urlopen", fake_urlopen)
     with pytest.raises(RuntimeError, match=r'invalid hash value \(expected "f37072fd"'):
-        load_model(R18)
+        fetch_weights(R18, folder)
     assert requested == [R18_URL]
-    assert list((torch_home / "hub" / "checkpoints").iterdir()) == []
+    assert list(folder.iterdir()) == []
 
 
 class Marker:
@@ -226,7 +229,7 @@ class Marker:
 
 
 def test_torchvision_refuses_a_pickled_object(
-    torch_home: Path,
+    folder: Path,
     tmp_path: Path,
     r18_state: dict[str, torch.Tensor],
     downloads: list[tuple[str, str, str | None]],
@@ -234,13 +237,13 @@ def test_torchvision_refuses_a_pickled_object(
 ) -> None:
     marker = tmp_path / "executed"
     data = checkpoint_bytes({**r18_state, "_extra": Marker(marker)})
-    path = publish_r18(monkeypatch, torch_home, data)  # its hash is right: the file's content is what is refused
+    path = publish_r18(monkeypatch, folder, data)  # its hash is right: the file's content is what is refused
     path.parent.mkdir(parents=True)
     path.write_bytes(data)
     original = WeightsEnum.get_state_dict
 
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
-        load_model(R18)
+        load_model(R18, folder)
 
     assert not marker.exists()
     assert WeightsEnum.get_state_dict is original
@@ -291,52 +294,64 @@ def timm_state() -> dict[str, torch.Tensor]:
     return random_state(timm.create_model(TIMM_ARCH, pretrained=False), seed=7)
 
 
-def test_timm_loads_the_cached_safetensors(
-    hf_cache: Path, timm_state: dict[str, torch.Tensor], no_network: list[object]
+TIMM = ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG)
+
+
+def test_timm_fetch_links_the_checked_cache_blob_under_its_sha256_and_load_reads_it(
+    hf_cache: Path, tmp_path: Path, timm_state: dict[str, torch.Tensor], no_network: list[object]
 ) -> None:
     hub_id = timm.create_model(f"{TIMM_ARCH}.{TIMM_TAG}", pretrained=False).pretrained_cfg["hf_hub_id"]
     assert hub_id == f"timm/{TIMM_ARCH}.{TIMM_TAG}"
     data = safetensors.torch.save(timm_state)
     snapshot = put_in_hf_cache(hf_cache, hub_id, "model.safetensors", data)
+    folder = tmp_path / "weights"
 
-    loaded = load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
+    fetch_weights(TIMM, folder)
+    loaded = load_model(TIMM, folder)
 
+    digest = hashlib.sha256(data).hexdigest()
+    (fetched,) = folder.iterdir()
+    assert fetched.name == f"{digest}.safetensors"
+    assert os.stat(fetched).st_ino == os.stat(snapshot.resolve()).st_ino  # a hard link to the cache's blob
     assert not loaded.module.training
     assert loaded.module.pretrained_cfg["tag"] == TIMM_TAG
     assert_state_equal(loaded.module, timm_state)
-    assert loaded.weights_file == snapshot
-    assert loaded.weights_sha256 == hashlib.sha256(data).hexdigest() == sha256(snapshot)
+    assert loaded.weights_sha256 == digest
     assert no_network == []
 
 
 def test_timm_falls_back_to_the_cached_pytorch_bin_and_checks_it(
-    hf_cache: Path, timm_state: dict[str, torch.Tensor]
+    hf_cache: Path, tmp_path: Path, timm_state: dict[str, torch.Tensor]
 ) -> None:
     data = checkpoint_bytes(timm_state)
-    snapshot = put_in_hf_cache(hf_cache, f"timm/{TIMM_ARCH}.{TIMM_TAG}", "pytorch_model.bin", data)
-    spec = ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG)
+    put_in_hf_cache(hf_cache, f"timm/{TIMM_ARCH}.{TIMM_TAG}", "pytorch_model.bin", data)
+    folder = tmp_path / "weights"
+    fetch_weights(TIMM, folder)
 
-    loaded = load_model(spec)
+    loaded = load_model(TIMM, folder)
 
     assert_state_equal(loaded.module, timm_state)
-    assert loaded.weights_file == snapshot and loaded.weights_sha256 == hashlib.sha256(data).hexdigest()
-    snapshot.resolve().write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped in the blob
+    (fetched,) = folder.iterdir()
+    assert fetched.name == f"{hashlib.sha256(data).hexdigest()}.bin" == f"{loaded.weights_sha256}.bin"
+    fetched.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped
     with pytest.raises(ValueError, match="does not match"):
-        load_model(spec)
+        load_model(TIMM, folder)
 
 
-def test_timm_refuses_a_tag_without_hugging_face_weights() -> None:
+def test_timm_refuses_a_tag_without_hugging_face_weights(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'gcvit_base.in1k' has no weights in a Hugging Face repo"):
-        load_model(ModelSpec(name="t", source="timm", architecture="gcvit_base", weights="in1k"))
+        fetch_weights(ModelSpec(name="t", source="timm", architecture="gcvit_base", weights="in1k"), tmp_path)
 
 
-def test_timm_offline_without_cache_fails_without_network(hf_cache: Path, no_network: list[object]) -> None:
+def test_timm_offline_without_cache_fails_without_network(
+    hf_cache: Path, tmp_path: Path, no_network: list[object]
+) -> None:
     with pytest.raises(LocalEntryNotFoundError):
-        load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
+        fetch_weights(TIMM, tmp_path / "weights")
     assert no_network == []
 
 
-# config checks
+# config checks (run when a workflow run starts)
 
 
 @pytest.mark.parametrize(
@@ -378,7 +393,7 @@ def test_timm_offline_without_cache_fails_without_network(hf_cache: Path, no_net
 )
 def test_check_model_names_the_bad_key(entry: dict[str, str], key: str, detail: str) -> None:
     with pytest.raises(ConfigError) as info:
-        check_model("models.m", entry)
+        check_model(ModelSpec.from_config("m", entry))
     message = str(info.value)
     assert message.startswith(f"models.m.{key}: ")
     assert repr(entry[key]) in message
@@ -389,7 +404,7 @@ def published_checkpoint(entry: dict[str, str]) -> str:
     """Where the weights an entry names are published: torchvision's URL, timm's Hugging Face repo, the file
     inside the installed package."""
     if entry["source"] == "torchvision":
-        return torchvision_checkpoint(entry["architecture"], entry["weights"])[0]
+        return checkpoint(entry["architecture"], entry["weights"])[0]
     if entry["source"] == "timm":
         return timm.create_model(f"{entry['architecture']}.{entry['weights']}", pretrained=False).pretrained_cfg[
             "hf_hub_id"
@@ -398,7 +413,7 @@ def published_checkpoint(entry: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize(
-    ("entry", "checkpoint"),
+    ("entry", "published"),
     [
         (
             {"source": "torchvision", "architecture": "resnet50", "weights": "IMAGENET1K_V1"},
@@ -417,32 +432,32 @@ def published_checkpoint(entry: dict[str, str]) -> str:
     ],
     ids=lambda e: f"{e['source']}-{e['architecture']}" if isinstance(e, dict) else "",
 )
-def test_check_model_accepts_published_weights(entry: dict[str, str], checkpoint: str) -> None:
-    check_model("models.m", entry)  # raises ConfigError otherwise
-    assert published_checkpoint(entry) == checkpoint
+def test_check_model_accepts_published_weights(entry: dict[str, str], published: str) -> None:
+    check_model(ModelSpec.from_config("m", entry))  # raises ConfigError otherwise
+    assert published_checkpoint(entry) == published
 
 
-# integrity of cached weights
+# integrity of fetched weights
 
 
-def test_torchvision_refuses_a_cached_checkpoint_whose_hash_differs_from_its_name(
-    torch_home: Path, r18_state: dict[str, torch.Tensor], downloads: list[tuple[str, str, str | None]]
+def test_torchvision_refuses_a_fetched_checkpoint_whose_hash_differs_from_its_name(
+    folder: Path, r18_state: dict[str, torch.Tensor], downloads: list[tuple[str, str, str | None]]
 ) -> None:
-    path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    path = folder / "resnet18-f37072fd.pth"
     path.parent.mkdir(parents=True)
     torch.save(r18_state, path)  # a valid state dict, but not the published one
 
     with pytest.raises(ValueError) as info:
-        load_model(R18)
+        load_model(R18, folder)
 
     message = str(info.value)
     assert str(path) in message and "f37072fd" in message and sha256(path) in message
-    assert "delete" in message
+    assert f"delete {folder}" in message
     assert downloads == []
 
 
 def test_timm_refuses_a_cached_blob_whose_content_differs_from_its_sha256(
-    hf_cache: Path, timm_state: dict[str, torch.Tensor]
+    hf_cache: Path, tmp_path: Path, timm_state: dict[str, torch.Tensor]
 ) -> None:
     published = safetensors.torch.save(timm_state)
     snapshot = put_in_hf_cache(hf_cache, f"timm/{TIMM_ARCH}.{TIMM_TAG}", "model.safetensors", published)
@@ -451,11 +466,12 @@ def test_timm_refuses_a_cached_blob_whose_content_differs_from_its_sha256(
     blob.write_bytes(tampered)
 
     with pytest.raises(ValueError) as info:
-        load_model(ModelSpec(name="t", source="timm", architecture=TIMM_ARCH, weights=TIMM_TAG))
+        fetch_weights(TIMM, tmp_path / "weights")
 
     message = str(info.value)
     assert str(blob) in message and hashlib.sha256(published).hexdigest() in message
     assert hashlib.sha256(tampered).hexdigest() in message and "delete" in message
+    assert list((tmp_path / "weights").iterdir()) == []
 
 
 def test_embedded_weights_are_checked_against_their_pinned_sha256(
@@ -471,7 +487,7 @@ def test_embedded_weights_are_checked_against_their_pinned_sha256(
     spec = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
 
     with pytest.raises(ValueError) as info:
-        load_model(spec)
+        load_model(spec, None)
 
     message = str(info.value)
     assert str(copy) in message and embedded.WEIGHTS_SHA256 in message and sha256(copy) in message

@@ -24,8 +24,8 @@ from tests.test_adapters import (
     write_objectnet_mappings,
 )
 from tests.zipcrypto import write_encrypted_zip
-from zoomeval.datasets.adapters import imagenet_a
-from zoomeval.datasets.build import PUBLISHED_PASSWORDS
+from zoomeval.datasets.adapters.imagefolder import imagenet_a
+from zoomeval.datasets.adapters.objectnet import PUBLISHED_PASSWORD
 
 pytestmark = pytest.mark.workflow
 
@@ -77,7 +77,7 @@ def build_objectnet_zip(src):
         path.relative_to(src).as_posix() + ("/" if path.is_dir() else ""): b"" if path.is_dir() else path.read_bytes()
         for path in sorted((src / "objectnet-1.0").rglob("*"))
     }
-    return write_encrypted_zip(src / "objectnet-1.0.zip", members, PUBLISHED_PASSWORDS["objectnet"])
+    return write_encrypted_zip(src / "objectnet-1.0.zip", members, PUBLISHED_PASSWORD)
 
 
 def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer):
@@ -117,7 +117,7 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     }  # fmt: skip
     # the subset policy restricts pred to each dataset's classes
     a = pq.read_table(tmp_path / "results/predictions/imagenet_a/original/efficientnet_lite0.parquet")
-    (extracted,) = (tmp_path / "resources" / "imagenet_a").glob(f"imagenet-a.tar.{sha}.d")
+    (extracted,) = (tmp_path / "resources" / "imagenet_a" / "root.extracted").glob(f"imagenet-a.tar.{sha}.d")
     allowed = set(imagenet_a(extracted / "imagenet-a")[1])
     assert set(a["pred"].to_pylist()) <= allowed and len(allowed) == 200
     on = pq.read_table(tmp_path / "results/predictions/objectnet/original/efficientnet_lite0.parquet")
@@ -176,10 +176,18 @@ def test_a_replaced_archive_gives_a_new_manifest(tmp_path, served, snakemake_run
     assert manifests == [[two, two], [six, six]]
 
 
+def resources(workdir):
+    """The files under the resources root, the extracted dataset's left out."""
+    root = workdir / "resources"
+    files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()] if root.exists() else []
+    return sorted(f for f in files if ".tar." not in f)
+
+
 class CutFirstHandler(http.server.SimpleHTTPRequestHandler):
     """Answers the first request with half the file, no Content-Length and a closed connection."""
 
     def send_head(self):
+        self.server.requests += 1
         file = super().send_head()
         if file is not None and not self.server.cut_done:
             self.server.cut_done = True
@@ -200,17 +208,30 @@ def test_a_cut_download_is_not_kept_and_a_rerun_fetches_it(tmp_path, snakemake_r
     www.mkdir()
     wnid_archive(www / "ds.tar", 3)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(CutFirstHandler, directory=str(www)))
-    server.cut_done = False
+    server.cut_done, server.requests = False, 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         root = {"url": f"http://127.0.0.1:{server.server_address[1]}/ds.tar"}  # no sha256 to catch it
         config_writer(tmp_path, datasets={"ds": {"adapter": "imagefolder", "root": root}}, stats={"pairs": []})
         proc = snakemake_run(tmp_path, "results/datasets/ds/manifest.parquet", check=False)
         assert proc.returncode != 0 and server.cut_done
-        log = (tmp_path / "logs/datasets/ds.log").read_text()
+        log = (tmp_path / "logs/fetch/ds/ds.tar.log").read_text()  # the fetch_url job's
         assert "ds.tar: not a complete tar archive" in log and "the download was deleted" in log
-        assert sorted(p.name for p in (tmp_path / "resources/ds").iterdir()) == []  # nothing kept under any name
+        assert resources(tmp_path) == []  # nothing kept under any name
         snakemake_run(tmp_path, "results/datasets/ds/manifest.parquet")
         assert manifest_ids(tmp_path) == [f"{STINGRAY}/1", f"{GOLDFINCH}/0", f"{GOLDFINCH}/2"]
+        requests = server.requests
+        # the download and its extraction are outputs of their own jobs: rebuilding the manifest fetches nothing
+        snakemake_run(tmp_path, "results/datasets/ds/manifest.parquet", "--forcerun", "dataset_manifest")
+        assert server.requests == requests and manifest_ids(tmp_path)[0] == f"{STINGRAY}/1"
+        # and they are declared outputs, which --delete-all-output removes with the manifest
+        assert resources(tmp_path) == [
+            "ds/ds.tar",
+            "ds/root.extracted/.sha256.json",
+            "ds/root.extracted/.snakemake_timestamp",
+        ]
+        snakemake_run(tmp_path, "results/datasets/ds/manifest.parquet", "--delete-all-output")
+        assert resources(tmp_path) == []
+        assert not (tmp_path / "results/datasets/ds/manifest.parquet").exists()
     finally:
         server.shutdown()

@@ -12,12 +12,11 @@ from PIL import Image
 from segment_anything import SamPredictor, sam_model_registry
 
 from zoomeval.core.checksums import sha256_file
+from zoomeval.core.config import CountFilter
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
 from zoomeval.masks.boxes import decode_mask
 from zoomeval.masks.sam import (
-    SAM_CHECKPOINTS,
-    CountFilter,
     box_masks_sam,
     build_tiny_sam,
     count_objects,
@@ -44,13 +43,6 @@ def synthetic_image(height: int, width: int, seed: int) -> np.ndarray:
     image = rng.integers(0, 60, (height, width, 3), dtype=np.uint8)
     image[height // 4 : height // 2, width // 5 : width // 2] = (230, 40, 40)  # a bright "object"
     return image
-
-
-def test_official_checkpoints_are_listed_with_their_urls():
-    assert sorted(SAM_CHECKPOINTS) == ["vit_b", "vit_h", "vit_l"]
-    for name, ckpt in SAM_CHECKPOINTS.items():
-        assert ckpt.model_type == name and ckpt.filename.startswith(f"sam_{name}_")
-        assert ckpt.url == f"https://dl.fbaipublicfiles.com/segment_anything/{ckpt.filename}"
 
 
 def test_checkpoint_loads_with_weights_only(checkpoint: Path):

@@ -153,12 +153,6 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
             ),
             "datasets.mine.variants: ['fgset'] need object boxes",
         ),
-        (
-            lambda c: c["models"].update(
-                r50={"source": "torchvision", "architecture": "resnet5", "weights": "IMAGENET1K_V1"}
-            ),
-            "models.r50.architecture: 'resnet5' is not a torchvision model",
-        ),
         # a model named .. wrote every variant's analysis to one metrics.json
         (lambda c: c["models"].update({"..": c["models"]["efficientnet_lite0"]}), "models: '..' does not match"),
         # dataset v_real and v's ReaL scoring shared their Table A8 rows and results/analysis/v_real
@@ -184,7 +178,6 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "wrong-type",
         "missing-dataset-path",
         "variants-without-boxes",
-        "unknown-model",
         "model-named-dotdot",
         "dataset-named-like-a-scoring",
         "nan-mean",
@@ -199,6 +192,21 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run,
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_an_unknown_architecture_is_refused_when_the_run_starts_before_any_job(tmp_path, snakemake_run, config_writer):
+    """Checking architectures and weights tags imports torchvision or timm, so it runs in onstart: not in a dry run
+    (which checks the schema and the structure only), and before the first job of a real one."""
+    config = config_writer(tmp_path)
+    config["models"]["r50"] = {"source": "torchvision", "architecture": "resnet5", "weights": "IMAGENET1K_V1"}
+    config_writer(tmp_path, **config)
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    assert "resources/weights/torchvision/resnet5.IMAGENET1K_V1" in plan.stdout  # its fetch_weights job
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", check=False)
+    assert proc.returncode != 0
+    assert "models.r50.architecture: 'resnet5' is not a torchvision model" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+    assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake" / "locks").iterdir())
 
 
 def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(
@@ -224,7 +232,8 @@ def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(t
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    assert counts == {"dataset_manifest": 1, "predict": 2, "analyze": 2, "table_a8": 1, "total": 6}
+    # each model's weights are fetched by a job of its own
+    assert counts == {"fetch_weights": 2, "dataset_manifest": 1, "predict": 2, "analyze": 2, "table_a8": 1, "total": 8}
 
 
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
@@ -239,16 +248,21 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    # 7 datasets; ImageNet alone has boxes (3 variants) and ReaL (3 label sets); 5 models
-    assert counts == {"dataset_manifest": 7, "box_masks": 1, "predict": 5 * (3 + 6), "analyze": 5 * (3 * 3 + 6),
-                      "table_a8": 1, "total": 7 + 1 + 45 + 75 + 1}  # fmt: skip
+    # 7 datasets (ImageNet-Hard writes its images); ImageNet alone has boxes (3 variants) and ReaL (3 label sets);
+    # 5 models; 3 archives to download and extract, 1 Hugging Face dataset and 5 torchvision checkpoints to fetch
+    fetches = {"fetch_url": 3, "extract_archive": 3, "fetch_hf": 1, "fetch_weights": 5}
+    jobs = {"dataset_manifest": 6, "generated_dataset": 1, "box_masks": 1, "predict": 5 * (3 + 6),
+            "analyze": 5 * (3 * 3 + 6), "table_a8": 1}  # fmt: skip
+    assert counts == {**jobs, **fetches, "total": 7 + 1 + 45 + 75 + 1 + 12}
     assert "results/analysis/imagenet_in_real/bgset/vit32/metrics.json" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    # boxes count ImageNet's objects; SAM's automatic masks count those of ImageNet-A and ObjectNet
-    assert counts == {"dataset_manifest": 3, "sam_masks": 2, "object_counts": 3, "mann_whitney": 1, "total": 9}
+    # boxes count ImageNet's objects; SAM's automatic masks count those of ImageNet-A and ObjectNet; ImageNet-A's
+    # archive and the SAM checkpoint are downloaded
+    assert counts == {"fetch_url": 2, "extract_archive": 1, "dataset_manifest": 3, "sam_masks": 2, "object_counts": 3,
+                      "mann_whitney": 1, "total": 12}  # fmt: skip
 
 
 def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_run, config_writer):

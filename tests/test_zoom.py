@@ -120,7 +120,7 @@ def test_crop_array_and_all_crops_equal_the_pil_reference():
 
 
 def test_torch_resize_backend_is_within_two_levels_of_pil_on_the_demo(tmp_path):
-    from zoomeval.datasets.demo import build_demo
+    from zoomeval.datasets.adapters.demo import build_demo
 
     worst = 0
     for record in build_demo(tmp_path)[::3]:

@@ -18,8 +18,8 @@ rule analyze:
     conda:
         CONDA_ENV
     params:
-        top_k=config["top_k"],
-        time_limit=config["cover_time_limit"],
+        top_k=CFG.top_k,
+        time_limit=CFG.cover_time_limit,
         label_set=lambda wc: SCORED[wc.scored][1],
     script:
         "../scripts/analyze.py"

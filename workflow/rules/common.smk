@@ -1,31 +1,45 @@
-# Config validation (normalisation, the JSON schema, then the package's own checks) before any job starts.
+# The config, validated (normalisation, the JSON schema, the package's own checks) before any job starts and then
+# typed: every rule reads CFG. Checks that import torchvision or timm run in the Snakefile's onstart.
 import os
 import re
 
-from zoomeval.analysis import scored_name
-from zoomeval.core.config import validate_config
-from zoomeval.datasets.build import ADAPTER_INPUTS
+from zoomeval.core.config import scored_name
+from zoomeval.core.devices import claims_gpu
+from zoomeval.datasets.inputs import plan_all
+from zoomeval.datasets.registry import ADAPTERS
+from zoomeval.inference.models import weights_folder
+from zoomeval.registries import load_config
 
-validate_config(config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
-
-DATASETS = list(config["datasets"])
-MODELS = list(config["models"])
+CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+R = CFG.resources
+DATASETS = list(CFG.datasets)
+MODELS = list(CFG.models)
 # Scored datasets: name -> (dataset, label set); the dataset's own labels keep its name.
-SCORED = {scored_name(d, ls): (d, ls) for d in DATASETS for ls in config["datasets"][d].get("label_sets", ["in"])}
-GENERATED_DATASETS = [d for d in DATASETS if config["datasets"][d]["adapter"] == "demo"]
+SCORED = {scored_name(d, ls): (d, ls) for d, entry in CFG.datasets.items() for ls in entry.label_sets}
+# Datasets whose adapter writes the images (the demo, ImageNet-Hard): their rule declares the image folder.
+WRITTEN_DATASETS = [d for d, entry in CFG.datasets.items() if ADAPTERS[entry.adapter].images]
+STATS_DATASETS = CFG.stats.datasets
+CONDA_ENV = "../../envs/zoomeval.yaml"
+
+# GPU jobs claim the `gpu` resource; run with --resources gpu=N so they never share a GPU.
+GPU_PER_JOB = int(claims_gpu(CFG.inference.device))
+SAM_GPU = int(CFG.sam is not None and claims_gpu(CFG.sam.device))
 
 
-def _uses_gpu():
-    device = config["inference"]["device"]
-    if device == "auto":
-        import torch
-
-        return torch.cuda.is_available()
-    return device.startswith("cuda")
+def _under(root, paths):
+    """``{path relative to root: value}`` for ``{path: value}`` (the fetch rules' wildcards)."""
+    return {os.path.relpath(path, root): value for path, value in paths.items()}
 
 
-# GPU inference jobs claim the `gpu` resource; run with --resources gpu=N so they never share a GPU.
-GPU_PER_JOB = 1 if _uses_gpu() else 0
+# What the fetch rules make (workflow/rules/fetch.smk), by path under the resources root.
+INPUTS = plan_all(CFG)
+URLS = _under(R, {i.fetched: i for i in INPUTS.values() if i.spec.url})
+SNAPSHOTS = _under(R, {i.fetched: i for i in INPUTS.values() if i.spec.hf})
+EXTRACTIONS = _under(R, {i.extracted: i for i in INPUTS.values() if i.extracted})
+WEIGHTS = {}  # weights folder -> the first model that uses it
+for spec in CFG.models.values():
+    if (folder := weights_folder(spec, R)) is not None:
+        WEIGHTS.setdefault(os.path.relpath(folder, R), spec)
 
 
 def _alternation(names):
@@ -39,61 +53,47 @@ wildcard_constraints:
 
 
 def variants(dataset):
-    return config["datasets"][dataset]["variants"]
+    return CFG.datasets[dataset].variants
 
 
-def canonical(entry):
-    """A config mapping with sorted keys, so that reordering keys in the YAML does not re-run jobs."""
-    return {k: entry[k] for k in sorted(entry)}
+def dataset_inputs(wc):
+    """The fetched or extracted inputs of a dataset's manifest job (local paths are read in place)."""
+    items = {key: item for (owner, key), item in INPUTS.items() if owner == wc.dataset}
+    return {key: item.extracted or item.fetched for key, item in items.items() if item.extracted or item.fetched}
 
 
-def dataset_source(dataset):
-    """The dataset entry's keys that decide its manifest (not its variants or class set)."""
-    entry = config["datasets"][dataset]
-    inputs = set().union(*ADAPTER_INPUTS[entry["adapter"]])
-    return canonical({k: entry[k] for k in entry if k in {"adapter", "scenes", "password"} or k in inputs})
+def weights_input(wc):
+    """The folder of a model's fetched weights (none for weights that ship in a package)."""
+    return weights_folder(CFG.models[wc.model], R) or []
 
 
-CONDA_ENV = "../../envs/zoomeval.yaml"
+def sam_checkpoint_input(wc):
+    """The downloaded SAM checkpoint (none for a local path)."""
+    return INPUTS["sam", "checkpoint"].fetched or []
 
 
 def masks_input(wc):
     """The mask file an fgset/bgset prediction job needs (none for the original images)."""
     if wc.variant == "original":
         return []
-    return f"results/masks/{wc.dataset}/{config['datasets'][wc.dataset].get('mask_method', 'bbox')}.parquet"
+    return f"results/masks/{wc.dataset}/{CFG.datasets[wc.dataset].mask_method}.parquet"
 
 
 def counts_masks_input(wc):
     """The SAM mask file whose object counts an object_counts job reads (none when counting boxes)."""
-    if config["datasets"][wc.dataset]["count_method"] == "bbox":
+    if CFG.datasets[wc.dataset].count_method == "bbox":
         return []
     return f"results/masks/{wc.dataset}/sam_auto.parquet"
-
-
-def _sam_on_gpu():
-    device = config.get("sam", {}).get("device", "auto")
-    if device == "auto":
-        import torch
-
-        return torch.cuda.is_available()
-    return device.startswith("cuda")
-
-
-SAM_GPU = 1 if "sam" in config and _sam_on_gpu() else 0
-STATS_PAIRS = config.get("stats", {}).get("pairs", [])
-STATS_DATASETS = sorted({d for pair in STATS_PAIRS for d in pair})
 
 
 def final_outputs():
     """Everything the `all` target builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
     tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
     outputs = [f"results/{table}.{ext}" for table in tables for ext in ("csv", "md")]
-    for d in DATASETS:
-        entry = config["datasets"][d]
-        if set(entry["variants"]) - {"original"}:
-            outputs.append(f"results/masks/{d}/{entry.get('mask_method', 'bbox')}_contact_sheet.png")
-    if STATS_PAIRS:
+    for d, entry in CFG.datasets.items():
+        if set(entry.variants) - {"original"}:
+            outputs.append(f"results/masks/{d}/{entry.mask_method}_contact_sheet.png")
+    if CFG.stats.pairs:
         outputs += ["results/stats/mannwhitney.csv", "results/stats/object_counts.png"]
     for scored, (d, _) in SCORED.items():
         outputs += [f"results/figures/{scored}/{name}.png" for name in ("upper_bounds", "variants")]

@@ -41,7 +41,7 @@ rule model_figures:
     conda:
         CONDA_ENV
     params:
-        top_k=config["top_k"],
+        top_k=CFG.top_k,
     script:
         "../scripts/model_figures.py"
 

@@ -18,6 +18,7 @@ rule box_masks:
 rule sam_masks:
     input:
         manifest="results/datasets/{dataset}/manifest.parquet",
+        checkpoint=sam_checkpoint_input,
     output:
         masks="results/masks/{dataset}/{method}.parquet",
     log:
@@ -29,7 +30,7 @@ rule sam_masks:
     resources:
         gpu=SAM_GPU,
     params:
-        sam=lambda wc: canonical(config["sam"]),
+        sam=CFG.sam.entry() if CFG.sam else None,
     script:
         "../scripts/sam_masks.py"
 

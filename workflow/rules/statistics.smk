@@ -14,7 +14,7 @@ rule object_counts:
     conda:
         CONDA_ENV
     params:
-        method=lambda wc: config["datasets"][wc.dataset]["count_method"],
+        method=lambda wc: CFG.datasets[wc.dataset].count_method,
     script:
         "../scripts/object_counts.py"
 
@@ -31,6 +31,6 @@ rule mann_whitney:
         CONDA_ENV
     params:
         datasets=STATS_DATASETS,
-        pairs=STATS_PAIRS,
+        pairs=[list(pair) for pair in CFG.stats.pairs],
     script:
         "../scripts/mann_whitney.py"

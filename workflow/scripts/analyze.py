@@ -2,15 +2,17 @@ from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.core.io import read_metadata
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
+from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
+    config = typed_config(sm.config)
     analysis = analyze_predictions(
         sm.input.predictions,
         read_manifest(sm.input.manifest),
-        top_k=sm.params.top_k,
+        top_k=config.top_k,
         label_set=sm.params.label_set,
-        time_limit=sm.params.time_limit,
+        time_limit=config.cover_time_limit,
         n_excluded=read_metadata(sm.input.manifest).get("n_excluded", 0),
         aggregates_path=sm.input.aggregates,
     )

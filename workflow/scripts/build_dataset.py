@@ -5,21 +5,23 @@ from zoomeval.core.images import screen
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import write_manifest
 from zoomeval.datasets.build import build_records
+from zoomeval.datasets.inputs import local_path, plan_all
+from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    name = sm.wildcards.dataset
-    out = Path(sm.output.manifest).parent
-    records, classes = build_records(name, sm.params.entry, out, Path("resources") / name)
-    workers = min(sm.threads, os.cpu_count() or 1)
+    config, name = typed_config(sm.config), sm.wildcards.dataset
+    dataset, inputs = config.datasets[name], plan_all(config)
+    paths = {key: local_path(inputs[name, key]) for key in dataset.inputs}
+    records, classes = build_records(dataset, paths, Path(sm.output.manifest).parent / "images")
     kept, excluded = screen(
         records,
-        sm.params.on_bad_image,
+        config.on_bad_image,
         sm.output.bad_images,
         dataset=name,
-        max_scale=sm.params.max_scale,
-        max_pixels=sm.params.max_resized_pixels,
-        workers=workers,
+        max_scale=max(config.scales),
+        max_pixels=config.max_resized_pixels,
+        workers=min(sm.threads, os.cpu_count() or 1),
     )
     write_manifest(sm.output.manifest, kept, name, classes, excluded)
     class_set = "all 1000" if classes is None else len(classes)

@@ -16,6 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from zoomeval.core.config import scored_name as core_scored_name
+from zoomeval.core.registry import Registry
+
 if TYPE_CHECKING:  # kept out at run time: the DAG imports this module and must not pay for pyarrow
     from zoomeval.core.manifest import Record
 
@@ -30,37 +33,28 @@ class LabelSet:
     relabel: Relabel
     #: where the labels come from, for messages and docs
     source: str
-    #: the Record field that must be filled (not None) on some record; None: the dataset's own labels suffice
+    #: the Record field that must be filled (not None) on some record, and that the dataset's adapter declares
+    #: it fills (:class:`zoomeval.datasets.registry.Adapter`); None: the dataset's own labels suffice
     needs: str | None = None
 
 
 #: Every label set, by name, in registration order.
-LABEL_SETS: dict[str, LabelSet] = {}
+LABEL_SETS: Registry[LabelSet] = Registry("label set", LabelSet)
 
 
 def register(name: str, source: str, needs: str | None = None) -> Callable[[Relabel], Relabel]:
     """Decorator: register ``relabel`` as the label set ``name``."""
-
-    def add(relabel: Relabel) -> Relabel:
-        if name in LABEL_SETS:
-            raise ValueError(f"label set {name!r} is registered twice")
-        LABEL_SETS[name] = LabelSet(name, relabel, source, needs)
-        return relabel
-
-    return add
+    return LABEL_SETS.register(name, source=source, needs=needs)
 
 
 def get(name: str) -> LabelSet:
-    try:
-        return LABEL_SETS[name]
-    except KeyError:
-        raise ValueError(f"unknown label set {name!r}; expected one of {list(LABEL_SETS)}") from None
+    return LABEL_SETS.get(name)
 
 
 def scored_name(dataset: str, label_set: str) -> str:
     """The ``dataset`` value of a Table A8 row: the dataset's name, suffixed ``_<label set>`` unless ``in``."""
     get(label_set)  # refuses an unknown label set
-    return dataset if label_set == "in" else f"{dataset}_{label_set}"
+    return core_scored_name(dataset, label_set)
 
 
 def relabel(records: list[Record], label_set: str) -> list[Record]:

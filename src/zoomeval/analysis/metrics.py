@@ -3,13 +3,11 @@ need), and ``metrics.json`` / ``cover.json``, the files that carry them from the
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from zoomeval.core.io import write_json
+from zoomeval.core.io import read_json, write_json
 from zoomeval.core.zoom import Transform
 
 #: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k`` (version 1
@@ -84,13 +82,9 @@ def write_metrics(metrics: Metrics, cover: dict[str, Any], metrics_path: str | o
     write_json(metrics_path, document)
 
 
-def _read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
-
-
 def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     """The metrics in a metrics.json (or cover.json) of any schema version so far; refuses anything else."""
-    document = _read_json(path)
+    document = read_json(path)
     version = document.pop("schema_version", 1)
     if version == 1 and "acc_top36" in document:
         document["acc_top_k"] = document.pop("acc_top36")
@@ -105,4 +99,4 @@ def read_metrics(path: str | os.PathLike[str]) -> Metrics:
 
 def read_greedy(path: str | os.PathLike[str]) -> list[Transform]:
     """The greedy cover's transforms in pick order, from a cover.json."""
-    return [Transform(p["scale"], p["row"], p["col"]) for p in _read_json(path)["greedy"]]
+    return [Transform(p["scale"], p["row"], p["col"]) for p in read_json(path)["greedy"]]

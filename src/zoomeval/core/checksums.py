@@ -11,12 +11,11 @@ same timestamp tick went unseen (git's "racily clean" rule).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
 
-from zoomeval.core.io import write_json
+from zoomeval.core.io import read_json, write_json
 
 #: How long a file must have been left alone before its remembered digest is trusted (covers 1-2 s timestamps).
 SETTLE_NS = 2_000_000_000
@@ -40,7 +39,7 @@ def sha256(path: Path, cache_dir: Path) -> str:
     cache = cache_dir / CACHE_NAME
     key = str(path.resolve())
     try:
-        entries = json.loads(cache.read_text())
+        entries = read_json(cache)
     except (OSError, ValueError):  # none yet, or unreadable: hash again
         entries = {}
     before = path.stat()

@@ -1,290 +1,243 @@
-"""The workflow config's validation, run by the Snakefile before any job starts (see :func:`validate_config`).
+"""The workflow config as typed, frozen dataclasses, with every default in one place.
 
-Values are first normalised (numbers and booleans given as strings, as ``--config`` passes lists and
-mappings; integral floats; upper-case checksums), then validated against the JSON schema
-(``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and values out of range
-and fills the defaults. :func:`check_config` then checks what needs knowledge of the package: unknown models
-or weights tags, missing dataset folders, variants that need boxes on a dataset without boxes, names whose
-outputs would collide, devices that do not exist. Every message starts with the key it concerns.
+A config is validated first (:mod:`zoomeval.core.validate`: normalisation, the JSON schema, the package's own
+checks) and then resolved once by :func:`resolve`; rules and scripts read the result, never the raw mapping. The
+JSON schema holds types, enums and ranges but no defaults: a key the config leaves out takes the default of its
+dataclass field below. Defaults that depend on the dataset's adapter (``variants``, ``count_method``) and the
+adapter's published zip password come from the adapter registry, passed in as :class:`Registries` (core does not
+import the later stages).
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-import yaml
-
-#: Adapters whose manifests carry object boxes (needed by the fgset/bgset variants with ``bbox`` masks).
-ADAPTERS_WITH_BOXES = {"demo", "imagenet_val"}
-#: Adapters whose manifests carry ImageNet-ReaL labels (needed by the ``real``/``in_real`` label sets).
-ADAPTERS_WITH_REAL = {"imagenet_val"}
-#: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
-AGGREGATES_SUFFIX = ".aggregates"
-#: Schema keywords whose jsonschema message does not say what is expected; the schema's description is added.
-HINTED = {"pattern", "oneOf", "not", "minimum", "maximum", "exclusiveMinimum"}
+#: Default ``max_resized_pixels``: 2^24, e.g. 16384 x 1024, which admits any image up to 16:1 at S = 1024
+#: (ImageNet's photos are about 4:3).
+MAX_RESIZED_PIXELS = 1 << 24
+Triple = tuple[float, float, float]
 
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names the key and the fix."""
 
 
-def validate_config(config: dict[str, Any], schema: str | Path, check_paths: bool = True) -> None:
-    """Validate ``config`` in place as the Snakefile does: normalise it, validate it against the JSON schema
-    file ``schema`` (filling the schema's defaults, through Snakemake's validator), fill the dataset defaults
-    that depend on the adapter and on ``stats.pairs``, then :func:`check_config`. With
-    ``check_paths=False`` local inputs need not exist (to check example configs)."""
-    from jsonschema import ValidationError
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
+@dataclass(frozen=True)
+class Registries:
+    """The extension points a config names: dataset adapters, model sources and label sets, each a mapping from
+    name to its registered entry (:class:`zoomeval.core.registry.Registry`)."""
 
-    normalise(config, yaml.safe_load(Path(schema).read_text()))
-    try:
-        validate(config, str(Path(schema).resolve()))
-    except WorkflowError as error:
-        if not isinstance(error.__context__, ValidationError):
-            raise
-        raise ConfigError(schema_message(error.__context__)) from None
-    stats_datasets = {name for pair in config.get("stats", {}).get("pairs", []) for name in pair}
-    for name, entry in config["datasets"].items():
-        # object-only and background-only variants need boxes; datasets without boxes default to the original
-        boxes = entry["adapter"] in ADAPTERS_WITH_BOXES
-        entry.setdefault("variants", ["original", "fgset", "bgset"] if boxes else ["original"])
-        if name in stats_datasets:  # objects are counted only for the statistics
-            entry.setdefault("count_method", "bbox" if boxes else "sam_auto")
-    check_config(config, check_paths)
+    adapters: Mapping[str, Any]
+    sources: Mapping[str, Any]
+    label_sets: Mapping[str, Any]
 
 
-def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
-    """Turn values that spell the schema's type into it, in place: integers, numbers and booleans given as
-    strings (``--config`` passes the items of lists and mappings as strings), integral floats where the
-    schema wants integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
-    cannot: NaN passes every bound)."""
-    _normalise(config, schema, schema, ())
-    for entry in [*_mappings(config.get("datasets")), config.get("sam")]:
-        for spec in _mappings(entry):
-            if isinstance(spec.get("sha256"), str):
-                spec["sha256"] = spec["sha256"].strip().lower()
+@dataclass(frozen=True)
+class InputSpec:
+    """One input of the config: a local path (``plain``: given as a bare string), a URL or a Hugging Face repo."""
+
+    path: str | None = None
+    url: str | None = None
+    hf: str | None = None
+    sha256: str | None = None
+    pattern: str | None = None
+    revision: str | None = None
+    plain: bool = False
+
+    @classmethod
+    def from_config(cls, value: str | Mapping[str, str]) -> InputSpec:
+        return cls(path=value, plain=True) if isinstance(value, str) else cls(**value)
+
+    def to_config(self) -> str | dict[str, str]:
+        """The input as the config gives it (a rule param: changing it reruns the jobs that read it)."""
+        if self.plain:
+            return str(self.path)
+        return {k: v for k, v in asdict(self).items() if v is not None and k != "plain"}
+
+    @property
+    def file_name(self) -> str:
+        """The file name a URL input is downloaded under (its path's last part, without a query)."""
+        return str(self.url).split("?")[0].rstrip("/").rsplit("/", 1)[-1]
 
 
-def _mappings(value: Any) -> list[dict[str, Any]]:
-    """The mappings among a mapping's values (none when ``value`` is not a mapping)."""
-    return [v for v in value.values() if isinstance(v, dict)] if isinstance(value, dict) else []
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One entry of ``datasets``."""
+
+    name: str
+    adapter: str
+    #: the input keys the entry gives (root, images, annotations, real, parquet)
+    inputs: Mapping[str, InputSpec] = field(default_factory=dict)
+    #: the entry's password, else the one the adapter's publishers give out (None: no encrypted zips)
+    password: str | None = None
+    scenes: str = "standard"
+    class_set: str = "full"
+    #: default: all three where the adapter gives boxes, else original only
+    variants: tuple[str, ...] = ("original",)
+    mask_method: str = "bbox"
+    #: set for the datasets of stats.pairs only; default bbox where the adapter gives boxes, else sam_auto
+    count_method: str | None = None
+    label_sets: tuple[str, ...] = ("in",)
+
+    def source(self) -> dict[str, Any]:
+        """The keys that decide the manifest, with sorted keys (a rule param: reordering the YAML reruns nothing)."""
+        entry = {"adapter": self.adapter, "scenes": self.scenes, **{k: s.to_config() for k, s in self.inputs.items()}}
+        if self.password is not None:
+            entry["password"] = self.password
+        return {k: entry[k] for k in sorted(entry)}
 
 
-def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: tuple[str | int, ...]) -> Any:
-    if "$ref" in schema:  # only local references ("#/$defs/...") occur in the schema
-        target = root
-        for part in schema["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        schema = {**target, **schema}
-    if isinstance(value, dict):
-        properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
-        for key, item in value.items():
-            sub = properties.get(key, extra)
-            at = (*path, key)
-            value[key] = _normalise(item, sub, root, at) if isinstance(sub, dict) else _finite(item, at)
-        return value
-    if isinstance(value, list):
-        items = schema.get("items")
-        for i, item in enumerate(value):
-            at = (*path, i)
-            value[i] = _normalise(item, items, root, at) if isinstance(items, dict) else _finite(item, at)
-        return value
-    kind = schema.get("type")
-    if isinstance(value, str) and kind in ("integer", "number"):
-        value = _number(value)
-    elif isinstance(value, str) and kind == "boolean":
-        value = {"true": True, "false": False}.get(value.strip().lower(), value)
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return _finite(value, path)
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of ``models``."""
+
+    name: str
+    source: str
+    architecture: str
+    weights: str
+    input_size: int = 224
+    mean: Triple | None = None  # None: the weights' own normalisation
+    std: Triple | None = None
+
+    @classmethod
+    def from_config(cls, name: str, entry: Mapping[str, Any]) -> ModelSpec:
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()}
+        return cls(name=name, **values)
+
+    def entry(self) -> dict[str, Any]:
+        """The config entry with its defaults and sorted keys (a rule param: any change reruns the model's jobs)."""
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
+        return {k: values[k] for k in sorted(values) if k != "name"}
 
 
-def _number(text: str) -> str | int | float:
-    """The integer or float a string spells, or the string itself."""
-    for parse in (int, float):
-        try:
-            return parse(text.strip())
-        except ValueError:
-            pass
-    return text
+@dataclass(frozen=True)
+class InferenceSettings:
+    """The ``inference`` section."""
+
+    batch_size: int = 64
+    device: str = "auto"
+    num_workers: int = 1
+    #: torch threads; 0: the job's threads
+    threads: int = 0
+    precision: str = "fp32"
+    resize_backend: str = "pil"
+    compile: bool = False
+    store_top5: bool = False
+    shard_images: int = 500
 
 
-def _finite(value: Any, path: tuple[str | int, ...]) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{dotted(path)}: {value} is not a finite number; give a finite value")
-    if isinstance(value, dict | list):  # free-form sections (sam.generator) are checked too
-        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-            _finite(item, (*path, key))
-    return value
+@dataclass(frozen=True)
+class CountFilter:
+    """``sam.counting``: the rule that turns automatic SAM masks into counted objects
+    (:func:`zoomeval.masks.sam.count_objects`). The quality defaults are those of SAM's automatic mask generator;
+    a kept mask must cover at least 0.1 % of the image, and a mask overlapping a better one with IoU above one
+    half is a duplicate."""
+
+    min_iou: float = 0.88
+    min_stability: float = 0.95
+    min_area_fraction: float = 0.001
+    max_overlap: float = 0.5
 
 
-def dotted(path: Iterable[str | int]) -> str:
-    """A key path as config/README.md writes it: ``datasets.x.mean[0]``."""
-    key = ""
-    for part in path:
-        key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else part
-    return key or "the config"
+@dataclass(frozen=True)
+class SamConfig:
+    """The ``sam`` section."""
+
+    model_type: str
+    checkpoint: InputSpec
+    device: str = "auto"
+    counting: CountFilter = CountFilter()
+    #: keyword arguments of segment_anything's SamAutomaticMaskGenerator
+    generator: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> SamConfig:
+        counting = CountFilter(**section.get("counting", {}))
+        return cls(**{**section, "checkpoint": InputSpec.from_config(section["checkpoint"]), "counting": counting})
+
+    def entry(self) -> dict[str, Any]:
+        """The section with its defaults and sorted keys (a rule param: any change reruns the SAM masks)."""
+        values = {**asdict(self), "checkpoint": self.checkpoint.to_config(), "generator": dict(self.generator)}
+        return {k: values[k] for k in sorted(values)}
 
 
-def schema_message(error: Any) -> str:
-    """A JSON schema error as ``<key>: <what is wrong>``, with the allowed keys or the schema's description
-    where jsonschema's own message does not say what is expected."""
-    error = _intended_branch(error)
-    message = f"{dotted(error.absolute_path)}: {error.message}"
-    if error.validator == "additionalProperties":
-        return f"{message}; the keys allowed here are {', '.join(error.schema.get('properties', {}))}"
-    if error.validator in HINTED and "description" in error.schema:
-        return f"{message} ({error.schema['description']})"
-    return message
+@dataclass(frozen=True)
+class StatsConfig:
+    """The ``stats`` section: dataset pairs compared by the Mann-Whitney U test."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> StatsConfig:
+        return cls(**{k: tuple(map(tuple, v)) for k, v in section.items()})
+
+    @property
+    def datasets(self) -> list[str]:
+        return sorted({name for pair in self.pairs for name in pair})
 
 
-def _intended_branch(error: Any) -> Any:
-    """For a value that fits none of a ``oneOf``'s alternatives, the error within the one alternative whose
-    type and required keys it has (e.g. a ``{path, sha256}`` input with a bad checksum), if there is one."""
-    from jsonschema.exceptions import best_match
+@dataclass(frozen=True)
+class Config:
+    """The whole config."""
 
-    while error.validator == "oneOf" and error.context:
-        branches = defaultdict(list)
-        for sub in error.context:
-            branches[sub.relative_schema_path[0]].append(sub)
-        fitting = [
-            subs
-            for subs in branches.values()
-            if not any(s.validator in ("type", "required") and len(s.relative_schema_path) == 2 for s in subs)
-        ]
-        if len(fitting) != 1:
-            break
-        error = best_match(fitting[0])
-    return error
+    scales: tuple[int, ...]
+    datasets: Mapping[str, DatasetConfig]
+    models: Mapping[str, ModelSpec]
+    top_k: int = 36
+    on_bad_image: str = "skip"
+    max_resized_pixels: int = MAX_RESIZED_PIXELS
+    cover_time_limit: float = 30
+    #: where downloads, Hugging Face files, weights and extracted archives go
+    resources: str = "resources"
+    inference: InferenceSettings = InferenceSettings()
+    sam: SamConfig | None = None
+    stats: StatsConfig = StatsConfig()
 
 
-def check_config(config: dict[str, Any], check_paths: bool = True) -> None:
-    """The checks the schema cannot make, on a config the schema has validated (``check_paths=False``: local
-    inputs need not exist)."""
-    from zoomeval.core.devices import check_device
-    from zoomeval.datasets.build import ADAPTER_INPUTS
-
-    check_names(config)
-    stats_datasets = {name for pair in config.get("stats", {}).get("pairs", []) for name in pair}
-    for name, entry in config["datasets"].items():
-        key = f"datasets.{name}"
-        adapter = entry["adapter"]
-        required, optional = ADAPTER_INPUTS[adapter]
-        for field in sorted(required):
-            if not entry.get(field):
-                raise ConfigError(f"{key}.{field} is required for adapter {adapter}: a local path, url or hf source")
-        for field in sorted(required | optional):
-            if check_paths:
-                _check_local(f"{key}.{field}", entry.get(field))
-        needs_masks = set(entry.get("variants", [])) - {"original"}
-        if needs_masks and adapter not in ADAPTERS_WITH_BOXES:
-            raise ConfigError(
-                f"{key}.variants: {sorted(needs_masks)} need object boxes, which adapter "
-                f"{adapter!r} does not provide; use variants: [original]"
-            )
-        # objects are counted only for the datasets of stats.pairs
-        count_method = entry.get("count_method") if name in stats_datasets else None
-        uses_sam = entry.get("mask_method", "bbox") != "bbox" or count_method == "sam_auto"
-        if uses_sam and "sam" not in config:
-            raise ConfigError(f"{key}: SAM masks or counts need a top-level sam section (model_type, checkpoint)")
-        if count_method == "bbox" and adapter not in ADAPTERS_WITH_BOXES:
-            raise ConfigError(f"{key}.count_method: adapter {adapter!r} has no boxes to count; use sam_auto")
-        needs_real = set(entry.get("label_sets", [])) - {"in"}
-        if needs_real and adapter not in ADAPTERS_WITH_REAL:
-            raise ConfigError(
-                f"{key}.label_sets: {sorted(needs_real)} need ImageNet-ReaL labels, which only adapter "
-                f"imagenet_val provides; use label_sets: [in]"
-            )
-    if unknown := sorted(stats_datasets - set(config["datasets"])):
-        raise ConfigError(
-            f"stats.pairs: {unknown[0]!r} is not a dataset of this config; use one of {list(config['datasets'])}"
-        )
-    if check_paths:
-        _check_local("sam.checkpoint", config.get("sam", {}).get("checkpoint"))
-    check_device("inference.device", config.get("inference", {}).get("device", "auto"))
-    if "sam" in config:
-        check_device("sam.device", config["sam"].get("device", "auto"))
-    for name, entry in config["models"].items():
-        check_model(f"models.{name}", entry)
+#: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
+#: :class:`Config`.
+SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "inference": lambda section: InferenceSettings(**section),
+    "sam": SamConfig.from_config,
+    "stats": StatsConfig.from_config,
+}
 
 
-def check_names(config: dict[str, Any]) -> None:
-    """Refuse names whose outputs would land in the same files: a dataset name or a scored name
-    (``<dataset>_<label set>``, a Table A8 row and a folder under ``results/analysis``) claimed twice, a model
-    name that is another's aggregates file, or names that differ only in case (one folder on the case-insensitive
-    file systems of macOS and Windows)."""
-    from zoomeval.analysis import scored_name
-
-    datasets: dict[str, tuple[str, str, str]] = {}
-    for name, entry in config["datasets"].items():
-        _claim(datasets, name, f"datasets.{name}", f"dataset {name!r}")
-        for i, label_set in enumerate(entry.get("label_sets", ["in"])):
-            if (scored := scored_name(name, label_set)) != name:
-                what = f"its {label_set} scoring, named {scored!r}"
-                _claim(datasets, scored, f"datasets.{name}.label_sets[{i}]", what)
-    models: dict[str, tuple[str, str, str]] = {}
-    for name in config["models"]:
-        if name.endswith(AGGREGATES_SUFFIX):
-            raise ConfigError(
-                f"models.{name}: a model name cannot end in {AGGREGATES_SUFFIX}: its predictions would be the "
-                f"aggregates file of a model {name.removesuffix(AGGREGATES_SUFFIX)!r}; rename it"
-            )
-        _claim(models, name, f"models.{name}", f"model {name!r}")
+def scored_name(dataset: str, label_set: str) -> str:
+    """The ``dataset`` value of a Table A8 row: the dataset's name, suffixed ``_<label set>`` unless ``in``."""
+    return dataset if label_set == "in" else f"{dataset}_{label_set}"
 
 
-def _claim(claims: dict[str, tuple[str, str, str]], name: str, key: str, what: str) -> None:
-    """Record that ``key`` names outputs ``name``; refuse a name (in any case) that another key names."""
-    other_name, other_key, other_what = claims.setdefault(name.casefold(), (name, key, what))
-    if other_key != key:
-        case = "" if other_name == name else " in all but case, which macOS and Windows file systems ignore"
-        raise ConfigError(
-            f"{key} ({what}) collides with {other_key} ({other_what}){case}: their Table A8 rows and folders "
-            "under results/ would overwrite each other; rename one of the two"
-        )
+def _given(cls: type, section: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``section`` that are fields of ``cls`` (the schema refuses any other)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in section.items() if k in names}
 
 
-def _check_local(key: str, spec: str | dict[str, Any] | None) -> None:
-    """A local input (a path string or ``{path: ...}``) must exist; URLs and Hugging Face inputs are fetched later."""
-    path = spec if isinstance(spec, str) else (spec or {}).get("path")
-    if path and not Path(path).exists():
-        raise ConfigError(f"{key}: {path!r} does not exist; download it and point the key at it, or give a url")
+def resolve_dataset(name: str, entry: Mapping[str, Any], adapter: Any, counted: bool) -> DatasetConfig:
+    """A dataset entry with its defaults; ``counted``: the dataset is in ``stats.pairs``."""
+    inputs = {k: InputSpec.from_config(entry[k]) for k in adapter.inputs if k in entry}
+    values = {**_given(DatasetConfig, entry), "inputs": inputs}
+    values["password"] = entry.get("password", adapter.password)
+    values.setdefault("variants", ("original", "fgset", "bgset") if adapter.boxes else ("original",))
+    if counted:  # objects are counted only for the statistics
+        values.setdefault("count_method", "bbox" if adapter.boxes else "sam_auto")
+    else:
+        values["count_method"] = None
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return DatasetConfig(name=name, **values)
 
 
-def check_model(key: str, entry: dict[str, Any]) -> None:
-    source, arch, weights = entry["source"], entry["architecture"], entry["weights"]
-    if source == "embedded":
-        from zoomeval.inference import embedded
-
-        if weights != embedded.WEIGHTS_FILE:
-            raise ConfigError(f"{key}.weights: the embedded model ships {embedded.WEIGHTS_FILE!r}, not {weights!r}")
-        if arch != embedded.ARCHITECTURE:
-            raise ConfigError(f"{key}.architecture: the embedded weights fit {embedded.ARCHITECTURE!r}, not {arch!r}")
-    elif source == "torchvision":
-        import torchvision
-
-        if arch not in torchvision.models.list_models():
-            raise ConfigError(
-                f"{key}.architecture: {arch!r} is not a torchvision model (see torchvision.models.list_models())"
-            )
-        tags = [w.name for w in torchvision.models.get_model_weights(arch)]
-        if weights not in tags:
-            raise ConfigError(f"{key}.weights: {arch} has weights tags {tags}, not {weights!r}")
-    elif source == "timm":
-        import timm
-
-        if not timm.is_model(arch):
-            raise ConfigError(f"{key}.architecture: {arch!r} is not a timm model (timm.list_models())")
-        if f"{arch}.{weights}" not in timm.list_pretrained(f"{arch}.*"):
-            tags = [n.split(".", 1)[1] for n in timm.list_pretrained(f"{arch}.*")]
-            raise ConfigError(f"{key}.weights: {arch} has pretrained tags {tags}, not {weights!r}")
-        from zoomeval.inference.models import timm_hub_source
-
-        try:
-            timm_hub_source(f"{arch}.{weights}")
-        except ValueError as exc:
-            raise ConfigError(f"{key}.weights: {weights!r}: {exc}") from None
+def resolve(raw: Mapping[str, Any], registries: Registries) -> Config:
+    """The typed config of a config mapping that passed the schema."""
+    sections = {key: make(raw[key]) for key, make in SECTIONS.items() if key in raw}
+    counted = set(sections.get("stats", Config.stats).datasets)
+    datasets = {
+        name: resolve_dataset(name, entry, registries.adapters[entry["adapter"]], name in counted)
+        for name, entry in raw["datasets"].items()
+    }
+    models = {name: ModelSpec.from_config(name, entry) for name, entry in raw["models"].items()}
+    top = {k: v for k, v in raw.items() if k not in ("datasets", "models", *SECTIONS)}
+    return Config(**{**top, "scales": tuple(raw["scales"])}, datasets=datasets, models=models, **sections)

@@ -1,5 +1,9 @@
 """The torch device a config names (``auto``, ``cpu``, ``cuda``, ``cuda:N``): checked without torch when the
-config is read, where the machine tells how many GPUs there can be, and with torch when a job starts."""
+config is read, where the machine tells how many GPUs there can be, and resolved with torch when a job starts.
+
+``auto`` means CUDA where there is a GPU: when the workflow is parsed, a GPU the NVIDIA driver lists
+(:func:`claims_gpu`, so that the job claims the ``gpu`` resource); when a job starts, one torch can use
+(:func:`resolve_device`)."""
 
 from __future__ import annotations
 
@@ -35,6 +39,14 @@ def gpus_at_most() -> int | None:
     if visible is not None:
         bounds.append(len([entry for entry in visible.split(",") if entry.strip()]))
     return min(bounds) if bounds else None
+
+
+def claims_gpu(device: str) -> bool:
+    """Whether a job on ``device`` uses a GPU, decided without torch: ``cuda`` and ``cuda:N`` do, and ``auto`` does
+    where the NVIDIA driver lists a GPU this process may see."""
+    if device == "auto":
+        return bool(gpus_at_most())
+    return cuda_index(device) is not None
 
 
 def check_device(key: str, device: str) -> None:

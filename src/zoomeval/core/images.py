@@ -31,15 +31,13 @@ from functools import partial
 import numpy as np
 from PIL import Image
 
+from zoomeval.core.config import MAX_RESIZED_PIXELS
 from zoomeval.core.io import write_csv
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import resized_size
 
 log = logging.getLogger(__name__)
 
-#: Default ``max_resized_pixels``: 2^24, e.g. 16384 x 1024, which admits any image up to 16:1 at S = 1024
-#: (ImageNet's photos are about 4:3).
-MAX_RESIZED_PIXELS = 1 << 24
 #: Bad images named in an error message (all of them go to the log).
 SHOWN_IN_MESSAGE = 5
 

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,22 +25,41 @@ METADATA_KEY = b"zoomeval"
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+def atomic_path(path: str | os.PathLike[str], folder: bool = False) -> Iterator[Path]:
+    """Yield a new temporary file (a folder if ``folder``) beside ``path``; rename it onto ``path`` only if the block
+    succeeds, else delete it.
 
-    A killed or failing job therefore never leaves a partial file under the final name.
+    A killed or failing job therefore never leaves a partial file or folder under the final name. A folder is
+    renamed only onto a path that does not exist.
     """
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}.{secrets.token_hex(8)}.tmp")
-    # Not tempfile.mkstemp: its mode 0600 would survive the rename. O_EXCL still never reuses an existing file.
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    # Not tempfile.mkstemp/mkdtemp: their modes 0600/0700 would survive the rename; these honour the umask.
+    # O_EXCL and mkdir still never reuse an existing path.
+    if folder:
+        tmp.mkdir()
+    else:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield tmp
-        os.replace(tmp, final)
+        (os.rename if folder else os.replace)(tmp, final)
     finally:
-        if os.path.exists(tmp):
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def link_or_copy(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
+    """Make ``dest`` a hard link to ``source`` (no extra space) or, across file systems or where links are not
+    allowed, an atomic copy of it."""
+    Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        with atomic_path(dest) as tmp:
+            shutil.copyfile(source, tmp)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -57,6 +77,10 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterabl
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    return json.loads(Path(path).read_text())
 
 
 def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any], **options: Any) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import secrets
 import shutil
 import stat
 import subprocess
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from zoomeval.core.io import atomic_path
+
 #: Symlink hops allowed while resolving one path; more means a loop, which is refused.
 _MAX_HOPS = 40
 #: The kinds of file that :func:`check_complete` recognises by the ending of their name.
@@ -36,6 +37,10 @@ _KINDS = {
     "zip archive": (".zip",),
     "JSON document": (".json",),
 }
+
+
+#: Names of archives: a download is extracted when its name ends in one of these (a local file, by its content).
+ARCHIVE_SUFFIXES = _KINDS["tar archive"] + _KINDS["zip archive"]
 
 
 class UnsafeArchiveError(ValueError):
@@ -236,12 +241,5 @@ def _unzip(archive: Path, zf: zipfile.ZipFile, tmp: Path, password: str) -> None
 
 def _extract_atomically(target: Path, extract_into: Callable[[Path], None]) -> None:
     """Run ``extract_into`` on a new folder beside ``target`` and rename that onto ``target`` if it succeeds."""
-    # Not tempfile.mkdtemp: its 0o700 would become the target's mode; mkdir honours the umask.
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    tmp.mkdir()
-    try:
+    with atomic_path(target, folder=True) as tmp:
         extract_into(tmp)
-        os.rename(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # only left after a failure

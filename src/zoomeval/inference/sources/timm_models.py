@@ -1,0 +1,105 @@
+"""``timm``: ``timm.create_model("<architecture>.<weights>", pretrained=True)`` with the checkpoint of the tag's
+Hugging Face repo (``model.safetensors``, else ``pytorch_model.bin``).
+
+The download goes through huggingface_hub's own cache, as timm does (resumed downloads, ``HF_HOME``,
+``HF_HUB_OFFLINE``, a cache shared with other tools), which stores the file as a blob named by its etag: for the
+hub's LFS files, the sha256 the hub publishes. That blob is checked against its name and then placed in the
+workflow's weights folder, hard-linked where the file system allows (else copied), as ``<sha256>.<suffix>``: its
+name carries the published hash, which every load checks, as a torchvision checkpoint's name carries its prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from zoomeval.core.config import ConfigError, ModelSpec
+from zoomeval.core.io import atomic_path
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
+
+#: Where timm's Hugging Face repos keep their weights: safetensors first, as timm itself tries.
+HF_WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")
+#: A fetched weights file: the published sha256 and the hub file's suffix.
+FETCHED = r"[0-9a-f]{64}\.(safetensors|bin)"
+
+
+def hub_source(name: str) -> tuple[str, str | None]:
+    """``(repo_id, revision)`` of the Hugging Face repo that holds timm model ``name``'s weights; ``ValueError``
+    for the few tags whose weights come from elsewhere (their files carry no published hash to check)."""
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(name)
+    if cfg is None or not cfg.hf_hub_id:
+        raise ValueError(
+            f"timm model {name!r} has no weights in a Hugging Face repo (timm.models.get_pretrained_cfg), so their "
+            "hash cannot be checked; choose a tag listed with an hf_hub_id"
+        )
+    repo_id, _, revision = cfg.hf_hub_id.partition("@")
+    return repo_id, revision or None
+
+
+def check(spec: ModelSpec) -> None:
+    """The architecture must be a timm model and the weights one of its pretrained tags with weights on the hub."""
+    import timm
+
+    key, arch, tag = f"models.{spec.name}", spec.architecture, spec.weights
+    if not timm.is_model(arch):
+        raise ConfigError(f"{key}.architecture: {arch!r} is not a timm model (timm.list_models())")
+    if f"{arch}.{tag}" not in timm.list_pretrained(f"{arch}.*"):
+        tags = [n.split(".", 1)[1] for n in timm.list_pretrained(f"{arch}.*")]
+        raise ConfigError(f"{key}.weights: {arch} has pretrained tags {tags}, not {tag!r}")
+    try:
+        hub_source(f"{arch}.{tag}")
+    except ValueError as exc:
+        raise ConfigError(f"{key}.weights: {tag!r}: {exc}") from None
+
+
+def _download(repo_id: str, revision: str | None) -> tuple[Path, str]:
+    """The first of :data:`HF_WEIGHTS_FILES` the repo has, in huggingface_hub's cache, and its name there."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    *first, last = HF_WEIGHTS_FILES
+    for filename in first:
+        try:
+            return Path(hf_hub_download(repo_id, filename, revision=revision)), filename
+        except EntryNotFoundError:
+            pass
+    return Path(hf_hub_download(repo_id, last, revision=revision)), last
+
+
+def fetch(spec: ModelSpec, folder: Path) -> None:
+    """Download the weights through huggingface_hub's cache, check the blob against the sha256 it is stored under
+    and place it in ``folder`` as ``<sha256>.<suffix>``."""
+    repo_id, revision = hub_source(f"{spec.architecture}.{spec.weights}")
+    path, filename = _download(repo_id, revision)
+    blob = path.resolve()  # snapshots/<commit>/<file> links to blobs/<etag>
+    if not re.fullmatch(r"[0-9a-f]{64}", blob.name):
+        raise ValueError(
+            f"{path}: huggingface_hub did not store it under its sha256 (a cache without symlinks?), so it cannot "
+            "be checked; use a cache on a file system with symlinks (HF_HOME)"
+        )
+    source = f"the sha256 the hub published for {repo_id}/{filename}, under which huggingface_hub stored it"
+    verified_sha256(blob, blob.name, source, "delete it to download it again")
+    dest = folder / f"{blob.name}{Path(filename).suffix}"
+    try:
+        os.link(blob, dest)
+    except OSError:  # another file system, or links not allowed
+        with atomic_path(dest) as tmp:
+            shutil.copyfile(blob, tmp)
+
+
+@MODEL_SOURCES.register("timm", check=check, fetch=fetch)
+def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
+    import timm
+
+    path = fetched_file(weights, FETCHED, spec)
+    source = "the sha256 the hub published for it, which its name carries"
+    sha = verified_sha256(path, path.name.split(".")[0], source, f"delete {path.parent} to download it again")
+    # timm reads exactly the file checked above (its own loader would look the file up again).
+    name = f"{spec.architecture}.{spec.weights}"
+    module = timm.create_model(name, pretrained=True, pretrained_cfg_overlay={"file": str(path), "hf_hub_id": None})
+    cfg = module.pretrained_cfg
+    return LoadedModel(module, sha, tuple(cfg["mean"]), tuple(cfg["std"]))  # type: ignore[arg-type]

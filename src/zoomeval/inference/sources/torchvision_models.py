@@ -1,0 +1,93 @@
+"""``torchvision``: ``torchvision.models`` with a pinned weights tag (e.g. ``IMAGENET1K_V1``).
+
+The checkpoint is downloaded from the tag's URL into the workflow's weights folder under its published file name,
+whose hash prefix (torch.hub's convention, e.g. ``resnet18-f37072fd.pth``) every load checks. It is read with
+``torch.load(..., weights_only=True)``; the model is normalised as the tag's transforms say.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from zoomeval.core.config import ConfigError, ModelSpec
+from zoomeval.core.io import atomic_path
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
+
+#: Shortest hash prefix accepted in a torchvision checkpoint's file name.
+MIN_HASH_PREFIX = 8
+
+
+def checkpoint(architecture: str, tag: str) -> tuple[str, str]:
+    """The URL of a torchvision weights tag and the sha256 prefix its file name carries."""
+    import torch
+    import torchvision
+
+    url = torchvision.models.get_model_weights(architecture)[tag].url
+    match = torch.hub.HASH_REGEX.search(os.path.basename(url))
+    prefix = match.group(1) if match else ""
+    if len(prefix) < MIN_HASH_PREFIX:
+        raise ValueError(f"{url}: the file name carries no hash to check the checkpoint against")
+    return url, prefix
+
+
+def check(spec: ModelSpec) -> None:
+    """The architecture must be a torchvision model and the weights one of its pinned tags (not ``DEFAULT``)."""
+    import torchvision
+
+    key, arch = f"models.{spec.name}", spec.architecture
+    if arch not in torchvision.models.list_models():
+        raise ConfigError(
+            f"{key}.architecture: {arch!r} is not a torchvision model (see torchvision.models.list_models())"
+        )
+    tags = [w.name for w in torchvision.models.get_model_weights(arch)]
+    if spec.weights not in tags:
+        raise ConfigError(f"{key}.weights: {arch} has weights tags {tags}, not {spec.weights!r}")
+
+
+def fetch(spec: ModelSpec, folder: Path) -> None:
+    """Download the checkpoint into ``folder`` under its published name; torch.hub checks the hash prefix."""
+    import torch
+
+    url, prefix = checkpoint(spec.architecture, spec.weights)
+    with atomic_path(folder / os.path.basename(url)) as tmp:
+        torch.hub.download_url_to_file(url, str(tmp), hash_prefix=prefix)
+
+
+@contextmanager
+def _weights_only(url: str, path: Path) -> Iterator[None]:
+    # torchvision's builders read their checkpoint through torch.hub with weights_only=False. Route that
+    # call (``WeightsEnum.get_state_dict``) to a weights_only load of the file we verified, and keep the
+    # builders' own per-weights settings (number of classes, image size).
+    import torch
+    from torchvision.models._api import WeightsEnum
+
+    def load(self: WeightsEnum, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self.url != url:
+            raise RuntimeError(f"torchvision asked for {self.url}, expected {url}")
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    original = WeightsEnum.get_state_dict
+    WeightsEnum.get_state_dict = load  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        WeightsEnum.get_state_dict = original  # type: ignore[method-assign]
+
+
+@MODEL_SOURCES.register("torchvision", check=check, fetch=fetch)
+def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
+    import torchvision
+
+    url, prefix = checkpoint(spec.architecture, spec.weights)
+    path = fetched_file(weights, re.escape(os.path.basename(url)), spec)
+    source = f"the hash prefix of torchvision's file name {path.name}"
+    sha = verified_sha256(path, prefix, source, f"delete {path.parent} to download it again")
+    with _weights_only(url, path):
+        module = torchvision.models.get_model(spec.architecture, weights=spec.weights)
+    preset = torchvision.models.get_model_weights(spec.architecture)[spec.weights].transforms()
+    return LoadedModel(module, sha, tuple(preset.mean), tuple(preset.std))  # type: ignore[arg-type]

@@ -1,0 +1,36 @@
+"""Every registry in one place, and the config checked and typed against them: what the Snakefile and the rules'
+scripts use. It sits above the stages (it imports datasets, inference and analysis, and none of them imports it),
+and imports neither torch, timm, scipy nor polars: the workflow's DAG is built with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from zoomeval.analysis.label_sets import LABEL_SETS
+from zoomeval.core.config import Config, Registries, resolve
+from zoomeval.core.validate import validate_config
+from zoomeval.datasets.registry import ADAPTERS
+from zoomeval.inference.models import MODEL_SOURCES, check_model
+
+REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LABEL_SETS)
+#: The config's JSON schema, beside the Snakefile.
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load_config(config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA) -> Config:
+    """Validate a config mapping in place (see :mod:`zoomeval.core.validate`) and return it typed."""
+    return validate_config(config, schema, REGISTRIES, check_paths)
+
+
+def typed_config(config: dict[str, Any]) -> Config:
+    """The typed form of a config that :func:`load_config` validated (what a job's script reads)."""
+    return resolve(config, REGISTRIES)
+
+
+def check_models(config: Config) -> None:
+    """The checks that import torchvision or timm: every model's architecture and weights tag exist. Run when a
+    workflow run starts (the Snakefile's ``onstart``), not by ``snakemake -n``."""
+    for spec in config.models.values():
+        check_model(spec)
