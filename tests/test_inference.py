@@ -21,7 +21,7 @@ from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
 from zoomeval.inference.crops import batches
 from zoomeval.inference.models import LoadedModel
-from zoomeval.inference.parts import merge_parts, part_range
+from zoomeval.inference.parts import merge_parts, merged_metadata, part_range
 from zoomeval.inference.predict import predict_part, predict_to_file
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.sources import embedded
@@ -259,3 +259,16 @@ def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, reco
         merge_parts(parts, tmp_path / "x.parquet", tmp_path / "y.parquet", [r.image_id for r in reversed(records)])
     with pytest.raises(ValueError, match=r"p1.parquet is not part 0 of 3"):
         merge_parts(parts[1:], tmp_path / "x.parquet", tmp_path / "y.parquet", [r.image_id for r in records])
+
+
+def test_merged_metadata_sums_the_timings_and_refuses_parts_computed_differently():
+    shared = {"kind": "predictions", "precision": "fp32", "scales": [256]}
+    metas = [
+        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0},
+        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0},
+    ]
+    merged = merged_metadata(metas)
+    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5}
+    metas[1]["precision"] = "bf16"
+    with pytest.raises(ValueError, match=r"prediction parts 1 and 2 were computed differently \(\['precision'\]\)"):
+        merged_metadata(metas)
