@@ -118,6 +118,8 @@ def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
         ("a/b", "models: 'a/b' does not match"),
         ("efficientnet_lite0.aggregates", "models.efficientnet_lite0.aggregates: a model name cannot end in "
          ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'"),
+        ("efficientnet_lite0.part12", "models.efficientnet_lite0.part12: a model name cannot end in .part12: with "
+         "inference.parts its predictions would be a part file of a model 'efficientnet_lite0'"),
         ("EfficientNet_Lite0", "models.EfficientNet_Lite0 (model 'EfficientNet_Lite0') collides with "
          "models.efficientnet_lite0 (model 'efficientnet_lite0') in all but case"),
     ],
@@ -342,7 +344,7 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     )
     assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
     assert config.inference == InferenceSettings()
-    assert (config.inference.batch_size, config.inference.shard_images) == (64, 500)
+    assert (config.inference.batch_size, config.inference.shard_images, config.inference.parts) == (64, 500, 1)
     v, d = config.datasets["v"], config.datasets["d"]
     assert v.variants == d.variants == ("original", "fgset", "bgset")  # both adapters give boxes
     assert (v.class_set, v.mask_method, v.label_sets) == ("full", "bbox", ("in",))
