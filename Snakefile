@@ -32,6 +32,8 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/statistics.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/browser.smk"
+include: "workflow/rules/hard_set.smk"
 
 
 # Checks that import torchvision or timm (every model's architecture and weights tag exist) run once when a run

@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import ROOT
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core import devices
-from zoomeval.core.config import Config, ConfigError, InferenceSettings
+from zoomeval.core.config import BrowserConfig, Config, ConfigError, InferenceSettings
 from zoomeval.core.devices import check_device, claims_gpu, gpus_at_most, resolve_device
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
@@ -216,6 +216,13 @@ def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     )
 
 
+def test_the_browser_section_keeps_the_keys_it_gives_and_refuses_bad_ones_naming_them() -> None:
+    config = validated(lambda c: c.update(browser={"page_size": 7}))
+    assert config.browser == BrowserConfig(page_size=7) and config.browser.max_images == 2000
+    assert refusal(lambda c: c.update(browser={"page_size": 0})).startswith("browser.page_size: 0 is less than")
+    assert "'max_image' was unexpected" in refusal(lambda c: c.update(browser={"max_image": 10}))
+
+
 def test_local_paths_are_checked_unless_check_paths_is_off(tmp_path: Path) -> None:
     def mine(root):
         return lambda c: c["datasets"].update(mine={"adapter": "imagefolder", "root": root, "variants": ["original"]})
@@ -303,6 +310,12 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
     assert config.inference == InferenceSettings()
     assert (config.inference.batch_size, config.inference.shard_images) == (64, 500)
+    assert config.browser == BrowserConfig() and (2000, 160, 24, 3) == (
+        config.browser.max_images,
+        config.browser.thumbnail_size,
+        config.browser.page_size,
+        config.browser.predictions_shown,
+    )
     v, d = config.datasets["v"], config.datasets["d"]
     assert v.variants == d.variants == ("original", "fgset", "bgset")  # both adapters give boxes
     assert (v.class_set, v.mask_method, v.label_sets) == ("full", "bbox", ("in",))

@@ -179,6 +179,19 @@ class StatsConfig:
 
 
 @dataclass(frozen=True)
+class BrowserConfig:
+    """The ``browser`` section: the per-image browser, results/browser/index.html."""
+
+    #: images per dataset; a larger dataset is sampled evenly over its manifest order
+    max_images: int = 2000
+    #: longer side of the thumbnails and crops, in pixels
+    thumbnail_size: int = 160
+    page_size: int = 24
+    #: greedy picks whose predictions each image lists, after the 1-crop
+    predictions_shown: int = 3
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole config."""
 
@@ -194,6 +207,7 @@ class Config:
     inference: InferenceSettings = InferenceSettings()
     sam: SamConfig | None = None
     stats: StatsConfig = StatsConfig()
+    browser: BrowserConfig = BrowserConfig()
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -202,6 +216,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "inference": lambda section: InferenceSettings(**section),
     "sam": SamConfig.from_config,
     "stats": StatsConfig.from_config,
+    "browser": lambda section: BrowserConfig(**section),
 }
 
 
