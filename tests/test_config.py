@@ -51,7 +51,8 @@ def test_the_readme_example_configs_and_the_shipped_configs_validate() -> None:
     configs = [yaml.safe_load(text) for text in blocks]
     configs += [yaml.safe_load(path.read_text()) for path in sorted((ROOT / "config").glob("*.yaml"))]
     typed = [load_config(config, check_paths=False) for config in configs]
-    assert typed[0].datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
+    readme = next(t for t in typed if "imagenet_a" in t.datasets)  # "Using your own data and models"
+    assert readme.datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
 
 
 def test_count_method_is_defaulted_and_checked_only_for_datasets_in_stats_pairs() -> None:
@@ -212,7 +213,7 @@ def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
         "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, resources, datasets, models, sam, stats, "
-        "inference"
+        "inference, browser, multilabel"
     )
 
 
@@ -365,7 +366,7 @@ def test_a_missing_input_an_adapter_requires_is_named() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sam", "weights", "SAM"])
+@pytest.mark.parametrize("name", ["sam", "weights", "SAM", "labels"])
 def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
     assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")
