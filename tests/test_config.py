@@ -212,7 +212,7 @@ def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
         "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, resources, datasets, models, sam, stats, "
-        "inference"
+        "inference, browser, multilabel"
     )
 
 
@@ -365,7 +365,7 @@ def test_a_missing_input_an_adapter_requires_is_named() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sam", "weights", "SAM"])
+@pytest.mark.parametrize("name", ["sam", "weights", "SAM", "labels"])
 def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
     assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")

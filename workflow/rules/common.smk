@@ -3,6 +3,7 @@
 import os
 import re
 
+from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import scored_name
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import plan_all
@@ -127,3 +128,11 @@ def original_analysis(name):
 def browser_outputs():
     """What `all` builds for the image browser and the hard sets."""
     return ["results/browser/index.html", "results/hard/summary.csv", "results/hard/summary.md"]
+
+
+def labels_input(wc):
+    """The labels file the analysis of a scored dataset reads besides its manifest: Shankar et al.'s annotations
+    (workflow/rules/multilabel.smk) for the multilabel and imagenet_m label sets, none for the others."""
+    dataset, label_set = SCORED[wc.scored]
+    labels_file = LABEL_SETS[label_set].labels_file
+    return f"results/labels/{dataset}/{labels_file}" if labels_file else []
