@@ -174,7 +174,7 @@ def check_config(config: Config, registries: Registries, check_paths: bool = Tru
     if config.sam is not None:
         check_device("sam.device", config.sam.device)
         if check_paths:
-            _check_local("sam.checkpoint", config.sam.checkpoint)
+            check_local_input("sam.checkpoint", config.sam.checkpoint)
 
 
 def check_dataset(config: Config, dataset: Any, registries: Registries, check_paths: bool) -> None:
@@ -185,7 +185,7 @@ def check_dataset(config: Config, dataset: Any, registries: Registries, check_pa
             raise ConfigError(f"{key}.{name} is required for adapter {adapter.name}: a local path, url or hf source")
     if check_paths:
         for name, spec in dataset.inputs.items():
-            _check_local(f"{key}.{name}", spec)
+            check_local_input(f"{key}.{name}", spec)
     needs_masks = set(dataset.variants) - {"original"}
     if needs_masks and not adapter.boxes:
         raise ConfigError(
@@ -247,7 +247,7 @@ def _claim(claims: dict[str, tuple[str, str, str]], name: str, key: str, what: s
         )
 
 
-def _check_local(key: str, spec: InputSpec) -> None:
+def check_local_input(key: str, spec: InputSpec) -> None:
     """A local input (a path string or ``{path: ...}``) must exist; URLs and Hugging Face inputs are fetched later."""
     path = spec.path
     if path and not Path(path).exists():

@@ -199,7 +199,7 @@ def uses_annotations(config: Config) -> bool:
 def check_dataset(config: Config, dataset: DatasetConfig, index: int, check_paths: bool) -> None:
     """The config checks of a dataset whose ``label_sets[index]`` is ``multilabel`` or ``imagenet_m`` (the label sets'
     ``check``, see :mod:`zoomeval.analysis.label_sets`)."""
-    from zoomeval.core.validate import _check_local
+    from zoomeval.core.validate import check_local_input
     from zoomeval.core.zoom import ONE_CROP
 
     label_set, key = dataset.label_sets[index], f"datasets.{dataset.name}"
@@ -217,4 +217,4 @@ def check_dataset(config: Config, dataset: DatasetConfig, index: int, check_path
         raise ConfigError(f"scales: the multi-label table of {key} compares 1-crop accuracies (S = "
                           f"{ONE_CROP[0]}, centre anchor); add {ONE_CROP[0]} to the scales")  # fmt: skip
     if check_paths:
-        _check_local("multilabel", config.multilabel)
+        check_local_input("multilabel", config.multilabel)
