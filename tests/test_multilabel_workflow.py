@@ -119,6 +119,16 @@ def test_the_multilabel_table_end_to_end(tmp_path, served, snakemake_run, config
         "| multi-label drop, val -> V2 | imagenet -> imagenet_v2 | +0.00 (median of 1 model)"
         in (tmp_path / "results/table_multilabel.md").read_text()
     )
+    # the browser and the hard sets read the annotations too: val 2 and V2 b are never right under multi-label
+    # labels (no label judged correct), every ImageNet-M image is right under correct + unclear
+    snakemake_run(tmp_path, "results/browser/index.html", "results/hard/summary.csv")
+    hard = {s: pq.read_table(tmp_path / f"results/hard/{s}.parquet").to_pylist() for s in SCORED}
+    assert {s: [(r["image"]["path"], r["label"]) for r in rows] for s, rows in hard.items()} == {
+        "imagenet_multilabel": [("ILSVRC2012_val_00000002.JPEG", [])],
+        "imagenet_imagenet_m": [],
+        "imagenet_v2_multilabel": [(f"1/{v2_id('b')}.jpeg", [])],
+    }
+    assert (tmp_path / "results/browser/data/imagenet_multilabel/index.js").exists()
     # `all` builds the table as well
     (tmp_path / "results/table_multilabel.csv").unlink()
     assert "rule table_multilabel:" in snakemake_run(tmp_path, "-n", "all").stdout

@@ -26,6 +26,7 @@ rule browser_crops:
         manifest=browser_manifest,
         matrices=original_analysis("correct.npz"),
         covers=original_analysis("cover.json"),
+        labels=labels_input,
     output:
         directory("results/browser/crops/{scored}"),
     log:
@@ -50,6 +51,7 @@ rule browser_data:
         matrices=browser_matrices,
         covers=original_analysis("cover.json"),
         predictions=lambda wc: [f"results/predictions/{SCORED[wc.scored][0]}/original/{m}.parquet" for m in MODELS],
+        labels=labels_input,
     output:
         directory("results/browser/data/{scored}"),
     log:

@@ -6,6 +6,7 @@ rule hard_set:
     input:
         manifest=browser_manifest,
         matrices=original_analysis("correct.npz"),
+        labels=labels_input,
     output:
         "results/hard/{scored}.parquet",
     log:

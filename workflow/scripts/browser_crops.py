@@ -21,5 +21,6 @@ with to_file(sm.log[0]):
         size=browser.thumbnail_size,
         crop_sizes={m: read_geometry(p)[1] for m, p in zip(models, sm.input.matrices, strict=True)},
         threads=sm.threads,
+        labels_path=sm.input.labels or None,  # only label sets with a labels file have one
     )
     logging.info("%d crops in %s", n, sm.output[0])

@@ -21,5 +21,6 @@ with to_file(sm.log[0]):
         max_images=browser.max_images,
         page_size=browser.page_size,
         predictions_shown=browser.predictions_shown,
+        labels_path=sm.input.labels or None,  # only label sets with a labels file have one
     )
     logging.info("%d images in %s", n, sm.output[0])

@@ -175,9 +175,11 @@ class Shown:
     records: list[Record]
 
 
-def shown_images(scored: str, records: list[Record], label_set: str, c: Correctness, max_images: int) -> Shown:
-    """The manifest's sample (:func:`sample_indices`) that the label set scores (ReaL leaves some out)."""
-    scored_records = relabel(records, label_set)
+def shown_images(scored: str, records: list[Record], label_set: str, c: Correctness, max_images: int,
+                 labels_path: str | None = None) -> Shown:  # fmt: skip
+    """The manifest's sample (:func:`sample_indices`) that the label set scores (ReaL and Shankar et al.'s labels
+    leave some out; ``labels_path``: the label set's labels file if it has one)."""
+    scored_records = relabel(records, label_set, labels_path)
     if [r.image_id for r in scored_records] != c.image_ids:
         raise ValueError(f"{scored}: the correctness matrices do not belong to the manifest; re-run the analysis")
     column = {image_id: j for j, image_id in enumerate(c.image_ids)}
@@ -261,15 +263,17 @@ def write_browser_data(
     page_size: int,
     predictions_shown: int,
     shard_images: int = SHARD_IMAGES,
+    labels_path: str | None = None,
 ) -> int:
     """Write ``index.js`` and the page shards of one scored dataset to ``out_dir``; returns the images shown.
 
     ``records`` is the dataset's manifest, ``correctness`` the matrices of every (model, variant) under
     ``label_set``, ``covers`` and ``predictions`` the cover.json and prediction file of each model on the original
-    images. The images shown are the manifest's sample that the label set scores, with the labels it scores them by.
+    images (``labels_path``: the label set's labels file if it has one). The images shown are the manifest's sample
+    that the label set scores, with the labels it scores them by.
     """
     c = correctness
-    shown = shown_images(scored, records, label_set, c, max_images)
+    shown = shown_images(scored, records, label_set, c, max_images, labels_path)
     models = model_details(c, shown, covers, predictions, predictions_shown)
     index = index_document(c, shown, models, name=scored, dataset=dataset, label_set=label_set,
                            page_size=page_size, shard_images=shard_images)  # fmt: skip

@@ -63,13 +63,15 @@ def write_thumbnails(records: list[Record], out_dir: str | os.PathLike[str], *, 
 
 def write_crops(records: list[Record], label_set: str, correctness: Correctness,
                 covers: Mapping[str, str | os.PathLike[str]], out_dir: str | os.PathLike[str], *, max_images: int,
-                size: int, crop_sizes: Mapping[str, int], threads: int = 1) -> int:  # fmt: skip
+                size: int, crop_sizes: Mapping[str, int], threads: int = 1,
+                labels_path: str | None = None) -> int:  # fmt: skip
     """For each sampled image and model that solves it on the original images, the crop of the first greedy pick
     that solves it (:func:`zoom_crop` at ``crop_sizes[model]``, shrunk to ``size``), named by manifest position and
-    model; returns the count. ``correctness`` holds the original variant's matrices under ``label_set``."""
+    model; returns the count. ``correctness`` holds the original variant's matrices under ``label_set`` (its labels
+    file: ``labels_path``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if [r.image_id for r in relabel(records, label_set)] != correctness.image_ids:
+    if [r.image_id for r in relabel(records, label_set, labels_path)] != correctness.image_ids:
         raise ValueError("the correctness matrices do not belong to the manifest; re-run the analysis")
     column = {image_id: j for j, image_id in enumerate(correctness.image_ids)}
     sample = [int(i) for i in sample_indices(len(records), max_images) if records[i].image_id in column]

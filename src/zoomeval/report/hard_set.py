@@ -53,11 +53,12 @@ def unsolved(correctness: Correctness, variant: str = "original") -> np.ndarray:
 
 
 def write_hard_set(path: str | os.PathLike[str], records: list[Record], label_set: str, correctness: Correctness,
-                   *, name: str, dataset: str) -> int:  # fmt: skip
+                   *, name: str, dataset: str, labels_path: str | None = None) -> int:  # fmt: skip
     """Write the hard set of the scored dataset ``name`` (``dataset`` under ``label_set``; ``records`` its
-    manifest, ``correctness`` the original variant's matrix of every configured model); returns its size. The
-    metadata records the models and the images scored per origin, from which :func:`write_summary` works."""
-    scored = relabel(records, label_set)
+    manifest, ``correctness`` the original variant's matrix of every configured model, ``labels_path`` the label
+    set's labels file if it has one); returns its size. The metadata records the models and the images scored per
+    origin, from which :func:`write_summary` works."""
+    scored = relabel(records, label_set, labels_path)
     if [r.image_id for r in scored] != correctness.image_ids:
         raise ValueError(f"{name}: the correctness matrices do not belong to the manifest; re-run the analysis")
     hard = [r for r, h in zip(scored, unsolved(correctness), strict=True) if h]
