@@ -32,6 +32,9 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/statistics.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/browser.smk"
+include: "workflow/rules/hard_set.smk"
+include: "workflow/rules/multilabel.smk"
 
 
 # Checks that import torchvision or timm (every model's architecture and weights tag exist) run once when a run
@@ -46,3 +49,4 @@ onstart:
 rule all:
     input:
         final_outputs(),
+        MULTILABEL_OUTPUTS,

@@ -188,18 +188,24 @@ def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
 
 
 def test_label_sets_registry_names_and_scored_names():
-    assert list(LABEL_SETS) == ["in", "real", "in_real"]
-    assert [LABEL_SETS[n].needs for n in LABEL_SETS] == [None, "real_labels", "real_labels"]
-    assert [scored_name("v", n) for n in LABEL_SETS] == ["v", "v_real", "v_in_real"]
-    with pytest.raises(ValueError, match="unknown label set 'multilabel'"):
-        scored_name("v", "multilabel")
+    assert list(LABEL_SETS) == ["in", "real", "in_real", "multilabel", "imagenet_m"]
+    assert [LABEL_SETS[n].needs for n in LABEL_SETS] == [None, "real_labels", "real_labels", None, None]
+    assert [LABEL_SETS[n].labels_file for n in LABEL_SETS] == [None] * 3 + ["multilabel.parquet"] * 2
+    assert [scored_name("v", n) for n in LABEL_SETS] == ["v", "v_real", "v_in_real", "v_multilabel", "v_imagenet_m"]
+    with pytest.raises(ValueError, match="unknown label set 'reall'"):
+        scored_name("v", "reall")
     with pytest.raises(ValueError, match="unknown label set"):
+        relabel(RECORDS, "reall")
+    with pytest.raises(ValueError, match="'multilabel' reads Shankar et al.'s .*/multilabel.parquet; give its path"):
         relabel(RECORDS, "multilabel")
     # a dataset whose records carry ReaL labels on some images only is scored; one without any is refused
     some = [replace(RECORDS[0], real_labels=[5]), *RECORDS[1:]]
     assert [r.labels for r in relabel(some, "real")] == [[5]]
     with pytest.raises(ValueError, match="'in_real' needs ImageNet-ReaL labels"):
         relabel(RECORDS, "in_real")
+    # a label set that leaves no image would print an accuracy of 0 over nothing
+    with pytest.raises(ValueError, match="label set 'real' leaves none of the dataset's 3 images to score"):
+        relabel([replace(r, real_labels=[]) for r in RECORDS], "real")
 
 
 def test_a_matrix_nothing_solves_scores_zero_with_an_undefined_centre_share():

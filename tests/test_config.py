@@ -17,7 +17,7 @@ import yaml
 from tests.conftest import ROOT
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core import devices
-from zoomeval.core.config import Config, ConfigError, InferenceSettings
+from zoomeval.core.config import BrowserConfig, Config, ConfigError, InferenceSettings
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
@@ -216,8 +216,15 @@ def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
         "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, resources, datasets, models, sam, stats, "
-        "inference"
+        "inference, browser, multilabel"
     )
+
+
+def test_the_browser_section_keeps_the_keys_it_gives_and_refuses_bad_ones_naming_them() -> None:
+    config = validated(lambda c: c.update(browser={"page_size": 7}))
+    assert config.browser == BrowserConfig(page_size=7) and config.browser.max_images == 2000
+    assert refusal(lambda c: c.update(browser={"page_size": 0})).startswith("browser.page_size: 0 is less than")
+    assert "'max_image' was unexpected" in refusal(lambda c: c.update(browser={"max_image": 10}))
 
 
 def test_local_paths_are_checked_unless_check_paths_is_off(tmp_path: Path) -> None:
@@ -345,6 +352,12 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
     assert config.inference == InferenceSettings()
     assert (config.inference.batch_size, config.inference.shard_images, config.inference.parts) == (64, 500, 1)
+    assert config.browser == BrowserConfig() and (2000, 160, 24, 3) == (
+        config.browser.max_images,
+        config.browser.thumbnail_size,
+        config.browser.page_size,
+        config.browser.predictions_shown,
+    )
     v, d = config.datasets["v"], config.datasets["d"]
     assert v.variants == d.variants == ("original", "fgset", "bgset")  # both adapters give boxes
     assert (v.class_set, v.mask_method, v.label_sets) == ("full", "bbox", ("in",))
@@ -394,7 +407,7 @@ def test_a_missing_input_an_adapter_requires_is_named() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sam", "weights", "SAM"])
+@pytest.mark.parametrize("name", ["sam", "weights", "SAM", "labels"])
 def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
     assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")

@@ -36,8 +36,10 @@ def workdir(tmp_path_factory) -> Path:
 def test_the_plain_report_call_lists_every_result(workdir):
     raw = (workdir / "report.html").read_text()
     for name in ("table_a8.csv", "table_1.csv", "table_zoom_groups.csv", "table_aggregation.csv", "anchor_grid.png",
-                 "upper_bounds.png", "bbox_contact_sheet.png", "mannwhitney.csv"):  # fmt: skip
+                 "upper_bounds.png", "bbox_contact_sheet.png", "mannwhitney.csv", "summary.csv"):  # fmt: skip
         assert name in raw, name
+    # the image browser beside the report, linked from the description and the hard-set caption (JSON-escaped)
+    assert raw.count('href=\\"results/browser/index.html\\"') == 2
 
 
 def test_outputs_are_world_readable_under_umask_022(workdir):

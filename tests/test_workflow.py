@@ -248,12 +248,13 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    # 7 datasets (ImageNet-Hard writes its images); ImageNet alone has boxes (3 variants) and ReaL (3 label sets);
-    # 5 models; 3 archives to download and extract, 1 Hugging Face dataset and 5 torchvision checkpoints to fetch
-    fetches = {"fetch_url": 3, "extract_archive": 3, "fetch_hf": 1, "fetch_weights": 5}
+    # 7 datasets (ImageNet-Hard writes its images); ImageNet alone has boxes (3 variants) and ReaL (5 label sets with
+    # Shankar et al.'s two), ImageNet-V2 2 label sets; 5 models; 3 archives to download and extract, Shankar et al.'s
+    # annotations (matched to ImageNet and ImageNet-V2), 1 Hugging Face dataset and 5 torchvision checkpoints to fetch
+    fetches = {"fetch_url": 4, "extract_archive": 3, "fetch_hf": 1, "fetch_weights": 5}
     jobs = {"dataset_manifest": 6, "generated_dataset": 1, "box_masks": 1, "predict": 5 * (3 + 6),
-            "analyze": 5 * (3 * 3 + 6), "table_a8": 1}  # fmt: skip
-    assert counts == {**jobs, **fetches, "total": 7 + 1 + 45 + 75 + 1 + 12}
+            "analyze": 5 * (5 * 3 + 2 + 5), "multilabel_labels": 2, "table_a8": 1}  # fmt: skip
+    assert counts == {**jobs, **fetches, "total": 7 + 1 + 45 + 110 + 2 + 1 + 13}
     assert "results/analysis/imagenet_in_real/bgset/vit32/metrics.json" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr

@@ -1,12 +1,13 @@
 # Stage 4: 1-crop accuracy, upper bounds and the greedy minimum set cover per prediction file.
 
 
-# {scored} is a dataset name, suffixed _real or _in_real for its ImageNet-ReaL label sets.
+# {scored} is a dataset name, suffixed _<label set> for its other label sets (e.g. _real, _multilabel).
 rule analyze:
     input:
         predictions=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
         aggregates=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.aggregates.parquet",
         manifest=lambda wc: f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet",
+        labels=labels_input,
     output:
         metrics="results/analysis/{scored}/{variant}/{model}/metrics.json",
         cover="results/analysis/{scored}/{variant}/{model}/cover.json",

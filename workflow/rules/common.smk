@@ -3,6 +3,7 @@
 import os
 import re
 
+from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import scored_name
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import plan_all
@@ -112,4 +113,35 @@ def final_outputs():
             for m in MODELS
             for name in ("anchor_grid", "scale_curves", "top_k_locations", "centre_bias")
         ]
+    outputs += browser_outputs()
     return outputs
+
+
+# The image browser and the hard sets (browser.smk, hard_set.smk) cover the scored datasets with original images.
+BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
+
+
+def browser_manifest(wc):
+    return f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
+
+
+def browser_matrices(wc):
+    """Every (model, variant) matrix of a scored dataset, models outermost (the order the script pairs them in)."""
+    return [f"results/analysis/{wc.scored}/{v}/{m}/correct.npz" for m in MODELS for v in variants(SCORED[wc.scored][0])]
+
+
+def original_analysis(name):
+    return lambda wc: [f"results/analysis/{wc.scored}/original/{m}/{name}" for m in MODELS]
+
+
+def browser_outputs():
+    """What `all` builds for the image browser and the hard sets."""
+    return ["results/browser/index.html", "results/hard/summary.csv", "results/hard/summary.md"]
+
+
+def labels_input(wc):
+    """The labels file the analysis of a scored dataset reads besides its manifest: Shankar et al.'s annotations
+    (workflow/rules/multilabel.smk) for the multilabel and imagenet_m label sets, none for the others."""
+    dataset, label_set = SCORED[wc.scored]
+    labels_file = LABEL_SETS[label_set].labels_file
+    return f"results/labels/{dataset}/{labels_file}" if labels_file else []

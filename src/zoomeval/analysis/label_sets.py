@@ -5,24 +5,28 @@ field its adapter must fill, e.g. ``real_labels``) and how it relabels the recor
 ``dataset`` column of Table A8 and the ``{scored}`` of the analysis paths) derives from its name. The paper's
 IN / ReaL / IN+ReaL columns are ``in``, ``real`` and ``in_real``.
 
-A new label set is one module that calls :func:`register`, e.g. Shankar et al.'s multi-label annotations: its
-adapter stores the downloaded labels in a record field, the label set declares that field in ``needs`` and
-relabels from it.
+A label set reads either a record field its adapter fills (``needs``) or a labels file of its own beside the
+manifest (``labels_file``, under ``results/labels/<dataset>/``): Shankar et al.'s multi-label annotations
+(``multilabel``, ``imagenet_m``; :mod:`zoomeval.datasets.multilabel`). A label set may also declare ``check``, the
+config checks of a dataset that uses it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from zoomeval.core.config import scored_name as core_scored_name
 from zoomeval.core.registry import Registry
+from zoomeval.datasets import multilabel
 
 if TYPE_CHECKING:  # kept out at run time: the DAG imports this module and must not pay for pyarrow
     from zoomeval.core.manifest import Record
 
-Relabel = Callable[["list[Record]"], "list[Record]"]
+#: ``relabel(records)``, or ``relabel(records, labels_path)`` for a label set with a ``labels_file``
+Relabel = Callable[..., "list[Record]"]
 
 
 @dataclass(frozen=True)
@@ -36,15 +40,20 @@ class LabelSet:
     #: the Record field that must be filled (not None) on some record, and that the dataset's adapter declares
     #: it fills (:class:`zoomeval.datasets.registry.Adapter`); None: the dataset's own labels suffice
     needs: str | None = None
+    #: the file under ``results/labels/<dataset>/`` that ``relabel`` reads (its path is the second argument)
+    labels_file: str | None = None
+    #: ``check(config, dataset, index, check_paths)``: the config checks of a dataset whose ``label_sets[index]``
+    #: is this one (raising :class:`zoomeval.core.config.ConfigError`)
+    check: Callable[..., None] | None = None
 
 
 #: Every label set, by name, in registration order.
 LABEL_SETS: Registry[LabelSet] = Registry("label set", LabelSet)
 
 
-def register(name: str, source: str, needs: str | None = None) -> Callable[[Relabel], Relabel]:
-    """Decorator: register ``relabel`` as the label set ``name``."""
-    return LABEL_SETS.register(name, source=source, needs=needs)
+def register(name: str, source: str, **declared: object) -> Callable[[Relabel], Relabel]:
+    """Decorator: register ``relabel`` as the label set ``name`` (``declared``: the other fields of LabelSet)."""
+    return LABEL_SETS.register(name, source=source, **declared)
 
 
 def get(name: str) -> LabelSet:
@@ -57,12 +66,21 @@ def scored_name(dataset: str, label_set: str) -> str:
     return core_scored_name(dataset, label_set)
 
 
-def relabel(records: list[Record], label_set: str) -> list[Record]:
-    """The records to score under ``label_set``; refuses a dataset whose records lack what it needs."""
+def relabel(records: list[Record], label_set: str, labels_path: str | os.PathLike[str] | None = None) -> list[Record]:
+    """The records to score under ``label_set``; refuses a dataset whose records lack what it needs, and a label set
+    that leaves no image to score (an accuracy over no images would print as 0). ``labels_path`` is the label
+    set's ``labels_file`` for this dataset."""
     entry = get(label_set)
     if entry.needs and all(getattr(r, entry.needs) is None for r in records):
         raise ValueError(f"label set {label_set!r} needs {entry.source}, which this dataset does not have")
-    return entry.relabel(records)
+    if entry.labels_file and labels_path is None:
+        raise ValueError(f"label set {label_set!r} reads {entry.source} from results/labels/<dataset>/"
+                         f"{entry.labels_file}; give its path")  # fmt: skip
+    scored = entry.relabel(records, labels_path) if entry.labels_file else entry.relabel(records)
+    if records and not scored:
+        raise ValueError(f"label set {label_set!r} leaves none of the dataset's {len(records)} images to score; "
+                         "remove it from the dataset's label_sets")  # fmt: skip
+    return scored
 
 
 @register("in", "the dataset's own labels")
@@ -81,3 +99,25 @@ def real_labels(records: list[Record]) -> list[Record]:
 def own_or_real_labels(records: list[Record]) -> list[Record]:
     """Either: over all images, an image without ReaL labels counts its own label only."""
     return [replace(r, labels=sorted(set(r.labels) | set(r.real_labels or []))) for r in records]
+
+
+SHANKAR = {"source": "Shankar et al.'s multi-label annotations", "labels_file": multilabel.LABELS_FILE,
+           "check": multilabel.check_dataset}  # fmt: skip
+
+
+@register("multilabel", **SHANKAR)
+def multilabel_correct(records: list[Record], labels_path: str | os.PathLike[str]) -> list[Record]:
+    """Shankar et al. 2020: correct if the prediction is one of the labels judged correct, over the annotated images
+    that are not problematic. An image whose annotation has no correct label is never correct."""
+    labels = multilabel.read_dataset_labels(labels_path)
+    return [replace(r, labels=list(labels[r.image_id].correct)) for r in records
+            if r.image_id in labels and not labels[r.image_id].problematic]  # fmt: skip
+
+
+@register("imagenet_m", **SHANKAR)
+def imagenet_m_correct_or_unclear(records: list[Record], labels_path: str | os.PathLike[str]) -> list[Record]:
+    """ImageNet-M (Vasudevan et al. 2022) as TensorFlow Datasets and Shift Happens score it: correct if the
+    prediction is a correct or an unclear label, over the ImageNet-M images, problematic or not."""
+    labels = multilabel.read_dataset_labels(labels_path)
+    return [replace(r, labels=sorted({*labels[r.image_id].correct, *labels[r.image_id].unclear})) for r in records
+            if r.image_id in labels and labels[r.image_id].imagenet_m]  # fmt: skip

@@ -129,13 +129,15 @@ def analyze_predictions(
     time_limit: float = 30.0,
     n_excluded: int = 0,
     aggregates_path: str | os.PathLike[str] | None = None,
+    labels_path: str | os.PathLike[str] | None = None,
 ) -> Analysis:
     """Score one prediction file under ``label_set``: its Table A8 row, cover document and correctness matrix
-    (see :func:`analyze`); with ``aggregates_path``, the aggregation methods' accuracies too. Writes nothing."""
+    (see :func:`analyze`); with ``aggregates_path``, the aggregation methods' accuracies too. ``labels_path`` is the
+    label set's own labels file, for those that have one. Writes nothing."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
     classes = n_classes(meta["class_set"], records)
-    records = relabel(records, label_set)
+    records = relabel(records, label_set, labels_path)
     matrix = correctness_matrix(predictions_path, records, order)
     scores, cover = analyze(matrix, order, top_k, time_limit)
     aggregates = None if aggregates_path is None else pl.read_parquet(aggregates_path)

@@ -180,6 +180,28 @@ class StatsConfig:
         return sorted({name for pair in self.pairs for name in pair})
 
 
+#: Default ``multilabel``: Shankar et al.'s annotations where the authors publish them, with the sha256 TensorFlow
+#: Datasets pins (imagenet2012_multilabel/checksums.tsv, 200,417,830 bytes; Shift Happens pins md5
+#: 81d98aa82e570a3b2db98af5ccf87145 for the same URL).
+MULTILABEL_ANNOTATIONS = InputSpec(
+    url="https://storage.googleapis.com/brain-car-datasets/imagenet-mistakes/human_accuracy_v3.0.0.json",
+    sha256="d5b2b6111fc9efea16aaebd21bc5a401d16ad18285d3fd99635d8b32ebdb6287",
+)
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    """The ``browser`` section: the per-image browser, results/browser/index.html."""
+
+    #: images per dataset; a larger dataset is sampled evenly over its manifest order
+    max_images: int = 2000
+    #: longer side of the thumbnails and crops, in pixels
+    thumbnail_size: int = 160
+    page_size: int = 24
+    #: greedy picks whose predictions each image lists, after the 1-crop
+    predictions_shown: int = 3
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole config."""
@@ -196,6 +218,9 @@ class Config:
     inference: InferenceSettings = InferenceSettings()
     sam: SamConfig | None = None
     stats: StatsConfig = StatsConfig()
+    browser: BrowserConfig = BrowserConfig()
+    #: Shankar et al.'s human_accuracy_v3.0.0.json, read by the multilabel and imagenet_m label sets
+    multilabel: InputSpec = MULTILABEL_ANNOTATIONS
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -204,6 +229,8 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "inference": lambda section: InferenceSettings(**section),
     "sam": SamConfig.from_config,
     "stats": StatsConfig.from_config,
+    "browser": lambda section: BrowserConfig(**section),
+    "multilabel": InputSpec.from_config,
 }
 
 

@@ -29,8 +29,8 @@ from zoomeval.core.devices import check_device
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
-#: Folders of the resources root that the workflow keeps for itself, so no dataset may be named so.
-RESERVED = ("sam", "weights")
+#: Folders of the resources root that the workflow keeps for itself (and what for), so no dataset may be named so.
+RESERVED = {"sam": "SAM checkpoint", "weights": "model weights", "labels": "multi-label annotations"}
 #: Schema keywords whose jsonschema message does not say what is expected; the schema's description is added.
 HINTED = {"pattern", "oneOf", "not", "minimum", "maximum", "exclusiveMinimum"}
 
@@ -63,7 +63,7 @@ def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
     schema wants integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
     cannot: NaN passes every bound)."""
     _normalise(config, schema, schema, ())
-    for entry in [*_mappings(config.get("datasets")), config.get("sam")]:
+    for entry in [*_mappings(config.get("datasets")), config.get("sam"), {"multilabel": config.get("multilabel")}]:
         for spec in _mappings(entry):
             if isinstance(spec.get("sha256"), str):
                 spec["sha256"] = spec["sha256"].strip().lower()
@@ -175,7 +175,7 @@ def check_config(config: Config, registries: Registries, check_paths: bool = Tru
     if config.sam is not None:
         check_device("sam.device", config.sam.device)
         if check_paths:
-            _check_local("sam.checkpoint", config.sam.checkpoint)
+            check_local_input("sam.checkpoint", config.sam.checkpoint)
 
 
 def check_dataset(config: Config, dataset: Any, registries: Registries, check_paths: bool) -> None:
@@ -186,7 +186,7 @@ def check_dataset(config: Config, dataset: Any, registries: Registries, check_pa
             raise ConfigError(f"{key}.{name} is required for adapter {adapter.name}: a local path, url or hf source")
     if check_paths:
         for name, spec in dataset.inputs.items():
-            _check_local(f"{key}.{name}", spec)
+            check_local_input(f"{key}.{name}", spec)
     needs_masks = set(dataset.variants) - {"original"}
     if needs_masks and not adapter.boxes:
         raise ConfigError(
@@ -198,7 +198,9 @@ def check_dataset(config: Config, dataset: Any, registries: Registries, check_pa
         raise ConfigError(f"{key}: SAM masks or counts need a top-level sam section (model_type, checkpoint)")
     if dataset.count_method == "bbox" and not adapter.boxes:
         raise ConfigError(f"{key}.count_method: adapter {adapter.name!r} has no boxes to count; use sam_auto")
-    for name in dataset.label_sets:
+    for index, name in enumerate(dataset.label_sets):
+        if (check := registries.label_sets[name].check) is not None:
+            check(config, dataset, index, check_paths)
         needs = registries.label_sets[name].needs
         if needs and not getattr(adapter, needs, False):
             providers = [a.name for a in registries.adapters.values() if getattr(a, needs, False)]
@@ -218,7 +220,7 @@ def check_names(config: Config) -> None:
         if name.casefold() in RESERVED:
             raise ConfigError(
                 f"datasets.{name}: {config.resources}/{name}/ is where the workflow keeps its "
-                f"{'SAM checkpoint' if name.casefold() == 'sam' else 'model weights'}; rename the dataset"
+                f"{RESERVED[name.casefold()]}; rename the dataset"
             )
         _claim(datasets, name, f"datasets.{name}", f"dataset {name!r}")
         for i, label_set in enumerate(entry.label_sets):
@@ -251,7 +253,7 @@ def _claim(claims: dict[str, tuple[str, str, str]], name: str, key: str, what: s
         )
 
 
-def _check_local(key: str, spec: InputSpec) -> None:
+def check_local_input(key: str, spec: InputSpec) -> None:
     """A local input (a path string or ``{path: ...}``) must exist; URLs and Hugging Face inputs are fetched later."""
     path = spec.path
     if path and not Path(path).exists():

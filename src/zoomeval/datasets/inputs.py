@@ -31,6 +31,7 @@ from zoomeval.core.config import Config, ConfigError, InputSpec
 from zoomeval.core.io import link_or_copy
 from zoomeval.datasets import archives
 from zoomeval.datasets.download import download, hf_snapshot
+from zoomeval.datasets.multilabel import uses_annotations
 
 #: Folder names that are classes of a dataset (a wnid, or an ImageNet-V2 class index), never a wrapper folder.
 CLASS_FOLDER = re.compile(r"n\d{8}|\d+")
@@ -57,9 +58,9 @@ class Input:
 def plan(
     owner: str, key: str, spec: InputSpec, resources: str, password: str | None = None, unpack: bool = True
 ) -> Input:
-    """The jobs input ``key`` of ``owner`` (a dataset, or ``sam``) takes; ``unpack=False`` keeps archives as files
-    (a torch checkpoint is itself a zip archive)."""
-    config_key = f"{owner}.{key}" if owner == "sam" else f"datasets.{owner}.{key}"
+    """The jobs input ``key`` of ``owner`` (a dataset, ``sam``, or ``labels`` for the top-level ``multilabel``) takes;
+    ``unpack=False`` keeps archives as files (a torch checkpoint is itself a zip archive)."""
+    config_key = {"sam": f"sam.{key}", "labels": key}.get(owner, f"datasets.{owner}.{key}")
     folder = f"{resources}/{owner}"
     item = Input(owner, key, config_key, spec, password=password, password_key=f"datasets.{owner}.password")
     if spec.hf:
@@ -156,8 +157,8 @@ def _dataset_root(folder: Path, archive: Path) -> Path:
 
 
 def plan_all(config: Config) -> dict[tuple[str, str], Input]:
-    """Every input of ``config`` (dataset inputs and the SAM checkpoint) by ``(owner, key)``; two URLs that would
-    be downloaded to one file are refused."""
+    """Every input of ``config`` (dataset inputs, the SAM checkpoint, Shankar et al.'s annotations where a label set
+    reads them) by ``(owner, key)``; two URLs that would be downloaded to one file are refused."""
     planned = {
         (name, key): plan(name, key, spec, config.resources, dataset.password)
         for name, dataset in config.datasets.items()
@@ -165,6 +166,9 @@ def plan_all(config: Config) -> dict[tuple[str, str], Input]:
     }
     if config.sam is not None:
         planned["sam", "checkpoint"] = plan("sam", "checkpoint", config.sam.checkpoint, config.resources, unpack=False)
+    if uses_annotations(config):
+        annotations = config.multilabel
+        planned["labels", "multilabel"] = plan("labels", "multilabel", annotations, config.resources, unpack=False)
     seen: dict[str, str] = {}
     for item in planned.values():
         if item.fetched and seen.setdefault(item.fetched, item.key) != item.key:

@@ -34,6 +34,14 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], title: str,
+                header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str]) -> None:  # fmt: skip
+    """A table as CSV, and as Markdown under ``# title`` followed by a paragraph per note."""
+    write_csv(csv_path, header, rows)
+    lines = [f"# {title}", "", *markdown_table(header, rows), ""]
+    write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
+
+
 def table_a8_rows(metrics: Sequence[Metrics]) -> list[list[str]]:
     """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell)."""
     return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS] for m in metrics]
@@ -41,24 +49,18 @@ def table_a8_rows(metrics: Sequence[Metrics]) -> list[list[str]]:
 
 def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                    md_path: str | os.PathLike[str]) -> None:  # fmt: skip
-    rows = table_a8_rows(metrics)
-    write_csv(csv_path, TABLE_A8_COLUMNS, rows)
-    lines = [
-        "# Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images",
-        "",
-        *markdown_table(TABLE_A8_COLUMNS, rows),
-        "",
+    notes = [
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
-        "cover_gap: cover_size - cover_size_exact.",
-        "",
+        "cover_gap: cover_size - cover_size_exact."
     ]
     excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
     if excluded:
-        lines += ["Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
-                  + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".", ""]  # fmt: skip
-    write_text(md_path, "\n".join(lines))
+        notes.append("Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
+                     + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".")  # fmt: skip
+    title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
+    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics), notes)
 
 
 #: Table 1's panels: (a) standard 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper

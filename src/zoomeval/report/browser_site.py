@@ -1,0 +1,31 @@
+"""The browser's page: ``index.html``, its script and style (``assets/``, plain JavaScript and CSS shipped with the
+package, no external resources), the ImageNet-1k class names (``assets/classes.js``) and ``catalogue.js``, the
+scored datasets the page offers. Each dataset's data (:mod:`zoomeval.report.browser_data`) and pictures
+(:mod:`zoomeval.report.browser_images`) lie beside it, under ``data/``, ``thumbnails/`` and ``crops/``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from zoomeval import __version__
+from zoomeval.core.classes import description
+from zoomeval.core.io import write_text
+from zoomeval.report.browser_data import BROWSER_SCHEMA_VERSION, script
+
+ASSETS = ("browser.js", "browser.css")
+
+
+def write_site(out_dir: str | os.PathLike[str], datasets: Sequence[dict[str, object]]) -> None:
+    """Write the page into ``out_dir``; ``datasets`` lists each scored dataset's ``name``, ``dataset``,
+    ``label_set`` and ``n_images`` (images shown) in the order the page offers them."""
+    out = Path(out_dir)
+    files = resources.files("zoomeval.report") / "browser_assets"
+    write_text(out / "index.html", (files / "index.html").read_text())
+    for name in ASSETS:
+        write_text(out / "assets" / name, (files / name).read_text())
+    write_text(out / "assets" / "classes.js", script("classes", [description(i) for i in range(1000)]))
+    catalogue = {"schema_version": BROWSER_SCHEMA_VERSION, "zoomeval": __version__, "datasets": list(datasets)}
+    write_text(out / "catalogue.js", script("catalogue", catalogue))

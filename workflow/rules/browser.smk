@@ -1,0 +1,91 @@
+# Stage 5c: the per-image browser (results/browser/index.html), a static site built from the manifests, the
+# correctness matrices, the greedy covers and the prediction files (see zoomeval.report.browser_data).
+
+
+# One thumbnail per sampled image of a dataset, shared by its label sets.
+rule browser_thumbnails:
+    input:
+        manifest="results/datasets/{dataset}/manifest.parquet",
+    output:
+        directory("results/browser/thumbnails/{dataset}"),
+    log:
+        "logs/browser/thumbnails/{dataset}.log",
+    conda:
+        CONDA_ENV
+    threads: 4
+    params:
+        max_images=CFG.browser.max_images,
+        size=CFG.browser.thumbnail_size,
+    script:
+        "../scripts/browser_thumbnails.py"
+
+
+# Per scored dataset and model, the crop of the first greedy pick that solves each sampled image.
+rule browser_crops:
+    input:
+        manifest=browser_manifest,
+        matrices=original_analysis("correct.npz"),
+        covers=original_analysis("cover.json"),
+        labels=labels_input,
+    output:
+        directory("results/browser/crops/{scored}"),
+    log:
+        "logs/browser/crops/{scored}.log",
+    wildcard_constraints:
+        scored=_alternation(BROWSED),
+    conda:
+        CONDA_ENV
+    threads: 4
+    params:
+        models=MODELS,
+        label_set=lambda wc: SCORED[wc.scored][1],
+        max_images=CFG.browser.max_images,
+        size=CFG.browser.thumbnail_size,
+    script:
+        "../scripts/browser_crops.py"
+
+
+rule browser_data:
+    input:
+        manifest=browser_manifest,
+        matrices=browser_matrices,
+        covers=original_analysis("cover.json"),
+        predictions=lambda wc: [f"results/predictions/{SCORED[wc.scored][0]}/original/{m}.parquet" for m in MODELS],
+        labels=labels_input,
+    output:
+        directory("results/browser/data/{scored}"),
+    log:
+        "logs/browser/data/{scored}.log",
+    wildcard_constraints:
+        scored=_alternation(BROWSED),
+    conda:
+        CONDA_ENV
+    params:
+        models=MODELS,
+        variants=lambda wc: variants(SCORED[wc.scored][0]),
+        dataset=lambda wc: SCORED[wc.scored][0],
+        label_set=lambda wc: SCORED[wc.scored][1],
+        max_images=CFG.browser.max_images,
+        page_size=CFG.browser.page_size,
+        predictions_shown=CFG.browser.predictions_shown,
+    script:
+        "../scripts/browser_data.py"
+
+
+rule browser:
+    input:
+        data=[f"results/browser/data/{s}" for s in BROWSED],
+        thumbnails=[f"results/browser/thumbnails/{d}" for d in dict.fromkeys(SCORED[s][0] for s in BROWSED)],
+        crops=[f"results/browser/crops/{s}" for s in BROWSED],
+    output:
+        html="results/browser/index.html",
+        assets=directory("results/browser/assets"),
+        catalogue="results/browser/catalogue.js",
+    log:
+        "logs/browser/site.log",
+    conda:
+        CONDA_ENV
+    params:
+        datasets=[{"name": s, "dataset": SCORED[s][0], "label_set": SCORED[s][1]} for s in BROWSED],
+    script:
+        "../scripts/browser_site.py"

@@ -1,0 +1,37 @@
+# Stage 5d: the hard sets, images that no configured model solves under any transform (original images), in
+# ImageNet-Hard's Hugging Face layout, and their composition by origin (see zoomeval.report.hard_set).
+
+
+rule hard_set:
+    input:
+        manifest=browser_manifest,
+        matrices=original_analysis("correct.npz"),
+        labels=labels_input,
+    output:
+        "results/hard/{scored}.parquet",
+    log:
+        "logs/hard/{scored}.log",
+    wildcard_constraints:
+        scored=_alternation(BROWSED),
+    conda:
+        CONDA_ENV
+    params:
+        models=MODELS,
+        dataset=lambda wc: SCORED[wc.scored][0],
+        label_set=lambda wc: SCORED[wc.scored][1],
+    script:
+        "../scripts/hard_set.py"
+
+
+rule hard_summary:
+    input:
+        hard_sets=[f"results/hard/{s}.parquet" for s in BROWSED],
+    output:
+        csv=report("results/hard/summary.csv", caption="../report/hard_set.rst", category="Hard set"),
+        md="results/hard/summary.md",
+    log:
+        "logs/hard/summary.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/hard_summary.py"

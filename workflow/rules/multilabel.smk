@@ -1,0 +1,57 @@
+# Shankar et al.'s multi-label annotations of ImageNet val and ImageNet-V2 (human_accuracy_v3.0.0.json, config key
+# `multilabel`; a URL is a fetch_url job): matched to the images of each dataset scored with the multilabel or
+# imagenet_m label set, and the multi-label table (zoomeval.datasets.multilabel, zoomeval.analysis.multilabel_scores).
+ANNOTATIONS = INPUTS.get(("labels", "multilabel"))
+MULTILABEL_DATASETS = list(dict.fromkeys(d for d, ls in SCORED.values() if LABEL_SETS[ls].labels_file))
+# the table has a row per model and dataset scored with the multilabel label set, from its original images
+MULTILABEL_TABLE = [
+    {
+        "dataset": d,
+        "model": m,
+        "adapter": CFG.datasets[d].adapter,
+        "predictions": f"results/predictions/{d}/original/{m}.parquet",
+        "manifest": f"results/datasets/{d}/manifest.parquet",
+        "labels": f"results/labels/{d}/multilabel.parquet",
+        "metrics": f"results/analysis/{scored_name(d, 'multilabel')}/original/{m}/metrics.json",
+    }
+    for m in MODELS
+    for d in DATASETS
+    if "multilabel" in CFG.datasets[d].label_sets
+]
+# `all` builds the table when a dataset is scored with the multilabel label set
+MULTILABEL_OUTPUTS = ["results/table_multilabel.csv", "results/table_multilabel.md"] if MULTILABEL_TABLE else []
+
+
+rule multilabel_labels:
+    input:
+        annotations=ANNOTATIONS.fetched or ANNOTATIONS.spec.path if ANNOTATIONS else [],
+        manifest="results/datasets/{dataset}/manifest.parquet",
+    output:
+        "results/labels/{dataset}/multilabel.parquet",
+    log:
+        "logs/labels/{dataset}.log",
+    wildcard_constraints:
+        dataset=_alternation(MULTILABEL_DATASETS),
+    conda:
+        CONDA_ENV
+    params:
+        # a changed source (URL, path, sha256) matches the annotations again
+        source=CFG.multilabel.to_config(),
+    script:
+        "../scripts/multilabel_labels.py"
+
+
+rule table_multilabel:
+    input:
+        files=[row[key] for row in MULTILABEL_TABLE for key in ("predictions", "manifest", "labels", "metrics")],
+    output:
+        csv=report("results/table_multilabel.csv", caption="../report/table_multilabel.rst", category="Tables"),
+        md="results/table_multilabel.md",
+    log:
+        "logs/tables/table_multilabel.log",
+    conda:
+        CONDA_ENV
+    params:
+        rows=MULTILABEL_TABLE,
+    script:
+        "../scripts/table_multilabel.py"

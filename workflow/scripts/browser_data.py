@@ -1,0 +1,26 @@
+import logging
+
+from zoomeval.core.logs import to_file
+from zoomeval.core.manifest import read_manifest
+from zoomeval.registries import typed_config
+from zoomeval.report.browser_data import read_correctness, write_browser_data
+
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    browser, models, variants = typed_config(sm.config).browser, sm.params.models, sm.params.variants
+    keys = [(m, v) for m in models for v in variants]  # the rule lists the matrices in this order
+    n = write_browser_data(
+        sm.output[0],
+        scored=sm.wildcards.scored,
+        dataset=sm.params.dataset,
+        label_set=sm.params.label_set,
+        records=read_manifest(sm.input.manifest),
+        correctness=read_correctness(dict(zip(keys, sm.input.matrices, strict=True))),
+        covers=dict(zip(models, sm.input.covers, strict=True)),
+        predictions=dict(zip(models, sm.input.predictions, strict=True)),
+        max_images=browser.max_images,
+        page_size=browser.page_size,
+        predictions_shown=browser.predictions_shown,
+        labels_path=sm.input.labels or None,  # only label sets with a labels file have one
+    )
+    logging.info("%d images in %s", n, sm.output[0])
