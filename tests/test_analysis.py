@@ -9,7 +9,7 @@ import pytest
 
 from zoomeval.analysis.cover_breakdown import zoom_groups
 from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
-from zoomeval.analysis.matrix import read_geometry, read_matrix
+from zoomeval.analysis.matrix import correctness_matrix, read_geometry, read_matrix
 from zoomeval.analysis.metrics import METRICS_KEYS, METRICS_SCHEMA_VERSION, Metrics, read_greedy, read_metrics
 from zoomeval.analysis.scoring import analyze, analyze_predictions, write_analysis
 from zoomeval.core.io import write_parquet
@@ -115,6 +115,26 @@ def test_the_correctness_matrix_round_trips_bit_packed(tmp_path):
     assert hits == {("LOC:1_1_Size:256", "a"), ("LOC:0_0_Size:224", "a"), ("LOC:2_2_Size:224", "b")}
     sizes, crop_size = read_geometry(tmp_path / "m.npz")
     assert sizes.tolist() == [[10, 10]] * 3 and crop_size == 224
+
+
+def test_the_matrix_is_read_in_batches_from_dictionary_or_plain_ids_and_ignores_other_images(tmp_path):
+    extra = Record("z", "z.png", [5], ["x"], 10, 10)  # predicted but not in the scored records: ignored
+    rows = [(r.image_id, t) for r in [*RECORDS, extra] for t in transforms(SCALES)][::-1]  # any row order
+    preds = [HITS.get((i, t.scale, t.row, t.col), 5 if i == "z" else 0) for i, t in rows]
+    table = prediction_table(rows, preds)
+    write_parquet(tmp_path / "dict.parquet", table, {})
+    write_parquet(tmp_path / "plain.parquet", table.set_column(0, "image_id", table["image_id"].cast(pa.string())), {})
+    expected = np.zeros((18, 3), dtype=bool)
+    for (i, scale, row, col), pred in HITS.items():
+        k = [r.image_id for r in RECORDS].index(i)
+        expected[transforms(SCALES).index(Transform(scale, row, col)), k] = pred in RECORDS[k].labels
+    for name in ("dict", "plain"):
+        for batch_rows in (5, 1 << 20):
+            matrix = correctness_matrix(tmp_path / f"{name}.parquet", RECORDS, transforms(SCALES), batch_rows)
+            assert (matrix == expected).all(), (name, batch_rows)
+    write_parquet(tmp_path / "twice.parquet", pa.concat_tables([table, table.slice(table.num_rows - 1)]), {})
+    with pytest.raises(ValueError, match="cover 55 .* of the expected 18 x 3"):  # a pair predicted twice
+        correctness_matrix(tmp_path / "twice.parquet", RECORDS, transforms(SCALES), 7)
 
 
 def test_zoom_groups_use_the_models_own_cover_by_hand():

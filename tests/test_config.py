@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from tests.conftest import ROOT
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core import devices
 from zoomeval.core.config import BrowserConfig, Config, ConfigError, InferenceSettings
-from zoomeval.core.devices import check_device, claims_gpu, gpus_at_most, resolve_device
+from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.masks.sam import MODEL_TYPES
@@ -116,6 +118,8 @@ def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
         ("a/b", "models: 'a/b' does not match"),
         ("efficientnet_lite0.aggregates", "models.efficientnet_lite0.aggregates: a model name cannot end in "
          ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'"),
+        ("efficientnet_lite0.part12", "models.efficientnet_lite0.part12: a model name cannot end in .part12: with "
+         "inference.parts its predictions would be a part file of a model 'efficientnet_lite0'"),
         ("EfficientNet_Lite0", "models.EfficientNet_Lite0 (model 'EfficientNet_Lite0') collides with "
          "models.efficientnet_lite0 (model 'efficientnet_lite0') in all but case"),
     ],
@@ -298,6 +302,44 @@ def test_auto_claims_a_gpu_where_the_driver_lists_one_visible_gpu(gpus, monkeypa
     assert not claims_gpu("auto")
 
 
+HOLD_GPU = """
+import sys
+from pathlib import Path
+from zoomeval.core.devices import gpu_slot
+with gpu_slot("auto", int(sys.argv[1]), Path(sys.argv[2])) as device:
+    print(device, flush=True)
+    sys.stdin.read()  # hold it until the parent closes stdin
+"""
+
+
+def test_parallel_gpu_jobs_of_one_machine_each_take_a_free_gpu(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    folder = tmp_path / "locks"
+    with gpu_slot("auto", 1, folder) as device:  # one GPU (or a SLURM job's own): nothing to choose
+        assert device == "auto" and not folder.exists()
+    for fixed in ("cpu", "cuda:1"):
+        with gpu_slot(fixed, 3, folder) as device:
+            assert device == fixed
+    cmd = [sys.executable, "-c", HOLD_GPU, "3", str(folder)]
+    other = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "cuda:0"  # another job holds GPU 0
+        with gpu_slot("auto", 3, folder) as first, gpu_slot("cuda", 3, folder) as second:
+            assert (first, second) == ("cuda:1", "cuda:2")
+            with pytest.raises(RuntimeError, match="all 3 GPUs are held by other zoomeval jobs"):
+                gpu_slot("auto", 3, folder).__enter__()
+        with gpu_slot("auto", 3, folder) as device:  # released when the block ends
+            assert device == "cuda:1"
+    finally:
+        other.stdin.close()
+        other.wait(timeout=30)
+    with gpu_slot("auto", 3, folder) as device:  # and when the process that held it ends
+        assert device == "cuda:0"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")  # locks name the devices as the machine numbers them
+    with gpu_slot("auto", 2, folder) as device:
+        assert device == "cuda:0" and (folder / "5.lock").exists()
+
+
 def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     config = load_config({"scales": [256], "datasets": {"v": VAL, "d": {"adapter": "demo"}},
                           "models": {"m": DEMO["models"]["efficientnet_lite0"]}}, check_paths=False)  # fmt: skip
@@ -309,7 +351,7 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     )
     assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
     assert config.inference == InferenceSettings()
-    assert (config.inference.batch_size, config.inference.shard_images) == (64, 500)
+    assert (config.inference.batch_size, config.inference.shard_images, config.inference.parts) == (64, 500, 1)
     assert config.browser == BrowserConfig() and (2000, 160, 24, 3) == (
         config.browser.max_images,
         config.browser.thumbnail_size,

@@ -21,7 +21,8 @@ from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
 from zoomeval.inference.crops import batches
 from zoomeval.inference.models import LoadedModel
-from zoomeval.inference.predict import predict_to_file
+from zoomeval.inference.parts import merge_parts, merged_metadata, part_range
+from zoomeval.inference.predict import predict_part, predict_to_file
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.sources import embedded
 
@@ -224,3 +225,50 @@ with ShardStore(Path({str(store.predictions)!r}), Path({str(store.aggregates)!r}
     finally:
         proc.kill()
         os.kill(worker, signal.SIGKILL)
+
+
+def test_parts_are_runs_of_whole_shards_covering_the_manifest_once():
+    assert [part_range(5, 2, k, 2) for k in range(2)] == [range(0, 2), range(2, 5)]  # shards [0], [1, 2]
+    assert [part_range(5, 2, k, 4) for k in range(4)] == [range(0, 0), range(0, 2), range(2, 4), range(4, 5)]
+    assert [part_range(1000, 500, k, 3) for k in range(3)] == [range(0, 0), range(0, 500), range(500, 1000)]
+    assert [part_range(12, 2, k, 3) for k in range(3)] == [range(0, 4), range(4, 8), range(8, 12)]
+    with pytest.raises(ValueError, match="part 3 does not exist"):
+        part_range(5, 2, 3, 3)
+
+
+def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, records):
+    settings = Settings(batch_size=16, num_workers=0, threads=2, shard_images=2, store_top5=True)
+    job = {"dataset": "toy", "class_indices": [1, 281, 967]}
+    one = (tmp_path / "one.parquet", tmp_path / "one.aggregates.parquet")
+    predict_to_file(*one, records, SPEC, SCALES, settings, **job)
+    parts = [(tmp_path / f"p{k}.parquet", tmp_path / f"p{k}.aggregates.parquet") for k in range(4)]
+    for k, (path, aggregates) in enumerate(parts):  # 3 shards in 4 parts: part 0 is empty
+        predict_part(path, aggregates, records, SPEC, SCALES, settings, k, 4, **job)
+    assert [read_metadata(p)["n_images"] for p, _ in parts] == [0, 2, 2, 1]
+    merged = (tmp_path / "merged.parquet", tmp_path / "merged.aggregates.parquet")
+    merge_parts(parts, *merged, [r.image_id for r in records])
+    for single, joined in zip(one, merged, strict=True):
+        assert pq.read_table(joined).equals(pq.read_table(single))  # same rows, order, values and types
+        meta, expected = read_metadata(joined), read_metadata(single)
+        for timing in ("seconds", "crops_per_second"):
+            assert meta.pop(timing) > 0 and expected.pop(timing) > 0
+        assert meta == expected
+    assert read_metadata(merged[0])["n_images"] == 5
+
+    with pytest.raises(ValueError, match="not 18 rows for each of the manifest's 5 images in order"):
+        merge_parts(parts, tmp_path / "x.parquet", tmp_path / "y.parquet", [r.image_id for r in reversed(records)])
+    with pytest.raises(ValueError, match=r"p1.parquet is not part 0 of 3"):
+        merge_parts(parts[1:], tmp_path / "x.parquet", tmp_path / "y.parquet", [r.image_id for r in records])
+
+
+def test_merged_metadata_sums_the_timings_and_refuses_parts_computed_differently():
+    shared = {"kind": "predictions", "precision": "fp32", "scales": [256]}
+    metas = [
+        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0},
+        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0},
+    ]
+    merged = merged_metadata(metas)
+    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5}
+    metas[1]["precision"] = "bf16"
+    with pytest.raises(ValueError, match=r"prediction parts 1 and 2 were computed differently \(\['precision'\]\)"):
+        merged_metadata(metas)

@@ -25,6 +25,9 @@ CONDA_ENV = "../../envs/zoomeval.yaml"
 # GPU jobs claim the `gpu` resource; run with --resources gpu=N so they never share a GPU.
 GPU_PER_JOB = int(claims_gpu(CFG.inference.device))
 SAM_GPU = int(CFG.sam is not None and claims_gpu(CFG.sam.device))
+# A prediction job's files without their suffix, and the part wildcard its predict jobs add with inference.parts > 1.
+PREDICTIONS = "results/predictions/{dataset}/{variant}/{model}"
+PART = ".part{part}" if CFG.inference.parts > 1 else ""
 
 
 def _under(root, paths):
@@ -51,6 +54,12 @@ wildcard_constraints:
     dataset=_alternation(DATASETS),
     model=_alternation(MODELS),
     variant="original|fgset|bgset",
+    part=r"\d+",
+
+
+def part_output(path):
+    """A predict job's output: temporary when it is a part, which merge_predictions joins."""
+    return temp(path) if PART else path
 
 
 def variants(dataset):

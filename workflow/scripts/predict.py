@@ -1,32 +1,39 @@
 import os
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
+from zoomeval.core.devices import gpu_slot
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_classes, read_manifest
 from zoomeval.datasets.build import class_indices
-from zoomeval.inference.predict import predict_to_file
+from zoomeval.inference.predict import predict_part, predict_to_file
 from zoomeval.masks.boxes import read_masks
 from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
-with to_file(sm.log[0]):
+with to_file(sm.log[0]), ExitStack() as stack:
     config, dataset = typed_config(sm.config), sm.wildcards.dataset
-    records = read_manifest(sm.input.manifest)
     inference = config.inference
-    settings = replace(inference, threads=inference.threads or min(sm.threads, os.cpu_count() or 1))
-    metadata = predict_to_file(
-        sm.output.predictions,
-        sm.output.aggregates,
-        records,
-        config.models[sm.wildcards.model],
-        list(config.scales),
-        settings,
+    # With several GPUs on this machine, parallel jobs (parts, models) each take a GPU of their own.
+    device = stack.enter_context(gpu_slot(inference.device, torch.cuda.device_count()))
+    records = read_manifest(sm.input.manifest)
+    settings = replace(inference, device=device, threads=inference.threads or min(sm.threads, os.cpu_count() or 1))
+    job = dict(
         dataset=dataset,
         variant=sm.wildcards.variant,
         masks=read_masks(sm.input.masks) if sm.input.masks else None,
+        # The whole manifest's class set, also in a part job.
         class_indices=class_indices(config.datasets[dataset].class_set, records, read_classes(sm.input.manifest)),
         max_pixels=config.max_resized_pixels,
         weights=Path(sm.input.weights) if sm.input.weights else None,
     )
-    print(f"{metadata['n_images']} images, {metadata['crops_per_second']} crops/s")
+    outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])
+    if "part" in sm.wildcards.keys():
+        part = (int(sm.wildcards.part), inference.parts)
+        metadata = predict_part(*outputs, list(config.scales), settings, *part, **job)
+    else:
+        metadata = predict_to_file(*outputs, list(config.scales), settings, **job)
+    print(f"{metadata['n_images']} images, {metadata.get('crops_per_second')} crops/s")

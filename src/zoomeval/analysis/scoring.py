@@ -138,7 +138,7 @@ def analyze_predictions(
     order = transforms(list(meta["scales"]))
     classes = n_classes(meta["class_set"], records)
     records = relabel(records, label_set, labels_path)
-    matrix = correctness_matrix(pl.read_parquet(predictions_path), records, order)
+    matrix = correctness_matrix(predictions_path, records, order)
     scores, cover = analyze(matrix, order, top_k, time_limit)
     aggregates = None if aggregates_path is None else pl.read_parquet(aggregates_path)
     metrics = Metrics(

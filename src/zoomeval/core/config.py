@@ -126,6 +126,8 @@ class InferenceSettings:
     compile: bool = False
     store_top5: bool = False
     shard_images: int = 500
+    #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged
+    parts: int = 1
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,14 @@ config is read, where the machine tells how many GPUs there can be, and resolved
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from zoomeval.core.config import ConfigError
 
@@ -18,6 +23,10 @@ if TYPE_CHECKING:
 
 #: One entry per NVIDIA GPU the driver knows; absent without the NVIDIA driver (e.g. on a cluster's login node).
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+#: Where the jobs of one machine take turns at its GPUs (:func:`gpu_slot`).
+GPU_LOCKS = Path(tempfile.gettempdir()) / f"zoomeval-gpus-{os.getuid()}"
+#: The GPU lock files this process holds.
+_HELD_GPUS: set[Path] = set()
 
 
 def cuda_index(device: str) -> int | None:
@@ -67,6 +76,44 @@ def resolve_device(device: str, key: str) -> torch.device:
     if index is not None and index >= (count := torch.cuda.device_count()):
         raise ConfigError(f"{key}: {device!r} is not available, {_seen(count)} to torch; {_fix(count)}")
     return torch.device(device)
+
+
+@contextmanager
+def gpu_slot(device: str, count: int, folder: Path = GPU_LOCKS) -> Iterator[str]:
+    """The device a GPU job uses while the block runs: ``device`` itself, except that ``auto`` and ``cuda`` with
+    ``count`` > 1 CUDA devices visible become the first ``cuda:K`` that no other job of this machine holds (a
+    lock per device, gone with the process even on ``kill -9``). Snakemake's ``gpu`` resource bounds how many GPU
+    jobs run at once; this spreads them over the GPUs. Devices are told apart by their ``CUDA_VISIBLE_DEVICES``
+    entry, so jobs that see different GPUs as ``cuda:0`` (SLURM's) see one device each and take no lock."""
+    if device not in ("auto", "cuda") or count < 2:
+        yield device
+        return
+    visible = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
+    names = visible[:count] if len(visible) >= count else [str(k) for k in range(count)]
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        for k, name in enumerate(names):
+            path = folder / f"{name.replace('/', '_')}.lock"
+            if path not in _HELD_GPUS and _try_lock(stack.enter_context(open(path, "a+")), path):
+                _HELD_GPUS.add(path)
+                stack.callback(_HELD_GPUS.discard, path)
+                yield f"cuda:{k}"
+                return
+        raise RuntimeError(
+            f"all {count} GPUs are held by other zoomeval jobs (locks in {folder}): run with --resources gpu=N, "
+            f"N at most {count}, or give inference.device: cuda:K"
+        )
+
+
+def _try_lock(fh: IO[str], path: Path) -> bool:
+    """Take an exclusive record lock on ``fh`` (not shared with forked DataLoader workers); False if taken."""
+    try:
+        fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
 
 
 def _seen(count: int) -> str:

@@ -16,6 +16,7 @@ and ``snakemake -n`` stay free of the ML stack.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -212,8 +213,8 @@ def check_dataset(config: Config, dataset: Any, registries: Registries, check_pa
 def check_names(config: Config) -> None:
     """Refuse names whose outputs would land in the same files: a dataset name or a scored name
     (``<dataset>_<label set>``, a Table A8 row and a folder under ``results/analysis``) claimed twice, a model
-    name that is another's aggregates file, or names that differ only in case (one folder on the case-insensitive
-    file systems of macOS and Windows)."""
+    name that is another's aggregates or part file, or names that differ only in case (one folder on the
+    case-insensitive file systems of macOS and Windows)."""
     datasets: dict[str, tuple[str, str, str]] = {}
     for name, entry in config.datasets.items():
         if name.casefold() in RESERVED:
@@ -232,6 +233,11 @@ def check_names(config: Config) -> None:
             raise ConfigError(
                 f"models.{name}: a model name cannot end in {AGGREGATES_SUFFIX}: its predictions would be the "
                 f"aggregates file of a model {name.removesuffix(AGGREGATES_SUFFIX)!r}; rename it"
+            )
+        if part := re.search(r"\.part\d+$", name):
+            raise ConfigError(
+                f"models.{name}: a model name cannot end in {part[0]}: with inference.parts its predictions would "
+                f"be a part file of a model {name.removesuffix(part[0])!r}; rename it"
             )
         _claim(models, name, f"models.{name}", f"model {name!r}")
 

@@ -35,12 +35,14 @@ from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpe
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import Transform, transforms
+from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import ZoomCrops, batches
+from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore, shard_identity
-from zoomeval.inference.tables import SCHEMA_VERSION, prediction_table
+from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
 
 log = logging.getLogger(__name__)
 
@@ -182,12 +184,14 @@ def predict_to_file(
     class_indices: Sequence[int] | None = None,
     max_pixels: int = MAX_RESIZED_PIXELS,
     weights: Path | None = None,
+    part: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Predict every (image, transform) of ``records`` into the Parquet file ``path`` and the aggregation
     methods' predictions into ``aggregates_path``; returns the predictions' metadata.
 
     ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes); ``max_pixels`` the
-    pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights.
+    pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights;
+    ``part`` the (index, count) that :func:`predict_part` records in the metadata.
     """
     check_sizes(records, dataset, max(scales), max_pixels)
     store = ShardStore(Path(path), Path(aggregates_path))
@@ -196,6 +200,8 @@ def predict_to_file(
         classifier = Classifier(spec, settings, class_indices, weights)
         metadata = prediction_metadata(classifier, spec, scales, settings, class_indices, dataset=dataset,
                                        variant=variant, n_images=len(records))  # fmt: skip
+        if part is not None:
+            metadata["part"] = list(part)
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
         seconds, computed, size = 0.0, 0, settings.shard_images
         for index, start in enumerate(range(0, len(records), size)):
@@ -215,3 +221,21 @@ def predict_to_file(
         }
         store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, scales))
         return metadata
+
+
+def predict_part(path: str | os.PathLike[str], aggregates_path: str | os.PathLike[str], records: Sequence[Record],
+                 spec: ModelSpec, scales: list[int], settings: InferenceSettings, part: int, parts: int,
+                 **job: Any) -> dict[str, Any]:  # fmt: skip
+    """Part ``part`` of ``parts`` of :func:`predict_to_file` over the whole manifest's ``records``: its run of
+    shards (:func:`zoomeval.inference.parts.part_range`), or empty files where it has none. ``job``: the
+    keywords of :func:`predict_to_file` from ``dataset`` on; ``class_indices`` must be the whole manifest's."""
+    check_sizes(records, job["dataset"], max(scales), job.get("max_pixels", MAX_RESIZED_PIXELS))
+    span = part_range(len(records), settings.shard_images, part, parts)
+    if span:
+        chunk = records[span.start : span.stop]
+        return predict_to_file(path, aggregates_path, chunk, spec, scales, settings, part=(part, parts), **job)
+    log.info("part %d of %d has no images: %d images make fewer shards than parts", part, parts, len(records))
+    metadata = {"kind": "predictions", "part": [part, parts], "n_images": 0}
+    write_table(aggregates_path, pa.schema(AGGREGATES_FIELDS).empty_table(), {**metadata, "kind": "aggregates"})
+    write_table(path, prediction_schema(settings.store_top5).empty_table(), metadata)
+    return metadata

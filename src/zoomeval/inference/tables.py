@@ -33,6 +33,11 @@ TOP5_FIELDS = [pa.field("top5", pa.list_(pa.int16(), 5)), pa.field("top5_logit",
 FLOAT_COLUMNS = ["conf", "top5_logit", "conf_max", "conf_mean"]
 
 
+def prediction_schema(top5: bool) -> pa.Schema:
+    """The prediction file's columns, with ``top5`` and ``top5_logit`` if ``top5`` (``store_top5``)."""
+    return pa.schema(BASE_FIELDS + (TOP5_FIELDS if top5 else []))
+
+
 def prediction_table(records: Sequence[Record], scales: list[int], columns: dict[str, np.ndarray]) -> pa.Table:
     """One row per (image, transform), images in ``records`` order, then transforms in :func:`transforms` order;
     ``columns`` are ``(n_images, n_transforms, ...)`` arrays."""
@@ -49,12 +54,10 @@ def prediction_table(records: Sequence[Record], scales: list[int], columns: dict
         "pred_full": columns["pred_full"].ravel(),
         "conf": columns["conf"].ravel(),
     }
-    fields = list(BASE_FIELDS)
     if "top5" in columns:
         data["top5"] = pa.FixedSizeListArray.from_arrays(pa.array(columns["top5"].ravel()), 5)
         data["top5_logit"] = pa.FixedSizeListArray.from_arrays(pa.array(columns["top5_logit"].ravel()), 5)
-        fields += TOP5_FIELDS
-    return pa.table(data, schema=pa.schema(fields))
+    return pa.table(data, schema=prediction_schema("top5" in columns))
 
 
 def write_table(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any]) -> None:

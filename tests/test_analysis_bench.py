@@ -1,0 +1,30 @@
+"""bench/analysis_bench.py's synthetic prediction files (the benchmark itself is run by hand, not here)."""
+
+import importlib.util
+
+import pyarrow.parquet as pq
+
+from tests.conftest import ROOT
+from zoomeval.analysis.matrix import correctness_matrix
+from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import read_manifest
+from zoomeval.core.zoom import ONE_CROP, Transform, paper_scales, transforms
+
+spec = importlib.util.spec_from_file_location("analysis_bench", ROOT / "bench" / "analysis_bench.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def test_the_synthetic_files_score_as_synthesized_and_their_parts_merge_back(tmp_path):
+    found = bench.synthesize(tmp_path, 200)
+    assert found["rows"] == 200 * 324 and 65 < found["acc_1crop"] < 87 and 93 < found["acc_max"] <= 100
+    order = transforms(paper_scales())
+    matrix = correctness_matrix(tmp_path / "predictions.parquet", read_manifest(tmp_path / "manifest.parquet"), order)
+    assert 100 * matrix[order.index(Transform(*ONE_CROP))].mean() == found["acc_1crop"]
+    assert 100 * matrix.any(axis=0).mean() == found["acc_max"]
+    assert bench.step("merge", tmp_path, 200, 30) == {"parts": 8, "n_images": 200}  # parts 0-6 empty: 1 shard
+    assert pq.read_table(tmp_path / "merged.parquet").equals(pq.read_table(tmp_path / "predictions.parquet"))
+    assert read_metadata(tmp_path / "merged.parquet") == read_metadata(tmp_path / "predictions.parquet")
+    assert bench.step("matrix", tmp_path, 200, 30)["acc_max"] == found["acc_max"]  # and writes correct.npz
+    exact = bench.step("exact", tmp_path, 200, 30)
+    assert exact["status"] == "optimal" and exact["gap_to_bound"] == 0 and exact["exact_size"] <= exact["greedy_size"]
