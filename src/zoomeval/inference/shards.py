@@ -15,10 +15,11 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ from typing import Any
 import pyarrow as pa
 
 from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import Record
 from zoomeval.inference.tables import merge, write_table
 
+log = logging.getLogger(__name__)
 #: The shard folders whose lock this process holds.
 _HELD: dict[Path, str] = {}
 
@@ -53,6 +56,18 @@ class ShardStore:
     def reusable(self, index: int, identity: str) -> bool:
         """Whether shard ``index`` is complete and was computed for ``identity``."""
         return all(p.exists() and read_metadata(p).get("identity") == identity for p in self.paths(index))
+
+    def pending(self, records: Sequence[Record], size: int, metadata: dict[str, Any], masks_digest: str | None = None
+                ) -> Iterator[tuple[int, Sequence[Record], str]]:  # fmt: skip
+        """The shards of ``size`` images of ``records`` still to compute, as ``(index, images, identity)``; the
+        complete shards of the same identity are reused."""
+        for index, start in enumerate(range(0, len(records), size)):
+            chunk = records[start : start + size]
+            identity = shard_identity(metadata, [r.image_id for r in chunk], masks_digest)
+            if self.reusable(index, identity):
+                log.info("reusing %s", self.paths(index)[0])
+                continue
+            yield index, chunk, identity
 
     def write(self, index: int, identity: str, predictions: pa.Table, aggregates: pa.Table | None = None) -> None:
         predictions_path, *aggregates_path = self.paths(index)

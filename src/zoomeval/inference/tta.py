@@ -36,7 +36,7 @@ from zoomeval.core.manifest import Record
 from zoomeval.inference.classifier import check_normalisation
 from zoomeval.inference.memo import Memo, batch_norm_layers
 from zoomeval.inference.models import load_model
-from zoomeval.inference.shards import ShardStore, shard_identity
+from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tta_views import METHODS, describe, make_views, standard_view, view_seed
 
 log = logging.getLogger(__name__)
@@ -178,16 +178,11 @@ def run_tta_to_file(
         adapter, loaded = make_adapter(spec, method, settings or MemoSettings(), seed, class_indices, device, weights)
         metadata = tta_metadata(adapter, spec, loaded, dataset, class_indices, len(records))
         seconds, cpu, computed = 0.0, 0.0, 0
-        for index, start in enumerate(range(0, len(records), shard_images)):
-            chunk = records[start : start + shard_images]
-            identity = shard_identity(metadata, [r.image_id for r in chunk], None)
-            if store.reusable(index, identity):
-                log.info("reusing %s", store.paths(index)[0])
-                continue
+        for index, chunk, identity in store.pending(records, shard_images, metadata):
             table, took = _shard(adapter, chunk)
             store.write(index, identity, table)
             seconds, cpu, computed = seconds + sum(table["seconds"].to_pylist()), cpu + took, computed + len(chunk)
-            log.info("%d/%d images, %.3f s/image", start + len(chunk), len(records), seconds / computed)
+            log.info("shard %d: %d images, %.3f s/image", index, len(chunk), seconds / computed)
         metadata |= {
             "threads": torch.get_num_threads(),
             # of the images this run computed (a resumed run reuses the others' seconds column)
