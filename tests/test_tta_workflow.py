@@ -1,6 +1,7 @@
 """The tta stage end to end on the demo (small K), and the plan of config/tta.yaml (the paper's Table 5)."""
 
 import csv
+import hashlib
 
 import pyarrow.parquet as pq
 import pytest
@@ -67,7 +68,8 @@ def test_the_papers_tta_config_plans_three_methods_for_three_resnets_on_five_dat
     assert f"resources/weights/checkpoint/resnet50.{config['models']['moex_cutmix']['weights']}" in out
 
     # the checkpoint's sha256 is checked when the run starts (onstart), before any job
-    config["models"]["moex_cutmix"]["weights"] = "0" * 64
+    # a wrong sha256 (not all zeros: see config/tta.yaml)
+    config["models"]["moex_cutmix"]["weights"] = hashlib.sha256(b"another file").hexdigest()
     config_writer(tmp_path, **config)
     refused = snakemake_run(tmp_path, "results/table_tta.csv", check=False)
     assert refused.returncode != 0
