@@ -32,6 +32,16 @@ def write_config(workdir: Path, **overrides: object) -> dict:
     return config
 
 
+def stand_in_data_paths(config: dict, folder: Path) -> None:
+    """Replace the ``/data/...`` inputs of a shipped config's datasets by empty files in ``folder`` (stand-ins for
+    the manually downloaded archives), so the config plans without the data."""
+    for name, entry in config["datasets"].items():
+        for key, spec in entry.items():
+            if isinstance(spec, str) and spec.startswith("/data/"):
+                entry[key] = str(folder / f"{name}-{key}.tar")
+                (folder / f"{name}-{key}.tar").touch()
+
+
 @pytest.fixture(params=[(0o022, 0o644), (0o077, 0o600)], ids=["umask022", "umask077"])
 def umask_mode(request) -> Iterator[int]:
     """Run the test under a umask (022, then 077); yields the mode a new file must get under it."""

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stand_in_data_paths
 from tests.test_config import yaml_blocks
 from tests.test_cover import authors_greedy, min_cover_size
 from zoomeval.core.manifest import read_manifest
@@ -238,11 +238,7 @@ def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(t
 
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
     config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    for name, entry in config["datasets"].items():  # stand-ins for the manually downloaded archives
-        for key, spec in entry.items():
-            if isinstance(spec, str) and spec.startswith("/data/"):
-                entry[key] = str(tmp_path / f"{name}-{key}.tar")
-                (tmp_path / f"{name}-{key}.tar").touch()
+    stand_in_data_paths(config, tmp_path)
     config_writer(tmp_path, **config)
     plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
     out = plan.stdout + plan.stderr

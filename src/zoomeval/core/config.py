@@ -100,6 +100,8 @@ class ModelSpec:
     input_size: int = 224
     mean: Triple | None = None  # None: the weights' own normalisation
     std: Triple | None = None
+    #: source ``checkpoint``: the training checkpoint, a local path or ``{url: ...}`` (``weights`` is its sha256)
+    checkpoint: str | Mapping[str, str] | None = None
 
     @classmethod
     def from_config(cls, name: str, entry: Mapping[str, Any]) -> ModelSpec:
@@ -109,6 +111,8 @@ class ModelSpec:
     def entry(self) -> dict[str, Any]:
         """The config entry with its defaults and sorted keys (a rule param: any change reruns the model's jobs)."""
         values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
+        if isinstance(self.checkpoint, Mapping):
+            values["checkpoint"] = dict(self.checkpoint)
         return {k: values[k] for k in sorted(values) if k != "name"}
 
 
@@ -202,6 +206,47 @@ class BrowserConfig:
     predictions_shown: int = 3
 
 
+#: The test-time methods of the ``tta`` stage: the standard evaluation, then MEMO on AugMix or RandomResizedCrop views.
+TTA_METHODS = ("none", "memo_augmix", "memo_rrc")
+
+
+@dataclass(frozen=True)
+class MemoSettings:
+    """MEMO's settings (the ``tta`` keys that change a MEMO method's numbers, except ``seed``): the authors' ImageNet
+    ResNet-50 settings, except ``views`` (the paper's K = 16; the authors' code defaulted to 64)."""
+
+    views: int = 16
+    steps: int = 1
+    lr: float = 0.00025
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    #: N of the BatchNorm prior (blend N/(N+1) : 1/(N+1)); None: plain eval-mode BatchNorm
+    prior_strength: float | None = 16.0
+    #: blend the statistics of the standard view into the final prediction too, as the authors' code does
+    prior_at_prediction: bool = True
+
+
+@dataclass(frozen=True)
+class TTAConfig(MemoSettings):
+    """The ``tta`` section: test-time adaptation (MEMO) and the paper's Table 5, target ``results/table_tta.csv``."""
+
+    methods: tuple[str, ...] = TTA_METHODS
+    #: () : every dataset / every model of the config
+    datasets: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    seed: int = 0
+    #: config model -> the paper's Table 5 row it reproduces (its numbers are printed beside ours)
+    paper_models: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> TTAConfig:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in section.items()})
+
+    def memo(self) -> MemoSettings:
+        """The MEMO settings alone (a MEMO job's params, with ``seed``)."""
+        return MemoSettings(**{f.name: getattr(self, f.name) for f in fields(MemoSettings)})
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole config."""
@@ -221,6 +266,7 @@ class Config:
     browser: BrowserConfig = BrowserConfig()
     #: Shankar et al.'s human_accuracy_v3.0.0.json, read by the multilabel and imagenet_m label sets
     multilabel: InputSpec = MULTILABEL_ANNOTATIONS
+    tta: TTAConfig = TTAConfig()
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -231,6 +277,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "stats": StatsConfig.from_config,
     "browser": lambda section: BrowserConfig(**section),
     "multilabel": InputSpec.from_config,
+    "tta": TTAConfig.from_config,
 }
 
 

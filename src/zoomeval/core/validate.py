@@ -176,6 +176,22 @@ def check_config(config: Config, registries: Registries, check_paths: bool = Tru
         check_device("sam.device", config.sam.device)
         if check_paths:
             check_local_input("sam.checkpoint", config.sam.checkpoint)
+    for model in config.models.values():
+        if check_paths and model.checkpoint is not None:
+            check_local_input(f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint))
+    check_tta(config)
+
+
+def check_tta(config: Config) -> None:
+    """The datasets, models and paper_models the ``tta`` section names must be the config's."""
+    for key, names, known in (
+        ("tta.datasets", config.tta.datasets, config.datasets),
+        ("tta.models", config.tta.models, config.models),
+        ("tta.paper_models", config.tta.paper_models, config.models),
+    ):
+        if unknown := [name for name in names if name not in known]:
+            what = key[4:].removeprefix("paper_")
+            raise ConfigError(f"{key}: {unknown[0]!r} is not in this config's {what}; use one of {list(known)}")
 
 
 def check_dataset(config: Config, dataset: Any, registries: Registries, check_paths: bool) -> None:

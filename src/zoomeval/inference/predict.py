@@ -41,7 +41,7 @@ from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import ZoomCrops, batches
 from zoomeval.inference.parts import part_range
-from zoomeval.inference.shards import ShardStore, shard_identity
+from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
 
 log = logging.getLogger(__name__)
@@ -204,12 +204,7 @@ def predict_to_file(
             metadata["part"] = list(part)
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
         seconds, computed, size = 0.0, 0, settings.shard_images
-        for index, start in enumerate(range(0, len(records), size)):
-            chunk = records[start : start + size]
-            identity = shard_identity(metadata, [r.image_id for r in chunk], masks_digest)
-            if store.reusable(index, identity):
-                log.info("reusing %s", store.paths(index)[0])
-                continue
+        for index, chunk, identity in store.pending(records, size, metadata, masks_digest):
             predictions, aggregates, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
             store.write(index, identity, predictions, aggregates)
             seconds, computed = seconds + took, computed + len(chunk)

@@ -1,9 +1,9 @@
-"""Where a predict job keeps its results while it runs: shards of images, reused by a rerun, merged at the end.
+"""Where a predict or tta job keeps its results while it runs: shards of images, reused by a rerun, merged at the end.
 
-The shards of ``<model>.parquet`` are pairs of files (predictions and aggregates) in the hidden folder
-``.<model>.parquet.shards/`` beside it, each written atomically, the predictions last: once a shard's predictions
-file is there, the pair is complete. A shard is reused only when its identity (a hash of the job's metadata,
-which holds the model, its weights hash, scales, variant, class set, precision and resize backend, and of the
+The shards of ``<model>.parquet`` are pairs of files (predictions and aggregates; a tta job has predictions only)
+in the hidden folder ``.<model>.parquet.shards/`` beside it, each written atomically, the predictions last: once a
+shard's predictions file is there, the pair is complete. A shard is reused only when its identity (a hash of the
+job's metadata, which holds the model, its weights hash and every setting that changes the numbers, and of the
 shard's image ids and masks) matches, so a killed job loses at most the shard it was working on. A job holds a
 lock on the folder, so a second job for the same output (a rerun racing one that was left running when Snakemake
 was killed) refuses to start. The merged files replace the folder.
@@ -15,10 +15,11 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ from typing import Any
 import pyarrow as pa
 
 from zoomeval.core.io import read_metadata
+from zoomeval.core.manifest import Record
 from zoomeval.inference.tables import merge, write_table
 
+log = logging.getLogger(__name__)
 #: The shard folders whose lock this process holds.
 _HELD: dict[Path, str] = {}
 
@@ -38,31 +41,46 @@ def shard_identity(metadata: dict[str, Any], image_ids: list[str], masks_digest:
 
 
 class ShardStore:
-    """The shards of one prediction file and its aggregates file."""
+    """The shards of one prediction file and its aggregates file (None: a job without aggregates)."""
 
-    def __init__(self, predictions: Path, aggregates: Path) -> None:
+    def __init__(self, predictions: Path, aggregates: Path | None = None) -> None:
         self.predictions, self.aggregates = predictions, aggregates
         self.folder = predictions.with_name(f".{predictions.name}.shards")
 
-    def paths(self, index: int) -> tuple[Path, Path]:
-        """Shard ``index``'s predictions and aggregates files."""
+    def paths(self, index: int) -> tuple[Path, ...]:
+        """Shard ``index``'s predictions file, then its aggregates file if the job has one."""
         name = f"{index:05d}"
-        return self.folder / f"{name}.parquet", self.folder / f"{name}.aggregates.parquet"
+        aggregates = (self.folder / f"{name}.aggregates.parquet",) if self.aggregates is not None else ()
+        return self.folder / f"{name}.parquet", *aggregates
 
     def reusable(self, index: int, identity: str) -> bool:
         """Whether shard ``index`` is complete and was computed for ``identity``."""
         return all(p.exists() and read_metadata(p).get("identity") == identity for p in self.paths(index))
 
-    def write(self, index: int, identity: str, predictions: pa.Table, aggregates: pa.Table) -> None:
-        predictions_path, aggregates_path = self.paths(index)
-        write_table(aggregates_path, aggregates, {"kind": "shard", "identity": identity})
+    def pending(self, records: Sequence[Record], size: int, metadata: dict[str, Any], masks_digest: str | None = None
+                ) -> Iterator[tuple[int, Sequence[Record], str]]:  # fmt: skip
+        """The shards of ``size`` images of ``records`` still to compute, as ``(index, images, identity)``; the
+        complete shards of the same identity are reused."""
+        for index, start in enumerate(range(0, len(records), size)):
+            chunk = records[start : start + size]
+            identity = shard_identity(metadata, [r.image_id for r in chunk], masks_digest)
+            if self.reusable(index, identity):
+                log.info("reusing %s", self.paths(index)[0])
+                continue
+            yield index, chunk, identity
+
+    def write(self, index: int, identity: str, predictions: pa.Table, aggregates: pa.Table | None = None) -> None:
+        predictions_path, *aggregates_path = self.paths(index)
+        for path in aggregates_path:
+            write_table(path, aggregates, {"kind": "shard", "identity": identity})
         write_table(predictions_path, predictions, {"kind": "shard", "identity": identity})  # the pair is complete
 
-    def finish(self, count: int, metadata: dict[str, Any], aggregates_metadata: dict[str, Any]) -> None:
-        """Merge shards ``0 .. count - 1`` into the two final files, then remove the folder."""
+    def finish(self, count: int, metadata: dict[str, Any], aggregates_metadata: dict[str, Any] | None = None) -> None:
+        """Merge shards ``0 .. count - 1`` into the final files, then remove the folder."""
         pairs = [self.paths(index) for index in range(count)]
-        write_table(self.aggregates, merge(a for _, a in pairs), aggregates_metadata)
-        write_table(self.predictions, merge(p for p, _ in pairs), metadata)
+        if self.aggregates is not None:
+            write_table(self.aggregates, merge(a for _, a in pairs), aggregates_metadata or {})
+        write_table(self.predictions, merge(p for p, *_ in pairs), metadata)
         shutil.rmtree(self.folder)
 
     @contextmanager
@@ -87,7 +105,7 @@ class ShardStore:
                 fh.seek(0)
                 raise RuntimeError(self._busy(fh.read().strip() or "a process")) from None
             if not path.exists() or os.stat(path).st_ino != os.fstat(fh.fileno()).st_ino:
-                raise RuntimeError(f"another predict job finished writing {self.folder} meanwhile; run again")
+                raise RuntimeError(f"another job finished writing {self.folder} meanwhile; run again")
             _HELD[key] = f"pid {os.getpid()} on {socket.gethostname()}"
             fh.seek(0)
             fh.truncate()
@@ -100,7 +118,7 @@ class ShardStore:
 
     def _busy(self, holder: str) -> str:
         return (
-            f"{holder} is still writing {self.folder}: another predict job for the same output, probably left "
+            f"{holder} is still writing {self.folder}: another job for the same output, probably left "
             "running when Snakemake was killed. Let it finish or end it (kill the pid; under SLURM, scancel its "
             "job), then run again"
         )

@@ -1,0 +1,56 @@
+# Stage 3b: test-time adaptation (MEMO with AugMix or RandomResizedCrop views) and the paper's Table 5, built by
+# its own target results/table_tta.csv (not part of `all`).
+from dataclasses import asdict
+
+from zoomeval.core.config import TTA_METHODS
+
+TTA_DATASETS = list(CFG.tta.datasets) or DATASETS
+TTA_MODELS = list(CFG.tta.models) or MODELS
+# The settings that change a MEMO method's numbers (none has none, so they never rerun it).
+TTA_MEMO = {**asdict(CFG.tta.memo()), "seed": CFG.tta.seed}
+
+
+rule tta:
+    input:
+        manifest="results/datasets/{dataset}/manifest.parquet",
+        weights=weights_input,
+    output:
+        "results/tta/{dataset}/{method}/{model}.parquet",
+    log:
+        "logs/tta/{dataset}/{method}/{model}.log",
+    wildcard_constraints:
+        method=_alternation(TTA_METHODS),
+    conda:
+        CONDA_ENV
+    # all cores: jobs run one at a time, so their seconds per image compare
+    threads: workflow.cores
+    resources:
+        gpu=GPU_PER_JOB,
+    params:
+        model=lambda wc: CFG.models[wc.model].entry(),
+        class_set=lambda wc: CFG.datasets[wc.dataset].class_set,
+        settings=lambda wc: {} if wc.method == "none" else TTA_MEMO,
+    script:
+        "../scripts/tta.py"
+
+
+rule table_tta:
+    input:
+        predictions=[
+            f"results/tta/{d}/{method}/{m}.parquet"
+            for method in CFG.tta.methods
+            for m in TTA_MODELS
+            for d in TTA_DATASETS
+        ],
+        manifests=[f"results/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
+    output:
+        csv=report("results/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
+        md="results/table_tta.md",
+    log:
+        "logs/tables/table_tta.log",
+    conda:
+        CONDA_ENV
+    params:
+        paper_models=dict(CFG.tta.paper_models),
+    script:
+        "../scripts/table_tta.py"
