@@ -39,7 +39,7 @@ from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import ZoomCrops, batches
+from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, on_device
 from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore, shard_identity
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
@@ -104,10 +104,13 @@ def run_shard(
     n_t, n_v, n_i = 9 * len(scales), len(members), len(records)
     columns: dict[str, np.ndarray] = {}
     means = MeanSoftmax(n_i, members, len(classifier.subset), classifier.device)
-    crops = ZoomCrops(records, scales, variant, masks, crop_size, classifier.settings.resize_backend, True)
+    backend = classifier.settings.resize_backend
+    loader = iter(_loader(classifier, ZoomCrops(records, scales, variant, masks, crop_size, backend, True)))
+    if backend == DEVICE_BACKEND:
+        loader = on_device(loader, classifier.device, scales, crop_size, True)
     progress = _Progress(n_v * n_i, n_v)
     with torch.inference_mode():
-        for images, views, batch in batches(iter(_loader(classifier, crops)), classifier.settings.batch_size):
+        for images, views, batch in batches(loader, classifier.settings.batch_size):
             logits = classifier.logits(batch)
             _check_finite(logits, classifier, images, views, records, scales)
             probs = classifier.probabilities(logits)
@@ -159,6 +162,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "resize_backend": settings.resize_backend,
         "precision": settings.precision,
         "compile": settings.compile,
+        "channels_last": settings.channels_last,
         "class_set": "full" if class_indices is None else "subset",
         "class_indices": None if class_indices is None else list(class_indices),
         "n_images": job["n_images"],
