@@ -109,17 +109,27 @@ def run_shard(
     if backend == DEVICE_BACKEND:
         loader = on_device(loader, classifier.device, scales, crop_size, True)
     progress = _Progress(n_v * n_i, n_v)
+
+    def collect(images: np.ndarray, views: np.ndarray, logits: torch.Tensor, probs: torch.Tensor) -> None:
+        _check_finite(logits, classifier, images, views, records, scales)
+        means.add(images, views, probs)
+        for name, values in classifier.columns(logits, probs).items():
+            if name not in columns:
+                columns[name] = np.empty((n_i, n_v, *values.shape[1:]), values.dtype)
+            columns[name][images, views] = values
+        progress.advance(len(views))
+
     with torch.inference_mode():
+        pending = None
         for images, views, batch in batches(loader, classifier.settings.batch_size):
             logits = classifier.logits(batch)
-            _check_finite(logits, classifier, images, views, records, scales)
-            probs = classifier.probabilities(logits)
-            means.add(images, views, probs)
-            for name, values in classifier.columns(logits, probs).items():
-                if name not in columns:
-                    columns[name] = np.empty((n_i, n_v, *values.shape[1:]), values.dtype)
-                columns[name][images, views] = values
-            progress.advance(len(views))
+            # The previous batch's results are copied to the host (which waits for the device) only once this
+            # batch is queued, so a GPU never idles while Python prepares the next one.
+            if pending is not None:
+                collect(*pending)
+            pending = (images, views, logits, classifier.probabilities(logits))
+        if pending is not None:
+            collect(*pending)
     ids = [r.image_id for r in records]
     aggregates = aggregate(ids, methods, members, columns["pred"], columns["conf"], means.sums, classifier.subset)
     predictions = prediction_table(records, scales, {name: values[:, :n_t] for name, values in columns.items()})
