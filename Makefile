@@ -26,7 +26,9 @@ test: $(STAMP)
 clean:
 	rm -rf results logs .snakemake
 
-# Throughput of the authors' data path, this project's and the model alone (figures in README).
+# Throughput of the authors' data path, this project's and the model alone (figures in README); first a short
+# run with glibc's default allocator, to compare its user/system time with the model jobs' setting.
 bench: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) results/datasets/demo/manifest.parquet
+	$(BIN)/python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu_default_allocator.json --model-images 2 --naive-images 1 --allocator default
 	$(BIN)/python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json --parity-images 12

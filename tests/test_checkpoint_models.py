@@ -174,6 +174,8 @@ def test_the_config_requires_a_checkpoint_and_a_sha256_and_a_local_checkpoint_th
         validated(lambda c: c["models"].update(m={k: v for k, v in entry.items() if k != "checkpoint"}))
     with pytest.raises(ConfigError, match="models.m.weights: 'v1' does not match .*the sha256 of the checkpoint"):
         validated(lambda c: c["models"].update(m=entry | {"weights": "v1"}))
-    # config/tta.yaml's placeholder is refused before Snakemake builds a weights folder from it
+    # config/tta.yaml's placeholder validates as shipped, and is refused when the workflow runs (check_paths),
+    # before Snakemake builds a weights folder from it
+    validated(lambda c: c["models"].update(m=entry | {"weights": "0" * 64}))
     with pytest.raises(ConfigError, match="models.m.weights: the placeholder sha256 names no file"):
-        validated(lambda c: c["models"].update(m=entry | {"weights": "0" * 64}))
+        validated(lambda c: c["models"].update(m=entry | {"weights": "0" * 64}), check_paths=True)

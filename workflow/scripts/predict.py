@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.devices import gpu_slot
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_classes, read_manifest
@@ -15,6 +16,7 @@ from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]), ExitStack() as stack:
+    keep_freed_memory()  # before the model allocates anything
     config, dataset = typed_config(sm.config), sm.wildcards.dataset
     inference = config.inference
     # With several GPUs on this machine, parallel jobs (parts, models) each take a GPU of their own.

@@ -2,6 +2,7 @@ from contextlib import ExitStack
 
 import torch
 
+from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.devices import gpu_slot, resolve_device
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
@@ -11,6 +12,7 @@ from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]), ExitStack() as stack:
+    keep_freed_memory()  # before the model allocates anything
     config = typed_config(sm.config)
     sam = config.sam
     device = stack.enter_context(gpu_slot(sam.device, torch.cuda.device_count()))

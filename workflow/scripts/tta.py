@@ -1,6 +1,7 @@
 import os
 from pathlib import Path
 
+from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_classes, read_manifest
 from zoomeval.datasets.build import class_indices
@@ -9,6 +10,7 @@ from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
+    keep_freed_memory()  # before the model allocates anything
     config, dataset = typed_config(sm.config), sm.wildcards.dataset
     records = read_manifest(sm.input.manifest)
     metadata = run_tta_to_file(

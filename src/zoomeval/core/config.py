@@ -126,8 +126,11 @@ class InferenceSettings:
     #: torch threads; 0: the job's threads
     threads: int = 0
     precision: str = "fp32"
+    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops)
     resize_backend: str = "pil"
     compile: bool = False
+    #: the model's weights and inputs in NHWC memory order (faster convolutions on CPU and GPU)
+    channels_last: bool = True
     store_top5: bool = False
     shard_images: int = 500
     #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged

@@ -12,7 +12,9 @@ Geometry (Taesiri et al. 2023, as the authors' ``eval-IN-trained.py`` computes i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -124,13 +126,19 @@ def crop_array(resized: np.ndarray, row: int, col: int, size: int = 224) -> np.n
 
 def _cut(pixels: np.ndarray, left: int, top: int, size: int) -> np.ndarray:
     """The ``size x size`` crop with top-left corner (left, top); pixels outside the image are black."""
-    height, width = pixels.shape[:2]
     out = np.zeros((size, size) + pixels.shape[2:], dtype=pixels.dtype)
+    _paste(out, pixels, left, top)
+    return out
+
+
+def _paste(out: Any, pixels: Any, left: int, top: int) -> None:
+    """Copy the crop of ``pixels`` with top-left corner (left, top) into the zeroed square ``out``, leaving
+    outside pixels black. Arrays and torch tensors alike (the device path cuts its crops with this too)."""
+    height, width, size = pixels.shape[0], pixels.shape[1], out.shape[0]
     x0, y0 = max(left, 0), max(top, 0)
     x1, y1 = min(left + size, width), min(top + size, height)
     if x0 < x1 and y0 < y1:
         out[y0 - top : y1 - top, x0 - left : x1 - left] = pixels[y0:y1, x0:x1]
-    return out
 
 
 RESIZE_BACKENDS = ("pil", "torch")
@@ -171,6 +179,11 @@ def n_extra_views(scales: list[int]) -> int:
     return 9 if ONE_CROP[0] in scales else 0
 
 
+def n_views(scales: list[int], extra_views: bool) -> int:
+    """How many crops :func:`all_crops` returns."""
+    return 9 * len(scales) + (n_extra_views(scales) if extra_views else 0)
+
+
 def all_crops(
     image: Image.Image, scales: list[int], size: int = 224, backend: str = "pil", extra_views: bool = False
 ) -> np.ndarray:
@@ -182,16 +195,23 @@ def all_crops(
     top-right, 1-crop, bottom-left and bottom-right crops (see :mod:`zoomeval.inference.aggregation`).
     """
     pixels = np.array(image.convert("RGB"))  # a writable copy, so torch can wrap it without a warning
-    n = len(scales)
-    extra = n_extra_views(scales) if extra_views else 0
-    out = np.empty((9 * n + extra, size, size, 3), dtype=np.uint8)
-    for k, scale in enumerate(scales):
-        resized = resize_array(pixels, scale, backend)
+    out = np.zeros((n_views(scales, extra_views), size, size, 3), dtype=np.uint8)
+    return cut_all(out, (resize_array(pixels, scale, backend) for scale in scales), scales)
+
+
+def cut_all(out: Any, resized: Iterable[Any], scales: list[int]) -> Any:
+    """Fill the zeroed ``out`` (``(n_views, size, size, 3)``) with the crops of :func:`all_crops` from the
+    image resized to each of ``scales`` in turn; arrays and torch tensors alike."""
+    n, size = len(scales), out.shape[1]
+    for k, (scale, pixels) in enumerate(zip(scales, resized, strict=True)):
+        height, width = pixels.shape[0], pixels.shape[1]
         for anchor in range(9):
-            out[anchor * n + k] = crop_array(resized, anchor // 3, anchor % 3, size)
-        if extra and scale == ONE_CROP[0]:
-            corners = corner_crops(resized, size)
-            out[9 * n : 9 * n + 4] = corners
-            five = np.concatenate([corners[:2], out[(3 * ONE_CROP[1] + ONE_CROP[2]) * n + k][None], corners[2:]])
-            out[9 * n + 4 :] = five[:, :, ::-1]
+            _paste(out[anchor * n + k], pixels, *crop_box(width, height, anchor // 3, anchor % 3, size)[:2])
+        if len(out) > 9 * n and scale == ONE_CROP[0]:
+            for j, (x, y) in enumerate((x, y) for y in (0, height - size) for x in (0, width - size)):
+                _paste(out[9 * n + j], pixels, x, y)  # the corner crops
+            one_crop = (3 * ONE_CROP[1] + ONE_CROP[2]) * n + k
+            for j, view in enumerate((9 * n, 9 * n + 1, one_crop, 9 * n + 2, 9 * n + 3)):
+                # torch has no negative slice steps, numpy arrays no flip method
+                out[9 * n + 4 + j] = out[view].flip(1) if hasattr(out, "flip") else out[view][:, ::-1]
     return out

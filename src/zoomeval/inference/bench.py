@@ -4,12 +4,17 @@ Measured in one run, on the same images and model:
 
 * ``naive_data``: the authors' way, one (image, transform) sample at a time: decode, torchvision
   ``Resize(S, BICUBIC)``, crop, ``ToTensor`` and ``Normalize`` in DataLoader workers, batched;
-* ``data``: this project's data path alone: decode once, resize once per scale, cut nine crops, batch
-  uint8 crops across images (normalisation happens on the device, inside ``model``);
+* ``data_<backend>``: this project's data path alone: decode once, resize once per scale, cut nine crops, batch
+  uint8 crops across images (normalisation happens on the device, inside ``model``); ``data_device`` (the
+  resize on the device) only on a GPU;
 * ``model``: the model alone on ready uint8 batches (normalise + forward): the limit;
 * ``naive``: the naive data path feeding the model;
 * ``end_to_end``: this project's inference path (:func:`zoomeval.inference.predict.run_shard`), counting the
   aggregation methods' nine extra views per image as crops.
+
+Each path also reports the user and system CPU seconds and minor page faults of the process and its workers.
+The benchmark keeps freed memory as the model jobs do (:mod:`zoomeval.core.allocator`); ``--allocator default``
+measures glibc's own behaviour, which maps and faults in the activation buffers again at every batch.
 
 Usage: ``python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet``
 ``--out results/bench/cpu.json``
@@ -21,26 +26,32 @@ import argparse
 import itertools
 import os
 import platform
+import resource
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import torch
 import yaml
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
 from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import ZoomCrops, batches
+from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetch_weights, weights_folder
 from zoomeval.inference.predict import run_shard
 from zoomeval.inference.tables import BASE_FIELDS
+
+#: The measured resize backends: the workers' (``pil`` first, the reference), then the device's.
+BACKENDS = (*RESIZE_BACKENDS, DEVICE_BACKEND)
 
 
 class NaiveSamples(Dataset[torch.Tensor]):
@@ -63,16 +74,26 @@ class NaiveSamples(Dataset[torch.Tensor]):
         return self.to_tensor(image.crop(crop_box(image.width, image.height, t.row, t.col)))
 
 
+def _usage() -> tuple[float, float, int]:
+    """User and system seconds and minor page faults of this process and its finished workers."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_utime + workers.ru_utime, own.ru_stime + workers.ru_stime, own.ru_minflt + workers.ru_minflt)
+
+
 def _measure(name: str, n_crops: int, work: Callable[[], Any]) -> dict[str, Any]:
     psutil.cpu_percent(percpu=False)  # resets the counter
-    start = time.perf_counter()
+    usage, start = _usage(), time.perf_counter()
     work()
     seconds = time.perf_counter() - start
+    user, system, faults = (after - before for after, before in zip(_usage(), usage, strict=True))
     result = {
         "crops": n_crops,
         "seconds": round(seconds, 3),
         "crops_per_second": round(n_crops / seconds, 2),
         "cpu_percent": psutil.cpu_percent(percpu=False),
+        "user_seconds": round(user, 2),
+        "system_seconds": round(system, 2),
+        "minor_faults": faults,
     }
     if torch.cuda.is_available():
         try:
@@ -80,7 +101,8 @@ def _measure(name: str, n_crops: int, work: Callable[[], Any]) -> dict[str, Any]
         except Exception:  # needs pynvml; utilisation is optional
             result["gpu_percent"] = None
     print(f"{name:>11}: {result['crops_per_second']:9.1f} crops/s  ({n_crops} crops, {seconds:.1f} s, "
-          f"CPU {result['cpu_percent']:.0f}%)", flush=True)  # fmt: skip
+          f"CPU {result['cpu_percent']:.0f}%, user {user:.1f} s, sys {system:.1f} s, {faults} minor faults)",
+          flush=True)  # fmt: skip
     return result
 
 
@@ -103,8 +125,10 @@ def _data_batches(classifier: Classifier, records: list[Record], scales: list[in
                   ) -> Iterable[Any]:  # fmt: skip
     crops = ZoomCrops(records, scales, size=size, backend=backend)
     pin = classifier.device.type == "cuda"
-    loader = DataLoader(crops, batch_size=None, pin_memory=pin, **_loader_options(classifier.settings))
-    return batches(iter(loader), classifier.settings.batch_size)
+    loader = iter(DataLoader(crops, batch_size=None, pin_memory=pin, **_loader_options(classifier.settings)))
+    if backend == DEVICE_BACKEND:
+        loader = on_device(loader, classifier.device, scales, size, False)
+    return batches(loader, classifier.settings.batch_size)
 
 
 def _paths(classifier: Classifier, records: list[Record], scales: list[int], size: int, naive_images: int,
@@ -122,11 +146,13 @@ def _paths(classifier: Classifier, records: list[Record], scales: list[int], siz
     def naive_end_to_end() -> None:
         with torch.inference_mode():
             for x in _naive_loader(classifier, records[:naive_images], scales):
-                classifier.model(x.to(classifier.device).contiguous(memory_format=torch.channels_last)).argmax(1)
+                classifier.model(x.to(classifier.device).contiguous(memory_format=classifier.memory_format)).argmax(1)
 
+    # The device backend is for GPUs: on a CPU its float resize in the main process is slower than the workers'.
+    backends = BACKENDS if classifier.device.type == "cuda" else RESIZE_BACKENDS
     data = {
         f"data_{b}": (len(records) * n_t, lambda b=b: _drain(_data_batches(classifier, records, scales, size, b)))
-        for b in RESIZE_BACKENDS
+        for b in backends
     }
     return {
         "naive_data": (naive_images * n_t, lambda: _drain(_naive_loader(classifier, records[:naive_images], scales))),
@@ -145,7 +171,7 @@ def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     ratios = {
         "end_to_end_over_naive": round(rate["end_to_end"] / rate["naive"], 3),
         "end_to_end_over_model": round(rate["end_to_end"] / rate["model"], 3),
-        **{f"data_{b}_over_naive_data": round(rate[f"data_{b}"] / rate["naive_data"], 2) for b in RESIZE_BACKENDS},
+        **{f"{k}_over_naive_data": round(v / rate["naive_data"], 2) for k, v in rate.items() if k.startswith("data_")},
     }
     for k, v in ratios.items():
         print(f"{k}: {v}")
@@ -182,23 +208,38 @@ def run(
     }
 
 
+def _crops(image: Image.Image, scales: list[int], size: int, backend: str, device: torch.device) -> torch.Tensor:
+    if backend == DEVICE_BACKEND:
+        return device_crops(torch.from_numpy(np.array(image)).to(device), scales, size)
+    return torch.from_numpy(all_crops(image, scales, size, backend))
+
+
 def parity(classifier: Classifier, records: list[Record], scales: list[int], size: int) -> dict[str, Any]:
-    """Resize parity of the ``torch`` backend against ``pil``: pixels of every crop and top-1 of the model."""
-    max_diff, agree, total = 0, 0, 0
+    """Each fast backend against ``pil``: the largest pixel difference of any crop, and top-1 agreement of the
+    model overall and in the worst transform."""
+    worst = dict.fromkeys(BACKENDS[1:], 0)
+    top1: dict[str, list[torch.Tensor]] = {b: [] for b in BACKENDS}
+    batch = classifier.settings.batch_size
     with torch.inference_mode():
         for record in records:
             with Image.open(record.path) as raw:
                 image = raw.convert("RGB")
-            crops = {b: torch.from_numpy(all_crops(image, scales, size, b)) for b in RESIZE_BACKENDS}
-            max_diff = max(max_diff, int((crops["pil"].int() - crops["torch"].int()).abs().max()))
-            preds = {
-                b: torch.cat([classifier.logits(c).argmax(1) for c in crops[b].split(classifier.settings.batch_size)])
-                for b in RESIZE_BACKENDS
-            }
-            agree += int((preds["pil"] == preds["torch"]).sum())
-            total += len(preds["pil"])
-    result = {"images": len(records), "max_abs_diff": max_diff, "top1_agreement": round(agree / total, 4)}
-    print(f"resize parity torch vs pil: max abs diff {max_diff} levels, top-1 agreement {agree}/{total}", flush=True)
+            crops = {b: _crops(image, scales, size, b, classifier.device) for b in BACKENDS}
+            for b in worst:
+                worst[b] = max(worst[b], int((crops["pil"].int() - crops[b].cpu().int()).abs().max()))
+            for b, c in crops.items():
+                top1[b].append(torch.cat([classifier.logits(x).argmax(1) for x in c.split(batch)]))
+    reference = torch.stack(top1["pil"]).cpu()  # (images, transforms)
+    result: dict[str, Any] = {"images": len(records)}
+    for b in worst:
+        same = (torch.stack(top1[b]).cpu() == reference).double()
+        per_transform = same.mean(dim=0)
+        result[b] = {"max_abs_diff": worst[b], "top1_agreement": round(float(same.mean()), 4),
+                     "worst_transform_agreement": round(float(per_transform.min()), 4),
+                     "per_transform": {t.name: round(float(a), 4) for t, a in zip(transforms(scales), per_transform,
+                                                                                  strict=True)}}  # fmt: skip
+        print(f"resize parity {b} vs pil: max abs diff {worst[b]} levels, top-1 agreement {int(same.sum())}/"
+              f"{same.numel()}, worst transform {float(per_transform.min()):.4f}", flush=True)  # fmt: skip
     return result
 
 
@@ -216,9 +257,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parity-images", type=int, default=0, help="images for the torch-vs-PIL resize parity")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--num-workers", type=int)
-    parser.add_argument("--resize-backend", choices=["pil", "torch"])
+    parser.add_argument("--resize-backend", choices=BACKENDS)
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--allocator", choices=["tuned", "default"], default="tuned",
+                        help="tuned: keep freed memory as the model jobs do (zoomeval.core.allocator)")  # fmt: skip
     args = parser.parse_args(argv)
+    allocator = "tuned" if args.allocator == "tuned" and keep_freed_memory() else "default"
 
     config = yaml.safe_load(Path(args.config).read_text())
     settings = _settings(config, args)
@@ -228,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.images:
         records = list(itertools.islice(itertools.cycle(records), args.images))
     scales = config.get("scales", paper_scales())
-    result = run(records, classifier, spec, scales, args.naive_images, args.model_images)
+    result = run(records, classifier, spec, scales, args.naive_images, args.model_images) | {"allocator": allocator}
     if args.parity_images:
         result["parity"] = parity(classifier, records[: args.parity_images], scales, spec.input_size)
     write_json(args.out, result)

@@ -45,7 +45,8 @@ class Classifier:
         loaded = loaded or load_model(spec, weights)
         self.weights_sha256 = loaded.weights_sha256
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
-        model = loaded.module.to(self.device).to(memory_format=torch.channels_last)
+        self.memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
+        model = loaded.module.to(self.device).to(memory_format=self.memory_format)
         self.model = torch.compile(model) if settings.compile else model
         self.mean = torch.tensor(loaded.mean, device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
@@ -55,7 +56,7 @@ class Classifier:
 
     def logits(self, crops: torch.Tensor) -> torch.Tensor:
         x = crops.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
-        x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+        x = ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.model(x).float()
 

@@ -39,7 +39,7 @@ from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import ZoomCrops, batches
+from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, on_device
 from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
@@ -104,19 +104,32 @@ def run_shard(
     n_t, n_v, n_i = 9 * len(scales), len(members), len(records)
     columns: dict[str, np.ndarray] = {}
     means = MeanSoftmax(n_i, members, len(classifier.subset), classifier.device)
-    crops = ZoomCrops(records, scales, variant, masks, crop_size, classifier.settings.resize_backend, True)
+    backend = classifier.settings.resize_backend
+    loader = iter(_loader(classifier, ZoomCrops(records, scales, variant, masks, crop_size, backend, True)))
+    if backend == DEVICE_BACKEND:
+        loader = on_device(loader, classifier.device, scales, crop_size, True)
     progress = _Progress(n_v * n_i, n_v)
+
+    def collect(images: np.ndarray, views: np.ndarray, logits: torch.Tensor, probs: torch.Tensor) -> None:
+        _check_finite(logits, classifier, images, views, records, scales)
+        means.add(images, views, probs)
+        for name, values in classifier.columns(logits, probs).items():
+            if name not in columns:
+                columns[name] = np.empty((n_i, n_v, *values.shape[1:]), values.dtype)
+            columns[name][images, views] = values
+        progress.advance(len(views))
+
     with torch.inference_mode():
-        for images, views, batch in batches(iter(_loader(classifier, crops)), classifier.settings.batch_size):
+        pending = None
+        for images, views, batch in batches(loader, classifier.settings.batch_size):
             logits = classifier.logits(batch)
-            _check_finite(logits, classifier, images, views, records, scales)
-            probs = classifier.probabilities(logits)
-            means.add(images, views, probs)
-            for name, values in classifier.columns(logits, probs).items():
-                if name not in columns:
-                    columns[name] = np.empty((n_i, n_v, *values.shape[1:]), values.dtype)
-                columns[name][images, views] = values
-            progress.advance(len(views))
+            # The previous batch's results are copied to the host (which waits for the device) only once this
+            # batch is queued, so a GPU never idles while Python prepares the next one.
+            if pending is not None:
+                collect(*pending)
+            pending = (images, views, logits, classifier.probabilities(logits))
+        if pending is not None:
+            collect(*pending)
     ids = [r.image_id for r in records]
     aggregates = aggregate(ids, methods, members, columns["pred"], columns["conf"], means.sums, classifier.subset)
     predictions = prediction_table(records, scales, {name: values[:, :n_t] for name, values in columns.items()})
@@ -159,6 +172,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "resize_backend": settings.resize_backend,
         "precision": settings.precision,
         "compile": settings.compile,
+        "channels_last": settings.channels_last,
         "class_set": "full" if class_indices is None else "subset",
         "class_indices": None if class_indices is None else list(class_indices),
         "n_images": job["n_images"],
