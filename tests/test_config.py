@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -351,6 +352,8 @@ def test_the_schema_enums_and_keys_follow_the_registries() -> None:
     assert sorted(model["source"]["enum"]) == sorted(MODEL_SOURCES)
     for source in MODEL_SOURCES.values():
         assert set(source.required) <= set(model), source.name
+        if source.options is not None:  # the keys only this source reads
+            assert {f.name for f in fields(source.options)} <= set(model), source.name
     assert schema["sam"]["properties"]["model_type"]["enum"] == list(MODEL_TYPES)
 
 
