@@ -1,5 +1,3 @@
-import os
-from dataclasses import replace
 from pathlib import Path
 
 from zoomeval.core.logs import to_file
@@ -13,8 +11,7 @@ sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     config, dataset = typed_config(sm.config), sm.wildcards.dataset
     records = read_manifest(sm.input.manifest)
-    inference = config.inference
-    settings = replace(inference, threads=inference.threads or min(sm.threads, os.cpu_count() or 1))
+    settings = config.inference.for_job(sm.threads)
     metadata = predict_to_file(
         sm.output.predictions,
         sm.output.aggregates,
@@ -28,5 +25,6 @@ with to_file(sm.log[0]):
         class_indices=class_indices(config.datasets[dataset].class_set, records, read_classes(sm.input.manifest)),
         max_pixels=config.max_resized_pixels,
         weights=Path(sm.input.weights) if sm.input.weights else None,
+        head=Path(sm.input.head) if sm.input.head else None,
     )
     print(f"{metadata['n_images']} images, {metadata['crops_per_second']} crops/s")
