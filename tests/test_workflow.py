@@ -272,7 +272,7 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     everything = snakemake_run(tmp_path, "all", "--dry-run")
     out = everything.stdout + everything.stderr
     counts = job_counts(out)
-    assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * 15, 1)
+    assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
     for path in ("predictions/objectnet/original/clip_vit_l_14.parquet", "standard/imagenet_hard/clip_vit_l_14.parquet",
                  "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
                  "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png", "table_imagenet_hard.md",
