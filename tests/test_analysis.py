@@ -67,8 +67,8 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert metrics.acc_top_k == pytest.approx(100 / 3) and metrics.top_k == 1  # top_k = 1: only the first pick
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     assert (tmp_path / "t.csv").read_text() == (
-        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap\n"
-        "m,original,toy,3,33.33,33.33,66.67,2,2,0\n"
+        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard\n"
+        "m,original,toy,3,33.33,33.33,66.67,2,2,0,\n"  # no standard evaluation: empty
     )
     assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 | 2 | 0 |" in (tmp_path / "t.md").read_text()
 
@@ -153,13 +153,37 @@ def test_zoom_groups_use_the_models_own_cover_by_hand():
     assert (with_out["ub_out"], with_out["excl_in"], with_out["excl_out"]) == (25.0, 25.0, 0.0)
 
 
+def write_standard(path, preds):
+    """A standard-evaluation file: one prediction per image (image order shuffled, as it may be)."""
+    ids = list(preds)[::-1]
+    write_parquet(path, pa.table({"image_id": ids, "pred": pa.array([preds[i] for i in ids], pa.int16())}), {})
+
+
+def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
+    write_predictions(tmp_path / "p.parquet")
+    # a: correct; b: 7 is its other label, correct; c: wrong -> 2/3; by origin: x = {a, c} -> 1/2, y = {b} -> 1/1
+    write_standard(tmp_path / "s.parquet", {"a": 5, "b": 7, "c": 5})
+    records = [replace(r, origin=o) for r, o in zip(RECORDS, "xyx", strict=True)]
+    analysis = analyze_predictions(tmp_path / "p.parquet", records, top_k=1, standard_path=tmp_path / "s.parquet")
+    metrics = analysis.metrics
+    assert metrics.acc_standard == pytest.approx(200 / 3)
+    assert {o: v["acc_standard"] for o, v in metrics.by_origin.items()} == {"x": 50.0, "y": 100.0}
+    assert metrics.by_origin["x"]["acc_1crop"] == 50.0  # a is right at LOC:1_1_Size:256, c is not
+    write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
+    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67"
+    # a file that misses an image of the manifest is refused
+    write_standard(tmp_path / "short.parquet", {"a": 5, "b": 7})
+    with pytest.raises(ValueError, match="cover 2 of the 3 images.*--forcerun standard_eval"):
+        analyze_predictions(tmp_path / "p.parquet", records, standard_path=tmp_path / "short.parquet")
+
+
 def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     write_predictions(tmp_path / "p.parquet")
     analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1, n_excluded=2)
     write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert list(document) == ["schema_version", *METRICS_KEYS]
-    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 2
+    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 3
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
     assert read_metrics(tmp_path / "metrics.json") == analysis.metrics
     cover = json.loads((tmp_path / "cover.json").read_text())
@@ -178,8 +202,11 @@ def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
     old = {("acc_top36" if k == "acc_top_k" else k): v for k, v in vars(metrics).items()}  # no schema_version
     (tmp_path / "old.json").write_text(json.dumps(old))
     assert read_metrics(tmp_path / "old.json") == metrics
-    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 3}))
-    with pytest.raises(ValueError, match="schema_version 3 .* upgrade zoomeval"):
+    version_2 = {k: v for k, v in vars(metrics).items() if k != "acc_standard"}
+    (tmp_path / "v2.json").write_text(json.dumps({**version_2, "schema_version": 2}))
+    assert read_metrics(tmp_path / "v2.json") == metrics and metrics.acc_standard is None
+    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 4}))
+    with pytest.raises(ValueError, match="schema_version 4 .* upgrade zoomeval"):
         read_metrics(tmp_path / "new.json")
     del old["n_classes"]
     (tmp_path / "partial.json").write_text(json.dumps(old))

@@ -7,6 +7,7 @@ import copy
 import re
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,14 @@ def test_model_names_with_inner_dots_still_work() -> None:
 )  # fmt: skip
 def test_normalisation_and_crop_size_out_of_range_are_refused_naming_the_key(change, message: str) -> None:
     assert refusal(lambda c: change(c["models"]["efficientnet_lite0"])).startswith(message)
+
+
+def test_a_checkpoint_on_a_model_source_that_never_reads_it_is_refused() -> None:
+    """Otherwise an embedded, torchvision or timm model would run with its published weights while the config
+    names a checkpoint."""
+    message = refusal(lambda c: c["models"]["efficientnet_lite0"].update(checkpoint="/data/mine.pth"))
+    assert message == ("models.efficientnet_lite0.checkpoint: only sources checkpoint and open_clip read it; remove "
+                       "it from this embedded model")  # fmt: skip
 
 
 def test_nan_counting_thresholds_and_time_limits_are_refused() -> None:
@@ -393,6 +402,8 @@ def test_the_schema_enums_and_keys_follow_the_registries() -> None:
     assert sorted(model["source"]["enum"]) == sorted(MODEL_SOURCES)
     for source in MODEL_SOURCES.values():
         assert set(source.required) <= set(model), source.name
+        if source.options is not None:  # the keys only this source reads
+            assert {f.name for f in fields(source.options)} <= set(model), source.name
     assert schema["sam"]["properties"]["model_type"]["enum"] == list(MODEL_TYPES)
 
 

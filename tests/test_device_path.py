@@ -95,9 +95,15 @@ def test_table_a8_and_table_1_of_both_paths_within_a_tenth_of_a_point(both_paths
     _, metrics = both_paths
     a8 = {b: dict(zip(TABLE_A8_COLUMNS, table_a8_rows([m])[0], strict=True)) for b, m in metrics.items()}
     for column in PERCENT_COLUMNS:
+        if column == "acc_standard":  # the standard evaluation has its own transform; none runs here
+            assert a8["pil"][column] == a8["device"][column] == "", column
+            continue
         assert abs(float(a8["pil"][column]) - float(a8["device"][column])) <= 0.1, column
     tables = {b: table_1_rows([m])[1] for b, m in metrics.items()}
     for pil_row, device_row in zip(tables["pil"], tables["device"], strict=True):
         assert pil_row[:2] == device_row[:2]
+        if pil_row[0] == "s":  # panel s: the standard evaluation, which runs in neither
+            assert pil_row[2] == device_row[2] == ""
+            continue
         assert abs(float(pil_row[2]) - float(device_row[2])) <= 0.1, pil_row[:2]
     assert a8["pil"]["n_images"] == "12"

@@ -133,7 +133,7 @@ def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transfo
         Image.fromarray(pixels).save(tmp_path / f"img{k}.png")
         out.append(Record(f"img{k}", str(tmp_path / f"img{k}.png"), [0], ["x"], 300, 300))
     loaded = LoadedModel(NanWhereBright(), None, embedded.MEAN, embedded.STD)
-    monkeypatch.setattr(classifiers, "load_model", lambda spec, weights: loaded)
+    monkeypatch.setattr(classifiers, "load_model", lambda spec, weights, head: loaded)
     spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
     settings = Settings(batch_size=4, num_workers=0, threads=1)
     with pytest.raises(FloatingPointError) as info:

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "src" / "zoomeval"
 STAGES = ("core", "datasets", "masks", "inference", "analysis", "report")
 MAX_FUNCTION_LINES = 50
 #: What building the DAG must not import (each would cost seconds on every `snakemake -n` and SLURM job start).
-HEAVY = ("torch", "torchvision", "timm", "scipy", "polars")
+HEAVY = ("torch", "torchvision", "timm", "scipy", "polars", "open_clip")
 
 
 def modules() -> list[Path]:

@@ -90,9 +90,9 @@ def test_slurm_profile_is_consistent(path):
     threads, and the core count does not cap them."""
     profile = load(path)
     resources = profile["set-resources"]
-    for rule in {"predict", "sam_masks", "tta"} & set(resources):
+    for rule in {"predict", "sam_masks", "tta", "standard_eval", "zero_shot_head"} & set(resources):
         assert int(resources[rule]["gpu"]) >= 1, rule
-    for rule in {"predict", "tta"} & set(resources):
+    for rule in profile["set-threads"]:
         assert resources[rule]["cpus_per_task"] == profile["set-threads"][rule], rule
     # predict's `threads: workflow.cores` needs a core count; it must not cap predict's threads
     assert profile["cores"] >= profile["set-threads"]["predict"]

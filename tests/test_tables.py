@@ -21,7 +21,8 @@ def metric(model, dataset, n_classes, a, b, c, variant="original"):
 
 
 METRICS = [
-    metric("resnet50", "imagenet", 1000, 75.75, 94.46, 96.78),
+    # torchvision's reference evaluation of ResNet-50 V1 gives 76.13, the paper's 1-crop 75.75 (paper.md pitfall 6)
+    replace(metric("resnet50", "imagenet", 1000, 75.75, 94.46, 96.78), acc_standard=76.13),
     metric("resnet50", "imagenet_a", 200, 0.21, 55.68, 66.68),
     metric("resnet50", "objectnet", 113, 36.18, 69.6, 76.83),
     metric("vit32", "imagenet", 1000, 75.754, 95.046, 97.19),
@@ -41,6 +42,8 @@ def test_table_1_panels_and_random_rows_match_the_paper():
         ["c", "Random", "32.40", "100.00", "100.00"],  # 324 guesses, capped at 100
         ["c", "resnet50", "96.78", "66.68", "76.83"],
         ["c", "vit32", "97.19", "", ""],
+        ["s", "resnet50", "76.13", "", ""],  # appended after the paper's panels
+        ["s", "vit32", "", "", ""],
     ]
 
 
@@ -49,6 +52,9 @@ def test_table_1_files(tmp_path):
     assert (tmp_path / "t.csv").read_text().splitlines()[3] == "b,Random,3.60,18.00,31.86"
     md = (tmp_path / "t.md").read_text()
     assert "(c) all" in md and "| Random | 32.40 | 100.00 | 100.00 |" in md
+    titles = [line for line in md.splitlines() if line.startswith("(")]
+    assert [t[:3] for t in titles] == ["(a)", "(s)", "(b)", "(c)"]  # the standard evaluation beside 1 crop
+    assert "| resnet50 | 76.13 |  |  |" in md and "not acc_1crop, the zoom pipeline at S=256" in md
 
 
 def test_zoom_group_table(tmp_path):
@@ -75,18 +81,19 @@ def test_aggregation_table_uses_the_papers_vit_b32_row(tmp_path):
            "zoom_224": {"max": 72.66, "mean": 73.67}, "five_crop": {"max": 77.33, "mean": 77.73},
            "ten_crop": {"max": 77.30, "mean": 77.87}}  # fmt: skip
     no_224 = {k: v for k, v in vit.items() if k != "zoom_224"}
-    rows = [replace(METRICS[3], acc_1crop=75.75, n_images=50000, aggregation=vit),
+    rows = [replace(METRICS[3], acc_1crop=75.75, n_images=50000, aggregation=vit, acc_standard=75.912),
             replace(METRICS[1], n_images=7500, aggregation=no_224),
             replace(METRICS[4], n_images=50000, aggregation=vit)]  # fmt: skip
     write_table_aggregation(rows, tmp_path / "g.csv", tmp_path / "g.md")
     assert (tmp_path / "g.csv").read_text().splitlines() == [
         "model,dataset,n_images,acc_1crop,zoom_in_max,zoom_in_mean,zoom_out_max,zoom_out_mean,zoom_224_max,"
-        "zoom_224_mean,five_crop_max,five_crop_mean,ten_crop_max,ten_crop_mean",
-        "vit32,imagenet,50000,75.75,74.35,79.31,71.48,69.47,72.66,73.67,77.33,77.73,77.30,77.87",
-        "resnet50,imagenet_a,7500,0.21,74.35,79.31,71.48,69.47,,,77.33,77.73,77.30,77.87",
+        "zoom_224_mean,five_crop_max,five_crop_mean,ten_crop_max,ten_crop_mean,acc_standard",
+        "vit32,imagenet,50000,75.75,74.35,79.31,71.48,69.47,72.66,73.67,77.33,77.73,77.30,77.87,75.91",
+        "resnet50,imagenet_a,7500,0.21,74.35,79.31,71.48,69.47,,,77.33,77.73,77.30,77.87,",
     ]  # the bgset row is not in the table
     md = (tmp_path / "g.md").read_text()
     assert "| vit32 | imagenet | 50000 | 75.75 | 74.35 (-1.40) | 79.31 (+3.56) | 71.48 (-4.27) |" in md
+    assert "| 77.30 (+1.55) | 77.87 (+2.12) | 75.91 (+0.16) |" in md
 
 
 def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
@@ -94,7 +101,8 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     write_table_a8(rows, tmp_path / "a8.csv", tmp_path / "a8.md")
     csv_lines = (tmp_path / "a8.csv").read_text().splitlines()
     assert csv_lines[0].split(",")[4:7] == ["acc_1crop", "acc_top_k", "acc_max"]
-    assert csv_lines[1] == "resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0"
+    assert csv_lines[1] == "resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13"
+    assert csv_lines[2].endswith(",0,0,0,")  # no standard evaluation: empty
     notes = (tmp_path / "a8.md").read_text()
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
     assert "Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): imagenet: 3.\n" in notes

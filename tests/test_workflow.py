@@ -72,6 +72,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size",
         "cover_size_exact",
         "cover_gap",
+        "acc_standard",
     ]
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
@@ -87,6 +88,14 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"]]
     assert table_1[2] == ["b", "Random", "0.30", "0.30"]  # top_k = 3 guesses among 1000 classes
     assert table_1[4] == ["c", "Random", "1.80", "1.80"]  # 18 transforms
+    # the standard evaluation: one prediction per image, scored on the original images only
+    for row in rows:
+        standard = tmp_path / f"results/standard/{row['dataset']}/efficientnet_lite0.parquet"
+        records = read_manifest(tmp_path / f"results/datasets/{row['dataset']}/manifest.parquet")
+        preds = dict(pl.read_parquet(standard).select("image_id", "pred").iter_rows())
+        correct = [preds[r.image_id] in r.labels for r in records]
+        assert row["acc_standard"] == (f"{100 * np.mean(correct):.2f}" if row["variant"] == "original" else "")
+    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"]]
     with open(tmp_path / "results/table_aggregation.csv") as fh:
         aggregation = list(csv.DictReader(fh))
     assert [(r["dataset"], r["acc_1crop"]) for r in aggregation] == [
@@ -132,7 +141,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]  # after the header rule
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    assert counts == {"predict": 4, "analyze": 4, "table_a8": 1, "total": 9}
+    assert counts == {"predict": 4, "standard_eval": 2, "analyze": 4, "table_a8": 1, "total": 11}
     assert "lite0_copy" in out and "wildcards: dataset=demo, variant=original, model=efficientnet_lite0" not in out
 
 
@@ -232,8 +241,9 @@ def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(t
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
-    # each model's weights are fetched by a job of its own
-    assert counts == {"fetch_weights": 2, "dataset_manifest": 1, "predict": 2, "analyze": 2, "table_a8": 1, "total": 8}
+    # each model's weights are fetched by a job of its own; a standard evaluation per dataset and model
+    assert counts == {"fetch_weights": 2, "dataset_manifest": 1, "predict": 2, "standard_eval": 2, "analyze": 2,
+                      "table_a8": 1, "total": 10}  # fmt: skip
 
 
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
@@ -245,13 +255,25 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
     # 7 datasets (ImageNet-Hard writes its images); ImageNet alone has boxes (3 variants) and ReaL (5 label sets with
-    # Shankar et al.'s two), ImageNet-V2 2 label sets; 5 models; 3 archives to download and extract, Shankar et al.'s
-    # annotations (matched to ImageNet and ImageNet-V2), 1 Hugging Face dataset and 5 torchvision checkpoints to fetch
-    fetches = {"fetch_url": 4, "extract_archive": 3, "fetch_hf": 1, "fetch_weights": 5}
-    jobs = {"dataset_manifest": 6, "generated_dataset": 1, "box_masks": 1, "predict": 5 * (3 + 6),
-            "analyze": 5 * (5 * 3 + 2 + 5), "multilabel_labels": 2, "table_a8": 1}  # fmt: skip
-    assert counts == {**jobs, **fetches, "total": 7 + 1 + 45 + 110 + 2 + 1 + 13}
+    # Shankar et al.'s two), ImageNet-V2 2 label sets; 6 models, one of them zero-shot with one head; a standard
+    # evaluation per dataset and model; 3 archives to download and extract, Shankar et al.'s annotations (matched to
+    # ImageNet and ImageNet-V2), 1 Hugging Face dataset, 5 torchvision checkpoints and CLIP's weights to fetch
+    fetches = {"fetch_url": 4, "extract_archive": 3, "fetch_hf": 1, "fetch_weights": 6}
+    jobs = {"dataset_manifest": 6, "generated_dataset": 1, "box_masks": 1, "zero_shot_head": 1, "predict": 6 * (3 + 6),
+            "standard_eval": 6 * 7, "analyze": 6 * (5 * 3 + 2 + 5), "multilabel_labels": 2, "table_a8": 1}  # fmt: skip
+    assert counts == {**jobs, **fetches, "total": 7 + 1 + 1 + 54 + 42 + 132 + 2 + 1 + 14}
     assert "results/analysis/imagenet_in_real/bgset/vit32/metrics.json" in out
+    assert "results/zero_shot/ViT-L-14.openai." in out
+    # `all`: the sixth model in every per-model output, so in every table and figure
+    everything = snakemake_run(tmp_path, "all", "--dry-run")
+    out = everything.stdout + everything.stderr
+    counts = job_counts(out)
+    assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
+    for path in ("predictions/objectnet/original/clip_vit_l_14.parquet", "standard/imagenet_hard/clip_vit_l_14.parquet",
+                 "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
+                 "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png", "table_imagenet_hard.md",
+                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv"):  # fmt: skip
+        assert f"results/{path}" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
@@ -260,6 +282,26 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     # archive and the SAM checkpoint are downloaded
     assert counts == {"fetch_url": 2, "extract_archive": 1, "dataset_manifest": 3, "sam_masks": 2, "object_counts": 3,
                       "mann_whitney": 1, "total": 12}  # fmt: skip
+
+
+def job_counts(out: str) -> dict[str, int]:
+    table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
+    return {name: int(n) for name, n in (line.split() for line in table)}
+
+
+def test_the_imagenet_hard_config_plans_the_cards_table(tmp_path, snakemake_run):
+    (tmp_path / "config.yaml").write_text((ROOT / "config" / "imagenet_hard.yaml").read_text())  # as shipped
+    plan = snakemake_run(tmp_path, "--dry-run")  # the default target, all
+    out = plan.stdout + plan.stderr
+    # 13 models, four of them zero-shot with four distinct heads; the Parquet shards and 13 weights fetched
+    counts = job_counts(out)
+    assert {k: counts[k] for k in ("fetch_hf", "fetch_weights", "generated_dataset", "zero_shot_head", "predict",
+                                   "standard_eval", "analyze", "table_imagenet_hard", "table_a8")} == {
+        "fetch_hf": 1, "fetch_weights": 13, "generated_dataset": 1, "zero_shot_head": 4, "predict": 13,
+        "standard_eval": 13, "analyze": 13, "table_imagenet_hard": 1, "table_a8": 1}  # fmt: skip
+    for model in ("vgg16", "vgg19", "efficientnet_l2_ns", "clip_vit_l_14_336", "openclip_vit_bigg_14"):
+        assert f"results/analysis/imagenet_hard/original/{model}/metrics.json" in out
+    assert "results/zero_shot/ViT-bigG-14.laion2b_s39b_b160k." in out
 
 
 def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_run, config_writer):

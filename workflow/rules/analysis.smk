@@ -8,6 +8,9 @@ rule analyze:
         aggregates=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.aggregates.parquet",
         manifest=lambda wc: f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet",
         labels=labels_input,
+        standard=lambda wc: (
+            f"results/standard/{SCORED[wc.scored][0]}/{wc.model}.parquet" if wc.variant == "original" else []
+        ),
     output:
         metrics="results/analysis/{scored}/{variant}/{model}/metrics.json",
         cover="results/analysis/{scored}/{variant}/{model}/cover.json",

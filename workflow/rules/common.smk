@@ -8,7 +8,8 @@ from zoomeval.core.config import scored_name
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import plan_all
 from zoomeval.datasets.registry import ADAPTERS
-from zoomeval.inference.models import weights_folder
+from zoomeval.inference.models import head_name, weights_folder
+from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import load_config
 
 CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
@@ -44,6 +45,13 @@ WEIGHTS = {}  # weights folder -> the first model that uses it
 for spec in CFG.models.values():
     if (folder := weights_folder(spec, R)) is not None:
         WEIGHTS.setdefault(os.path.relpath(folder, R), spec)
+# Zero-shot heads (open_clip models, workflow/rules/inference.smk): model -> head; head -> the first model using it.
+HEAD_OF_MODEL = {m: name for m, spec in CFG.models.items() if (name := head_name(spec)) is not None}
+HEADS = {}
+for m, name in HEAD_OF_MODEL.items():
+    HEADS.setdefault(name, CFG.models[m])
+# ImageNet-Hard datasets, whose table compares the standard evaluation with the dataset card.
+HARD_DATASETS = [d for d, entry in CFG.datasets.items() if entry.adapter == "imagenet_hard"]
 
 
 def _alternation(names):
@@ -77,6 +85,17 @@ def weights_input(wc):
     return weights_folder(CFG.models[wc.model], R) or []
 
 
+def head_input(wc):
+    """The zero-shot head a predict, standard_eval or tta job of an open_clip model reads (none for other models)."""
+    return f"results/zero_shot/{HEAD_OF_MODEL[wc.model]}.safetensors" if wc.model in HEAD_OF_MODEL else []
+
+
+def head_job_inputs(wc):
+    """The weights a head is computed with and the local files it depends on (class names, templates, config)."""
+    spec = HEADS[wc.head]
+    return {"weights": weights_folder(spec, R), "files": head_inputs(spec)}
+
+
 def sam_checkpoint_input(wc):
     """The downloaded SAM checkpoint (none for a local path)."""
     return INPUTS["sam", "checkpoint"].fetched or []
@@ -99,6 +118,7 @@ def counts_masks_input(wc):
 def final_outputs():
     """Everything the `all` target builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
     tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
+    tables += ("table_imagenet_hard",) if HARD_DATASETS else ()
     outputs = [f"results/{table}.{ext}" for table in tables for ext in ("csv", "md")]
     for d, entry in CFG.datasets.items():
         if set(entry.variants) - {"original"}:

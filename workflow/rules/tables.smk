@@ -75,3 +75,24 @@ rule table_aggregation:
         CONDA_ENV
     script:
         "../scripts/table_aggregation.py"
+
+
+rule table_imagenet_hard:
+    input:
+        metrics=[
+            f"results/analysis/{scored}/original/{m}/metrics.json"
+            for m in MODELS
+            for scored, (d, label_set) in SCORED.items()
+            if d in HARD_DATASETS and label_set == "in" and "original" in variants(d)
+        ],
+    output:
+        csv=report("results/table_imagenet_hard.csv", caption="../report/table_imagenet_hard.rst", category="Tables"),
+        md="results/table_imagenet_hard.md",
+    log:
+        "logs/tables/table_imagenet_hard.log",
+    conda:
+        CONDA_ENV
+    params:
+        models={m: CFG.models[m].entry() for m in MODELS},
+    script:
+        "../scripts/table_imagenet_hard.py"

@@ -14,6 +14,7 @@ rule tta:
     input:
         manifest="results/datasets/{dataset}/manifest.parquet",
         weights=weights_input,
+        head=head_input,
     output:
         "results/tta/{dataset}/{method}/{model}.parquet",
     log:

@@ -16,5 +16,6 @@ with to_file(sm.log[0]):
         n_excluded=read_metadata(sm.input.manifest).get("n_excluded", 0),
         aggregates_path=sm.input.aggregates,
         labels_path=sm.input.labels or None,  # only label sets with a labels file have one
+        standard_path=str(sm.input.standard) if sm.input.standard else None,
     )
     write_analysis(analysis, sm.output.metrics, sm.output.cover, sm.output.matrix)

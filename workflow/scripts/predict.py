@@ -1,4 +1,3 @@
-import os
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,7 @@ with to_file(sm.log[0]), ExitStack() as stack:
     # With several GPUs on this machine, parallel jobs (parts, models) each take a GPU of their own.
     device = stack.enter_context(gpu_slot(inference.device, torch.cuda.device_count()))
     records = read_manifest(sm.input.manifest)
-    settings = replace(inference, device=device, threads=inference.threads or min(sm.threads, os.cpu_count() or 1))
+    settings = replace(inference.for_job(sm.threads), device=device)
     job = dict(
         dataset=dataset,
         variant=sm.wildcards.variant,
@@ -31,6 +30,7 @@ with to_file(sm.log[0]), ExitStack() as stack:
         class_indices=class_indices(config.datasets[dataset].class_set, records, read_classes(sm.input.manifest)),
         max_pixels=config.max_resized_pixels,
         weights=Path(sm.input.weights) if sm.input.weights else None,
+        head=Path(sm.input.head) if sm.input.head else None,
     )
     outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])
     if "part" in sm.wildcards.keys():

@@ -26,5 +26,6 @@ with to_file(sm.log[0]):
         threads=config.inference.threads or min(sm.threads, os.cpu_count() or 1),
         weights=Path(sm.input.weights) if sm.input.weights else None,
         shard_images=config.inference.shard_images,
+        head=Path(sm.input.head) if sm.input.head else None,
     )
     print(f"{metadata['n_images']} images, {metadata['seconds_per_image']} s/image on {metadata['device']}")

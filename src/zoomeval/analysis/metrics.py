@@ -10,9 +10,9 @@ from typing import Any
 from zoomeval.core.io import read_json, write_json
 from zoomeval.core.zoom import Transform
 
-#: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k`` (version 1
-#: files are still read).
-METRICS_SCHEMA_VERSION = 2
+#: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k``; 3: ``acc_standard``
+#: added (also per origin). Versions 1 and 2 are still read, without a standard evaluation.
+METRICS_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,14 +58,19 @@ class Metrics(Scores):
     aggregation: dict[str, dict[str, float]] | None
     #: greedy picks behind acc_top_k and top_k_centre_share
     top_k: int
+    #: top-1 accuracy (%) of the standard evaluation (the model's own transform, one view per image; original
+    #: images only, else None)
+    acc_standard: float | None = None
 
 
 #: Column order of metrics.json (the order of the version 1 files, acc_top_k in acc_top36's place).
 METRICS_KEYS = (
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
     "cover_gap", "zoom_groups", "top_k_centre_share", "n_transforms", "n_classes", "n_excluded", "by_origin",
-    "aggregation", "top_k",
+    "aggregation", "top_k", "acc_standard",
 )  # fmt: skip
+#: Keys added by a schema version, with the value that stands in for them in older files.
+ADDED_KEYS = {3: {"acc_standard": None}}
 
 
 def metrics_document(metrics: Metrics) -> dict[str, Any]:
@@ -88,9 +93,12 @@ def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     version = document.pop("schema_version", 1)
     if version == 1 and "acc_top36" in document:
         document["acc_top_k"] = document.pop("acc_top36")
-    if version not in (1, METRICS_SCHEMA_VERSION):
+    if version not in range(1, METRICS_SCHEMA_VERSION + 1):
         raise ValueError(f"{path}: metrics schema_version {version!r} is not one this zoomeval reads "
                          f"(1 to {METRICS_SCHEMA_VERSION}); upgrade zoomeval or re-run the analysis")  # fmt: skip
+    for added, defaults in ADDED_KEYS.items():
+        if version < added:
+            document = {**defaults, **document}
     missing = sorted(set(METRICS_KEYS) - document.keys())
     if missing:
         raise ValueError(f"{path}: no {missing}; re-run the analysis (snakemake --forcerun analyze)")

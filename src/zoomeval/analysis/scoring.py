@@ -17,6 +17,7 @@ from zoomeval.analysis.exact_cover import ExactCover, exact_cover
 from zoomeval.analysis.label_sets import relabel, scored_name
 from zoomeval.analysis.matrix import correctness_matrix, write_matrix
 from zoomeval.analysis.metrics import Metrics, Scores, write_metrics
+from zoomeval.analysis.standard_scores import standard_correct
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
@@ -98,9 +99,10 @@ def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform],
     }
 
 
-def by_origin(matrix: np.ndarray, order: list[Transform], records: list[Record]
+def by_origin(matrix: np.ndarray, order: list[Transform], records: list[Record], standard: np.ndarray | None = None
               ) -> dict[str, dict[str, float | int | None]] | None:  # fmt: skip
-    """1-crop accuracy and upper bound per source dataset, where the images come from several (ImageNet-Hard)."""
+    """1-crop accuracy, upper bound and standard-evaluation accuracy (``standard``: correct per record, if any) per
+    source dataset, where the images come from several (ImageNet-Hard)."""
     origins = np.array([r.origin for r in records])
     if len(set(origins)) < 2:
         return None
@@ -110,6 +112,7 @@ def by_origin(matrix: np.ndarray, order: list[Transform], records: list[Record]
             "n_images": int((origins == o).sum()),
             "acc_1crop": None if one is None else 100 * float(matrix[one, origins == o].mean()),
             "acc_max": _percent_solved(matrix[:, origins == o]),
+            "acc_standard": None if standard is None else 100 * float(standard[origins == o].mean()),
         }
         for o in sorted(set(origins))
     }
@@ -130,10 +133,12 @@ def analyze_predictions(
     n_excluded: int = 0,
     aggregates_path: str | os.PathLike[str] | None = None,
     labels_path: str | os.PathLike[str] | None = None,
+    standard_path: str | os.PathLike[str] | None = None,
 ) -> Analysis:
     """Score one prediction file under ``label_set``: its Table A8 row, cover document and correctness matrix
-    (see :func:`analyze`); with ``aggregates_path``, the aggregation methods' accuracies too. ``labels_path`` is the
-    label set's own labels file, for those that have one. Writes nothing."""
+    (see :func:`analyze`); with ``aggregates_path``, the aggregation methods' accuracies too, and with
+    ``standard_path`` the standard evaluation's accuracy. ``labels_path`` is the label set's own labels file, for
+    those that have one. Writes nothing."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
     classes = n_classes(meta["class_set"], records)
@@ -141,6 +146,7 @@ def analyze_predictions(
     matrix = correctness_matrix(predictions_path, records, order)
     scores, cover = analyze(matrix, order, top_k, time_limit)
     aggregates = None if aggregates_path is None else pl.read_parquet(aggregates_path)
+    standard = None if standard_path is None else standard_correct(pl.read_parquet(standard_path), records)
     metrics = Metrics(
         **vars(scores),
         model=meta["model"]["name"],
@@ -149,9 +155,10 @@ def analyze_predictions(
         n_transforms=len(order),
         n_classes=classes,
         n_excluded=n_excluded,
-        by_origin=by_origin(matrix, order, records),
+        by_origin=by_origin(matrix, order, records, standard),
         aggregation=None if aggregates is None else aggregation_accuracy(aggregates, records),
         top_k=top_k,
+        acc_standard=None if standard is None or not len(standard) else 100 * float(standard.mean()),
     )
     return Analysis(metrics, cover, matrix, order, records, meta["crop_size"])
 

@@ -10,8 +10,9 @@ import the later stages).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 #: Default ``max_resized_pixels``: 2^24, e.g. 16384 x 1024, which admits any image up to 16:1 at S = 1024
@@ -100,20 +101,40 @@ class ModelSpec:
     input_size: int = 224
     mean: Triple | None = None  # None: the weights' own normalisation
     std: Triple | None = None
-    #: source ``checkpoint``: the training checkpoint, a local path or ``{url: ...}`` (``weights`` is its sha256)
+    #: sources ``checkpoint`` and ``open_clip``: a checkpoint file, a local path, ``{path: ...}`` or ``{url: ...}``
     checkpoint: str | Mapping[str, str] | None = None
+    #: the keys only its source reads, typed by the dataclass the source declares (None: a source without any)
+    options: Any = None
 
     @classmethod
-    def from_config(cls, name: str, entry: Mapping[str, Any]) -> ModelSpec:
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()}
-        return cls(name=name, **values)
+    def from_config(cls, name: str, entry: Mapping[str, Any], sources: Mapping[str, Any] | None = None) -> ModelSpec:
+        """The typed entry; ``sources`` (the model-source registry) types the keys only the entry's source reads and
+        gives the input size where the source's default is not 224."""
+        common = {f.name for f in fields(cls)} - {"name", "options"}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
+        source = sources[entry["source"]] if sources is not None else None
+        own = {k: v for k, v in entry.items() if k not in common}
+        if own and getattr(source, "options", None) is None:
+            readers = [s.name for s in (sources or {}).values() if s.options and next(iter(own)) in _names(s.options)]
+            raise ConfigError(f"models.{name}.{next(iter(own))}: only source {' or '.join(readers)} reads it; "
+                              f"remove it from this {entry['source']} model")  # fmt: skip
+        options = source.options(**own) if getattr(source, "options", None) is not None else None
+        spec = cls(name=name, **values, options=options)
+        if "input_size" not in entry and getattr(source, "input_size", None) is not None:
+            spec = replace(spec, input_size=source.input_size(spec))
+        return spec
 
     def entry(self) -> dict[str, Any]:
         """The config entry with its defaults and sorted keys (a rule param: any change reruns the model's jobs)."""
         values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
         if isinstance(self.checkpoint, Mapping):
             values["checkpoint"] = dict(self.checkpoint)
-        return {k: values[k] for k in sorted(values) if k != "name"}
+        values |= values.pop("options", {}) or {}
+        return {k: values[k] for k in sorted(values) if k != "name" and values[k] is not None}
+
+
+def _names(cls: type) -> set[str]:
+    return {f.name for f in fields(cls)}
 
 
 @dataclass(frozen=True)
@@ -135,6 +156,10 @@ class InferenceSettings:
     shard_images: int = 500
     #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged
     parts: int = 1
+
+    def for_job(self, job_threads: int) -> InferenceSettings:
+        """The settings a job runs with: ``threads: 0`` becomes the job's threads (at most the CPUs)."""
+        return replace(self, threads=self.threads or min(job_threads, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -317,6 +342,6 @@ def resolve(raw: Mapping[str, Any], registries: Registries) -> Config:
         name: resolve_dataset(name, entry, registries.adapters[entry["adapter"]], name in counted)
         for name, entry in raw["datasets"].items()
     }
-    models = {name: ModelSpec.from_config(name, entry) for name, entry in raw["models"].items()}
+    models = {name: ModelSpec.from_config(name, entry, registries.sources) for name, entry in raw["models"].items()}
     top = {k: v for k, v in raw.items() if k not in ("datasets", "models", *SECTIONS)}
     return Config(**{**top, "scales": tuple(raw["scales"])}, datasets=datasets, models=models, **sections)

@@ -29,6 +29,8 @@ from zoomeval.core.devices import check_device
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
+#: The model sources that read a model's ``checkpoint`` key.
+CHECKPOINT_SOURCES = ("checkpoint", "open_clip")
 #: Folders of the resources root that the workflow keeps for itself (and what for), so no dataset may be named so.
 RESERVED = {"sam": "SAM checkpoint", "weights": "model weights", "labels": "multi-label annotations"}
 #: Schema keywords whose jsonschema message does not say what is expected; the schema's description is added.
@@ -177,6 +179,9 @@ def check_config(config: Config, registries: Registries, check_paths: bool = Tru
         if check_paths:
             check_local_input("sam.checkpoint", config.sam.checkpoint)
     for model in config.models.values():
+        if model.checkpoint is not None and model.source not in CHECKPOINT_SOURCES:
+            raise ConfigError(f"models.{model.name}.checkpoint: only sources {' and '.join(CHECKPOINT_SOURCES)} read "
+                              f"it; remove it from this {model.source} model")  # fmt: skip
         if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
             raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
                               "the checkpoint you verified (sha256sum FILE)")  # fmt: skip

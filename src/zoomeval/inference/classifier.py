@@ -27,8 +27,8 @@ def check_normalisation(spec: ModelSpec) -> None:
 class Classifier:
     """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns.
 
-    The model is ``spec``'s with the weights fetched into ``weights``, or ``loaded`` (e.g. a random-init network
-    for a benchmark)."""
+    The model is ``spec``'s with the weights fetched into ``weights`` (and ``head``, the derived file of a source that
+    declares one), or ``loaded`` (e.g. a random-init network for a benchmark)."""
 
     def __init__(
         self,
@@ -37,13 +37,15 @@ class Classifier:
         class_indices: Sequence[int] | None,
         weights: Path | None = None,
         loaded: LoadedModel | None = None,
+        head: Path | None = None,
     ) -> None:
         self.device = resolve_device(settings.device, "inference.device")
         self.settings = settings
         self.name = spec.name
         check_normalisation(spec)
-        loaded = loaded or load_model(spec, weights)
+        loaded = loaded or load_model(spec, weights, head)
         self.weights_sha256 = loaded.weights_sha256
+        self.provenance = loaded.provenance
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
         self.memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
         model = loaded.module.to(self.device).to(memory_format=self.memory_format)

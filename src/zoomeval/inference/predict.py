@@ -155,6 +155,13 @@ def check_sizes(records: Sequence[Record], dataset: str, max_scale: int, max_pix
             )
 
 
+def model_metadata(classifier: Classifier, spec: ModelSpec) -> dict[str, Any]:
+    """What a prediction file records of its model: the entry, the normalisation fed, the weights' sha256 and what
+    the source adds (open_clip: the zero-shot head's templates, class-name file sha256 and duplicate-name policy)."""
+    return {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256,
+            **classifier.provenance}  # fmt: skip
+
+
 def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[int], settings: InferenceSettings,
                         class_indices: Sequence[int] | None, **job: Any) -> dict[str, Any]:  # fmt: skip
     """The prediction file's metadata before timing: what its numbers depend on (``job``: dataset, variant,
@@ -164,7 +171,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
         "torch": torch.__version__,
-        "model": {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256},
+        "model": model_metadata(classifier, spec),
         "dataset": job["dataset"],
         "variant": job["variant"],
         "scales": scales,
@@ -198,6 +205,7 @@ def predict_to_file(
     class_indices: Sequence[int] | None = None,
     max_pixels: int = MAX_RESIZED_PIXELS,
     weights: Path | None = None,
+    head: Path | None = None,
     part: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Predict every (image, transform) of ``records`` into the Parquet file ``path`` and the aggregation
@@ -205,13 +213,14 @@ def predict_to_file(
 
     ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes); ``max_pixels`` the
     pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights;
-    ``part`` the (index, count) that :func:`predict_part` records in the metadata.
+    ``head`` the zero-shot head of an open_clip model; ``part`` the (index, count) that :func:`predict_part` records
+    in the metadata.
     """
     check_sizes(records, dataset, max(scales), max_pixels)
     store = ShardStore(Path(path), Path(aggregates_path))
     with store.locked():
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-        classifier = Classifier(spec, settings, class_indices, weights)
+        classifier = Classifier(spec, settings, class_indices, weights, head=head)
         metadata = prediction_metadata(classifier, spec, scales, settings, class_indices, dataset=dataset,
                                        variant=variant, n_images=len(records))  # fmt: skip
         if part is not None:

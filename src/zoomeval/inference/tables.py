@@ -54,10 +54,15 @@ def prediction_table(records: Sequence[Record], scales: list[int], columns: dict
         "pred_full": columns["pred_full"].ravel(),
         "conf": columns["conf"].ravel(),
     }
-    if "top5" in columns:
-        data["top5"] = pa.FixedSizeListArray.from_arrays(pa.array(columns["top5"].ravel()), 5)
-        data["top5_logit"] = pa.FixedSizeListArray.from_arrays(pa.array(columns["top5_logit"].ravel()), 5)
-    return pa.table(data, schema=prediction_schema("top5" in columns))
+    return pa.table({**data, **top5_columns(columns)}, schema=prediction_schema("top5" in columns))
+
+
+def top5_columns(columns: dict[str, np.ndarray]) -> dict[str, pa.Array]:
+    """The optional top-5 columns (``store_top5``) of :meth:`Classifier.columns` output, as Arrow arrays."""
+    if "top5" not in columns:
+        return {}
+    names = ("top5", "top5_logit")
+    return {name: pa.FixedSizeListArray.from_arrays(pa.array(columns[name].ravel()), 5) for name in names}
 
 
 def write_table(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any]) -> None:

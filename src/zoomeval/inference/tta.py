@@ -126,6 +126,7 @@ def tta_metadata(adapter: Adapter, spec: ModelSpec, loaded: Any, dataset: str,
             "mean": list(loaded.mean),
             "std": list(loaded.std),
             "weights_sha256": loaded.weights_sha256,
+            **loaded.provenance,
         },
         "dataset": dataset,
         "method": adapter.method,
@@ -138,16 +139,16 @@ def tta_metadata(adapter: Adapter, spec: ModelSpec, loaded: Any, dataset: str,
 
 
 def make_adapter(spec: ModelSpec, method: str, settings: MemoSettings, seed: int, class_indices: Sequence[int] | None,
-                 device: str, weights: Path | None) -> tuple[Adapter, Any]:  # fmt: skip
-    """The model of ``spec`` (weights fetched into ``weights``) on ``device``, set up for ``method``; and the
-    :class:`~zoomeval.inference.models.LoadedModel` it came from."""
+                 device: str, weights: Path | None, head: Path | None = None) -> tuple[Adapter, Any]:  # fmt: skip
+    """The model of ``spec`` (weights fetched into ``weights``; ``head``: an open_clip model's zero-shot head) on
+    ``device``, set up for ``method``; and the :class:`~zoomeval.inference.models.LoadedModel` it came from."""
     if method not in METHODS:
         raise ValueError(f"unknown test-time method {method!r}; use one of {list(METHODS)}")
     target = resolve_device(device, "inference.device")
     if target.type == "cuda":
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, True
     check_normalisation(spec)
-    loaded = load_model(spec, weights)
+    loaded = load_model(spec, weights, head)
     model = loaded.module.to(target).to(memory_format=torch.channels_last).eval()  # faster, as in predict
     subset = torch.tensor(list(class_indices) if class_indices is not None else range(1000), device=target)
     mean, std = (torch.tensor(v, device=target).view(1, 3, 1, 1) for v in (loaded.mean, loaded.std))
@@ -168,19 +169,22 @@ def run_tta_to_file(
     threads: int = 0,
     weights: Path | None = None,
     shard_images: int = 500,
+    head: Path | None = None,
 ) -> dict[str, Any]:
     """Predict every image of ``records`` with ``method`` into the Parquet file ``path``; returns its metadata.
 
     ``class_indices`` is the dataset's class set (``None``: all 1000 classes): MEMO's loss and the prediction use
     only those logits, as the authors' code cuts the logits before the loss. ``seed`` seeds each image's views
-    together with its id; ``weights`` is the folder of the fetched weights. Results are kept in shards of
-    ``shard_images`` images, which a rerun after a kill reuses."""
+    together with its id; ``weights`` is the folder of the fetched weights, ``head`` an open_clip model's zero-shot
+    head. Results are kept in shards of ``shard_images`` images, which a rerun after a kill reuses."""
     if not records:
         raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to predict")
     store = ShardStore(Path(path))
     with store.locked():
         torch.set_num_threads(threads or os.cpu_count() or 1)
-        adapter, loaded = make_adapter(spec, method, settings or MemoSettings(), seed, class_indices, device, weights)
+        adapter, loaded = make_adapter(
+            spec, method, settings or MemoSettings(), seed, class_indices, device, weights, head
+        )
         metadata = tta_metadata(adapter, spec, loaded, dataset, class_indices, len(records))
         seconds, cpu, computed = 0.0, 0.0, 0
         for index, chunk, identity in store.pending(records, shard_images, metadata):

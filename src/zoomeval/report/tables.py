@@ -12,11 +12,18 @@ from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 
+#: acc_standard was appended in metrics schema 3, after the columns that were there before.
 TABLE_A8_COLUMNS = [
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
-    "cover_gap",
+    "cover_gap", "acc_standard",
 ]  # fmt: skip
-PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max"}
+PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
+#: What the paper's 1-crop is and what the standard evaluation is, for the tables' notes (README, pitfall 6).
+STANDARD_NOTE = (
+    "acc_standard: the standard evaluation, each model once per image through its own evaluation transform "
+    "(torchvision weights' preset, timm's data config, open_clip's preprocess; original images only). It is not "
+    "acc_1crop, the zoom pipeline at S=256 with bicubic resizing and the integer centre anchor."
+)
 
 
 def _percent(value: float | None, base: float | None = None) -> str:
@@ -53,7 +60,7 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
-        "cover_gap: cover_size - cover_size_exact."
+        "cover_gap: cover_size - cover_size_exact. " + STANDARD_NOTE
     ]
     excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
     if excluded:
@@ -63,9 +70,13 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics), notes)
 
 
-#: Table 1's panels: (a) standard 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper
-#: bound over every transform.
-TABLE_1_PANELS = (("a", "acc_1crop", "1 crop"), ("b", "acc_top_k", "top-k greedy cover"), ("c", "acc_max", "all"))
+#: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every
+#: transform, and (s) the standard evaluation (appended after (c) in the CSV; shown beside (a) in the Markdown).
+TABLE_1_PANELS = (
+    ("a", "acc_1crop", "1 crop"), ("b", "acc_top_k", "top-k greedy cover"), ("c", "acc_max", "all"),
+    ("s", "acc_standard", "standard evaluation (each model's own transform)"),
+)  # fmt: skip
+TABLE_1_MARKDOWN_ORDER = ("a", "s", "b", "c")
 
 
 def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]]:
@@ -81,7 +92,7 @@ def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
     first = {d: next(m for m in original if m.dataset == d) for d in datasets}
     rows = []
     for panel, column, _ in TABLE_1_PANELS:
-        if panel != "a":
+        if panel in ("b", "c"):
             guesses = {d: first[d].top_k if panel == "b" else first[d].n_transforms for d in datasets}
             rows.append(
                 [panel, "Random"] + [f"{min(100.0, 100 * guesses[d] / first[d].n_classes):.2f}" for d in datasets]
@@ -99,9 +110,12 @@ def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     header, rows = table_1_rows(metrics)
     write_csv(csv_path, header, rows)
     lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
-    for panel, _, title in TABLE_1_PANELS:
-        lines += [f"({panel}) {title}", "", *markdown_table(header[1:], [row[1:] for row in rows if row[0] == panel])]
+    titles = {panel: title for panel, _, title in TABLE_1_PANELS}
+    for panel in TABLE_1_MARKDOWN_ORDER:
+        lines += [f"({panel}) {titles[panel]}", "",
+                  *markdown_table(header[1:], [row[1:] for row in rows if row[0] == panel])]  # fmt: skip
         lines.append("")
+    lines += [STANDARD_NOTE, ""]
     write_text(md_path, "\n".join(lines))
 
 
@@ -135,7 +149,8 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
 
 
 TABLE_AGGREGATION_COLUMNS = [
-    "model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES)
+    "model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES),
+    "acc_standard",
 ]  # fmt: skip
 
 
@@ -155,8 +170,9 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
     rows, shown = [], []
     for m in original:
         first = [m.model, m.dataset, str(m.n_images), _percent(m.acc_1crop)]
-        rows.append(first + [_percent(v) for v in _aggregation_values(m)])
-        shown.append(first + [_percent(v, m.acc_1crop) for v in _aggregation_values(m)])
+        values = [*_aggregation_values(m), m.acc_standard]
+        rows.append(first + [_percent(v) for v in values])
+        shown.append(first + [_percent(v, m.acc_1crop) for v in values])
     write_csv(csv_path, TABLE_AGGREGATION_COLUMNS, rows)
     lines = [
         "# Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
@@ -166,7 +182,7 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
         "zoom_in / zoom_out / zoom_224: every zoom transform with S > 224 / S < 224 / S = 224 (all nine anchors); "
         "five_crop: the four corner 224 crops of the image resized to S = 256 and the 1-crop transform; "
         "ten_crop: those five and their horizontal mirror images. max: the prediction of the view with the "
-        "highest softmax probability; mean: the argmax of the mean softmax over the views.",
+        "highest softmax probability; mean: the argmax of the mean softmax over the views. " + STANDARD_NOTE,
         "",
     ]
     write_text(md_path, "\n".join(lines))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zoomeval.core.config import ConfigError, ModelSpec
 from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, verified_sha256
@@ -127,7 +127,14 @@ def check(spec: ModelSpec) -> None:
         raise ConfigError(f"{key}.architecture: the embedded weights fit {ARCHITECTURE!r}, not {spec.architecture!r}")
 
 
-@MODEL_SOURCES.register("embedded", check=check)
+def evaluation(spec: ModelSpec, module: Any) -> Any:
+    """No published transform: torchvision's reference Resize(256, bilinear) + CenterCrop(224)."""
+    from zoomeval.inference.eval_transform import reference
+
+    return reference(MEAN, STD)
+
+
+@MODEL_SOURCES.register("embedded", check=check, evaluation=evaluation)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     """The shipped weights (nothing to download), checked against their pinned sha256."""
     path = weights_path()

@@ -10,14 +10,11 @@ name carries the published hash, which every load checks, as a torchvision check
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 from pathlib import Path
+from typing import Any
 
 from zoomeval.core.config import ConfigError, ModelSpec
-from zoomeval.core.io import atomic_path
-from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, place_hub_file, verified_sha256
 
 #: Where timm's Hugging Face repos keep their weights: safetensors first, as timm itself tries.
 HF_WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -75,23 +72,20 @@ def fetch(spec: ModelSpec, folder: Path) -> None:
     and place it in ``folder`` as ``<sha256>.<suffix>``."""
     repo_id, revision = hub_source(f"{spec.architecture}.{spec.weights}")
     path, filename = _download(repo_id, revision)
-    blob = path.resolve()  # snapshots/<commit>/<file> links to blobs/<etag>
-    if not re.fullmatch(r"[0-9a-f]{64}", blob.name):
-        raise ValueError(
-            f"{path}: huggingface_hub did not store it under its sha256 (a cache without symlinks?), so it cannot "
-            "be checked; use a cache on a file system with symlinks (HF_HOME)"
-        )
-    source = f"the sha256 the hub published for {repo_id}/{filename}, under which huggingface_hub stored it"
-    verified_sha256(blob, blob.name, source, "delete it to download it again")
-    dest = folder / f"{blob.name}{Path(filename).suffix}"
-    try:
-        os.link(blob, dest)
-    except OSError:  # another file system, or links not allowed
-        with atomic_path(dest) as tmp:
-            shutil.copyfile(blob, tmp)
+    place_hub_file(path, f"{repo_id}/{filename}", folder)
 
 
-@MODEL_SOURCES.register("timm", check=check, fetch=fetch)
+def evaluation(spec: ModelSpec, module: Any) -> Any:
+    """The pretrained config through ``timm.data.resolve_data_config`` / ``create_transform`` (EfficientNet-L2-NS:
+    Resize(833, bicubic) + CenterCrop(800))."""
+    from timm.data import create_transform, resolve_data_config
+
+    from zoomeval.inference.eval_transform import split_normalize
+
+    return split_normalize(create_transform(**resolve_data_config({}, model=module)), f"timm model {spec.name}")
+
+
+@MODEL_SOURCES.register("timm", check=check, fetch=fetch, evaluation=evaluation)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import timm
 

@@ -79,7 +79,20 @@ def _weights_only(url: str, path: Path) -> Iterator[None]:
         WeightsEnum.get_state_dict = original  # type: ignore[method-assign]
 
 
-@MODEL_SOURCES.register("torchvision", check=check, fetch=fetch)
+def evaluation(spec: ModelSpec, module: Any) -> Any:
+    """The weights' ``transforms()`` preset (e.g. Resize(256, bilinear) + CenterCrop(224) for ResNet-50 V1,
+    Resize(600, bicubic) + CenterCrop(600) for EfficientNet-B7)."""
+    import torchvision
+    from torchvision import transforms as T
+
+    from zoomeval.inference.eval_transform import EvalTransform
+
+    preset = torchvision.models.get_model_weights(spec.architecture)[spec.weights].transforms()
+    steps = [T.Resize(preset.resize_size, preset.interpolation, antialias=True), T.CenterCrop(preset.crop_size)]
+    return EvalTransform(T.Compose(steps), tuple(preset.mean), tuple(preset.std), repr(preset))
+
+
+@MODEL_SOURCES.register("torchvision", check=check, fetch=fetch, evaluation=evaluation)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import torchvision
 

@@ -1,0 +1,49 @@
+"""A model's evaluation transform, as its library publishes it, for the standard evaluation
+(:mod:`zoomeval.inference.standard_eval`): geometric steps on the decoded PIL image (run in DataLoader workers),
+then normalisation (run on the device, as in the zoom grid). Each model source gives its own (``evaluation`` in
+:mod:`zoomeval.inference.models`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+from torchvision import transforms as T
+
+#: torchvision's reference evaluation (Resize(256, bilinear) + CenterCrop(224)), for weights that publish none.
+REFERENCE_RESIZE, REFERENCE_CROP = 256, 224
+
+
+@dataclass(frozen=True)
+class EvalTransform:
+    """Geometric steps on a PIL image, then normalisation with ``mean``/``std``."""
+
+    geometry: Callable[[Image.Image], Image.Image]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    #: the library's own description of the whole transform, for the metadata
+    description: str
+
+
+def split_normalize(transform: T.Compose, source: str) -> EvalTransform:
+    """Split a library's evaluation ``Compose`` into its geometric steps (everything before the to-tensor step)
+    and its final ``Normalize``; refuse any other layout."""
+    steps = list(transform.transforms)
+    names = [type(step).__name__ for step in steps]
+    if len(steps) < 2 or names[-2] not in ("ToTensor", "MaybeToTensor") or not isinstance(steps[-1], T.Normalize):
+        raise ValueError(f"{source}'s evaluation transform is {names}; expected ..., ToTensor, Normalize")
+    norm = steps[-1]
+    return EvalTransform(
+        T.Compose(steps[:-2]),
+        tuple(float(v) for v in torch.as_tensor(norm.mean)),
+        tuple(float(v) for v in torch.as_tensor(norm.std)),
+        repr(transform),
+    )
+
+
+def reference(mean: tuple[float, ...], std: tuple[float, ...]) -> EvalTransform:
+    """torchvision's reference evaluation with the weights' normalisation."""
+    steps = [T.Resize(REFERENCE_RESIZE, T.InterpolationMode.BILINEAR), T.CenterCrop(REFERENCE_CROP)]
+    return EvalTransform(T.Compose(steps), mean, std, f"torchvision reference: {steps}")
