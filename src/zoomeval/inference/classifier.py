@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +61,16 @@ class Classifier:
         x = ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.model(x).float()
+
+    def check_finite(self, logits: torch.Tensor, where: Callable[[int], str]) -> None:
+        """Refuse non-finite logits (fp16 overflow, broken weights), naming what the first bad row is (``where``)."""
+        if (finite := torch.isfinite(logits).all(dim=1)).all():
+            return
+        raise FloatingPointError(
+            f"model {self.name!r} at precision {self.settings.precision} gave non-finite logits (NaN or inf) for "
+            f"{where(int((~finite).nonzero()[0]))}; with fp16 or bf16 use precision: fp32, else check the model's "
+            "weights and its mean/std"
+        )
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         """Softmax over the dataset's class set."""

@@ -77,19 +77,6 @@ def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int,
     )
 
 
-def _check_finite(logits: torch.Tensor, classifier: Classifier, images: np.ndarray, views: np.ndarray,
-                  records: Sequence[Record], scales: list[int]) -> None:  # fmt: skip
-    if (finite := torch.isfinite(logits).all(dim=1)).all():
-        return
-    first = int((~finite).nonzero()[0])  # crops come in image order, then view order
-    record = records[images[first]]
-    raise FloatingPointError(
-        f"model {classifier.name!r} at precision {classifier.settings.precision} gave non-finite logits (NaN or "
-        f"inf) for image {record.image_id} ({record.path}) under {_view_name(scales, views[first])}; "
-        "with fp16 or bf16 use precision: fp32, else check the model's weights and its mean/std"
-    )
-
-
 def run_shard(
     classifier: Classifier,
     records: Sequence[Record],
@@ -111,7 +98,11 @@ def run_shard(
     progress = _Progress(n_v * n_i, n_v)
 
     def collect(images: np.ndarray, views: np.ndarray, logits: torch.Tensor, probs: torch.Tensor) -> None:
-        _check_finite(logits, classifier, images, views, records, scales)
+        def where(k: int) -> str:
+            record = records[images[k]]
+            return f"image {record.image_id} ({record.path}) under {_view_name(scales, views[k])}"
+
+        classifier.check_finite(logits, where)
         means.add(images, views, probs)
         for name, values in classifier.columns(logits, probs).items():
             if name not in columns:

@@ -88,17 +88,16 @@ def _classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Seq
     return classifier, transform
 
 
+def _image(record: Record) -> str:
+    return f"image {record.image_id} ({record.path})"
+
+
 def _predict(classifier: Classifier, loader: DataLoader, records: Sequence[Record]) -> dict[str, np.ndarray]:
     parts: list[dict[str, np.ndarray]] = []
     with torch.inference_mode():
         for indices, images in loader:
             logits = classifier.logits(images)
-            if not (finite := torch.isfinite(logits).all(dim=1)).all():
-                record = records[int(indices[int((~finite).nonzero()[0])])]
-                raise FloatingPointError(
-                    f"model {classifier.name!r} at precision {classifier.settings.precision} gave non-finite logits "
-                    f"for image {record.image_id} ({record.path}); with fp16 or bf16 use precision: fp32"
-                )
+            classifier.check_finite(logits, lambda k, ids=indices: _image(records[int(ids[k])]))
             parts.append(classifier.columns(logits))
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
