@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from tests.conftest import ROOT
 from zoomeval.analysis import policies as P
 from zoomeval.analysis.matrix import write_matrix
 from zoomeval.analysis.metrics import Metrics
@@ -25,7 +28,13 @@ from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
 from zoomeval.inference.tables import prediction_table, write_table
-from zoomeval.report.zoom_policies import COLUMNS, gap_closed, plot_zoom_policies, write_table_zoom_policies
+from zoomeval.report.zoom_policies import (
+    COLUMNS,
+    gap_closed,
+    memo_rows,
+    plot_zoom_policies,
+    write_table_zoom_policies,
+)
 
 SCALES = [128, 256]  # 18 transforms, the 1-crop among them
 ORDER = transforms(SCALES)
@@ -163,18 +172,22 @@ def test_a_transfer_run_fits_the_same_policy_whatever_the_targets_labels(tmp_pat
 def test_the_table_and_figure_show_every_point_with_its_interval(tmp_path):
     files = write_files(tmp_path, "d", confident_when_right([{ONE}, {A}, {ONE, B}, set()], 4))
     document = cv_document(*files, metrics("d"), PoliciesConfig(budgets=(1, 2, 4), folds=2))
-    write_table_zoom_policies([document], [], tmp_path / "t.csv", tmp_path / "t.md")
+    (tmp_path / "tta.csv").write_text("method,model,d,mean\nnone,m,60.00,60.00\nmemo_augmix,m,62.50,62.50\n")
+    memo = memo_rows(tmp_path / "tta.csv", [document, document], passes=5)  # once per (model, variant, dataset)
+    write_table_zoom_policies([document], memo, tmp_path / "t.csv", tmp_path / "t.md")
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines[0] == ",".join(COLUMNS)
     cells = [dict(zip(COLUMNS, line.split(","), strict=True)) for line in lines[1:]]
     one = next(c for c in cells if c["policy"] == "one_crop")
     assert (one["protocol"], one["passes"], one["acc"], one["acc_max"], one["gap_closed"]) == (
         "in_sample", "1.00", "50.00", "75.00", "0.00")  # fmt: skip
+    memo_cells = [(c["protocol"], c["passes"], c["n_correct"], c["acc"]) for c in cells if "memo" in c["policy"]]
+    assert memo_cells == [("in_sample", "5.00", "10", "62.50")]  # 62.5 % of 16 images; memo_rrc did not run
     top = next(c for c in cells if c["policy"] == "oracle_max")
     assert (top["budget"], top["acc"], top["gap_closed"]) == ("18", "75.00", "100.00")
     assert {c["policy"] for c in cells if c["protocol"] == "cv2"} == set(P.POLICIES)
     assert "Schema version 1" in (tmp_path / "t.md").read_text()
-    plot_zoom_policies([document], [], tmp_path / "f.png", "demo")
+    plot_zoom_policies([document], memo, tmp_path / "f.png", "demo")
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -203,3 +216,24 @@ def write_files(folder: Path, dataset: str, views: P.Views) -> tuple[Path, Path]
     table = prediction_table(records, SCALES, {"pred": views.pred, "pred_full": views.pred, "conf": views.conf})
     write_table(folder / "predictions.parquet", table, {"kind": "predictions", "scales": SCALES})
     return folder / "correct.npz", folder / "predictions.parquet"
+
+
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        ({"transfer": [["demo", "nowhere"]]}, "policies.transfer[0]: 'nowhere' is not a scored dataset"),
+        ({"transfer": [["demo", "demo"]]}, "policies.transfer[0]: source and target are both 'demo'"),
+        ({"folds": 1}, "policies.folds: 1 is less than the minimum of 2"),
+        ({"budgets": [0]}, "policies.budgets[0]: 0 is less than the minimum of 1"),
+    ],
+)
+def test_the_policies_section_is_typed_and_bad_values_are_refused_naming_the_key(policies, message):
+    from zoomeval.core.config import ConfigError
+    from zoomeval.registries import load_config
+
+    demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config = load_config({**demo, "policies": {"folds": 3, "transfer": [["demo", "demo_clutter"]]}}, check_paths=False)
+    assert config.policies == PoliciesConfig(folds=3, transfer=(("demo", "demo_clutter"),))
+    assert load_config(dict(demo), check_paths=False).policies.budgets == (1, 2, 4, 9, 18, 36, 72, 144, 324)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config({**demo, "policies": policies}, check_paths=False)

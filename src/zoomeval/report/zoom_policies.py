@@ -79,8 +79,8 @@ def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, 
     backward passes are not counted), over the document's images."""
     with open(tta_csv, newline="") as fh:
         table = {(r["method"], r["model"]): r for r in csv.DictReader(fh)}
-    out = []
-    for document in documents:
+    out, cells = [], {(d["model"], d["variant"], d["dataset"]): d for d in documents}
+    for document in cells.values():
         n = next(r["n_images"] for r in document["rows"] if r["policy"] == "one_crop")
         for method in MEMO_METHODS:
             value = table.get((method, document["model"]), {}).get(document["dataset"])
