@@ -23,6 +23,8 @@ COLUMNS = [
     "model", "variant", "dataset", "protocol", "policy", "budget", "passes", "passes_lo", "passes_hi", "n_images",
     "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
 ]  # fmt: skip
+#: The policies drawn with their 95 % bands (the others' intervals are in the table; more bands would hide the lines).
+BANDS = ("max_conf", "cascade")
 #: The protocol of the rows that the very images scored decide (the oracle) or that need no fit.
 IN_SAMPLE = "in_sample"
 MEMO_METHODS = ("memo_augmix", "memo_rrc")
@@ -94,11 +96,15 @@ def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, 
 def _text(column: str, value: Any) -> str:
     if value is None:
         return ""
-    return f"{value:.2f}" if column in FLOAT_COLUMNS else str(value)
+    return _number(value) if column in FLOAT_COLUMNS else str(value)
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 2) + 0.0:.2f}"  # + 0.0: a rounding error below zero is "0.00", not "-0.00"
 
 
 def _interval(value: float | None, lo: float | None, hi: float | None) -> str:
-    return "" if value is None else f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+    return "" if value is None else f"{_number(value)} [{_number(lo)}, {_number(hi)}]"
 
 
 def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
@@ -136,7 +142,8 @@ MARKERS = {"one_crop": ("*", "black"), "five_crop_max": ("s", "tab:orange"), "fi
 def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
                        path: str | os.PathLike[str], title: str) -> None:  # fmt: skip
     """PNG of one dataset's curves: a panel per (model, variant), accuracy against forward passes per image (log
-    axis); cross-validated policies solid, transferred ones dashed, with their 95 % bands; the references as markers,
+    axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands; the
+    references as markers,
     the oracle top-k cover grey and acc_max dotted."""
     rows = table_rows(documents, memo)
     cells = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
@@ -158,8 +165,9 @@ def _panel(ax: Any, rows: list[dict[str, Any]]) -> None:
             xs, ys = [r["passes"] for r in line], [r["acc"] for r in line]
             style = "-" if protocol.startswith("cv") else "--"
             ax.plot(xs, ys, style, marker="o", markersize=3, color=COLOURS[policy], label=f"{policy} ({protocol})")
-            ax.fill_between(xs, [r["acc_lo"] for r in line], [r["acc_hi"] for r in line], color=COLOURS[policy],
-                            alpha=0.08, linewidth=0)  # fmt: skip
+            if policy in BANDS:
+                ax.fill_between(xs, [r["acc_lo"] for r in line], [r["acc_hi"] for r in line], color=COLOURS[policy],
+                                alpha=0.1, linewidth=0)  # fmt: skip
     oracle = sorted((r for r in rows if r["policy"] == "oracle_top_k"), key=lambda r: r["passes"])
     ax.plot([r["passes"] for r in oracle], [r["acc"] for r in oracle], ":", marker=".", color="grey",
             label="oracle top-k cover (in-sample)")  # fmt: skip
@@ -169,7 +177,10 @@ def _panel(ax: Any, rows: list[dict[str, Any]]) -> None:
         elif r["policy"] in MARKERS:
             marker, colour = MARKERS[r["policy"]]
             ax.plot([r["passes"]], [r["acc"]], marker, color=colour, markersize=8, linestyle="none", label=r["policy"])
-    ax.set_xscale("log", base=2)
+    ax.set_xscale("log")
+    budgets = sorted({r["budget"] for r in oracle})
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.minorticks_off()
     ax.set_xlabel("forward passes per image")
     ax.set_ylabel("top-1 accuracy (%)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
