@@ -12,6 +12,7 @@ import yaml
 
 from tests.conftest import ROOT
 from zoomeval.analysis import policies as P
+from zoomeval.analysis import policy_eval
 from zoomeval.analysis.matrix import write_matrix
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.policy_eval import (
@@ -156,11 +157,16 @@ def test_folds_never_share_an_image_and_each_calibrates_on_the_others(tmp_path):
     assert [(r["budget"], r["acc"]) for r in oracle] == [(18, 75.0)]
 
 
-def test_a_transfer_run_fits_the_same_policy_whatever_the_targets_labels(tmp_path):
+def test_a_transfer_run_fits_the_same_policy_whatever_the_targets_labels(tmp_path, monkeypatch):
     source = write_files(tmp_path / "s", "s", confident_when_right([{ONE}, {A}, {ONE, B}, {B}, set()], 6))
     target = confident_when_right([{A}, {B}, {ONE}], 5)
     settings = PoliciesConfig(budgets=(1, 2, 4))
+    calls = []  # what the run reads and does, in order
+    read, choose = policy_eval.read_matrix, policy_eval.transfer
+    monkeypatch.setattr(policy_eval, "read_matrix", lambda path: calls.append(Path(path).parent.name) or read(path))
+    monkeypatch.setattr(policy_eval, "transfer", lambda *args: calls.append("choices") or choose(*args))
     first = transfer_document(source, write_files(tmp_path / "t", "t", target), metrics("t"), "s", settings)
+    assert calls == ["s", "choices", "t"]  # the target's correctness matrix is read once every choice is made
     scrambled = P.Views(target.pred, target.conf, np.random.default_rng(3).permutation(target.correct), ORDER)
     second = transfer_document(source, write_files(tmp_path / "u", "t", scrambled), metrics("t"), "s", settings)
     assert first["fitted"] == second["fitted"] and first["protocol"] == "transfer:s"

@@ -110,8 +110,14 @@ def read_matrix(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[Transfor
     """The matrix, transform order and image ids saved by :func:`write_matrix`."""
     with np.load(path) as data:
         matrix = np.unpackbits(data["packed"], axis=1, count=int(data["n_images"])).astype(bool)
+    return matrix, *read_index(path)
+
+
+def read_index(path: str | os.PathLike[str]) -> tuple[list[Transform], list[str]]:
+    """The transform order and image ids saved by :func:`write_matrix`, without reading the matrix (the labels)."""
+    with np.load(path) as data:
         order = [Transform(int(s), int(r), int(c)) for s, r, c in data["transforms"]]
-        return matrix, order, [str(i) for i in data["image_ids"]]
+        return order, [str(i) for i in data["image_ids"]]
 
 
 def read_geometry(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from zoomeval.analysis.cover import greedy_cover
-from zoomeval.analysis.matrix import prediction_columns, read_matrix
+from zoomeval.analysis.matrix import prediction_columns, read_index, read_matrix
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
 from zoomeval.analysis.stats import wilson_interval
@@ -153,13 +153,14 @@ def transfer_document(source: tuple[str | os.PathLike[str], str | os.PathLike[st
     """The policies fitted on every image of the ``source`` (correctness matrix, predictions) scored on every image of
     the ``target``, whose labels (its correctness matrix) are read only once the choices are made."""
     source_views, _ = read_views(*source)
-    matrix, order, image_ids = read_matrix(target[0])
+    order, image_ids = read_index(target[0])
     if order != source_views.order:
         raise ValueError(f"{target[0]}: its transforms are not those of {source[0]}; transfer needs the same scales")
     columns = prediction_columns(target[1], image_ids, order, ["pred", "conf"])
     budgets = budgets_for(settings.budgets, len(order))
     unlabelled = Views(columns["pred"], columns["conf"], None, order)
     choices, policy = transfer(source_views, unlabelled, budgets, settings.seed, settings.selector_rows)
+    matrix, _, _ = read_matrix(target[0])  # the target's labels, once every choice is made
     target_views = Views(columns["pred"], columns["conf"], np.ascontiguousarray(matrix.T), order)
     rows = policy_rows(choices, target_views.correct) + reference_rows(target_views, budgets, metrics)
     return policies_document(metrics, f"transfer:{source_name}", rows, seed=settings.seed,
