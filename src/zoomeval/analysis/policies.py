@@ -117,7 +117,8 @@ def greedy_set(views: Views, size: int, vote: bool) -> list[int]:
     while len(chosen) < size:
         new = _vote_key(count + 1, np.maximum(class_conf, conf)) if vote else conf
         better = new > key[:, None]
-        gain = (better & correct & ~right[:, None]).sum(axis=0) - (better & ~correct & right[:, None]).sum(axis=0)
+        # images the candidate would make right minus those it would make wrong: (correct - right) where better
+        gain = np.count_nonzero(better & correct, axis=0) - np.count_nonzero(better[right], axis=0)
         gain[chosen] = np.iinfo(np.int64).min
         best = int(np.argmax(gain))  # the first maximum: the authors' transform order
         chosen.append(best)
