@@ -288,10 +288,14 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = everything.stdout + everything.stderr
     counts = job_counts(out)
     assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
+    # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
+    assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
+    assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
     for path in ("predictions/objectnet/original/clip_vit_l_14.parquet", "standard/imagenet_hard/clip_vit_l_14.parquet",
                  "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
                  "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png", "table_imagenet_hard.md",
-                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv"):  # fmt: skip
+                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv", "table_zoom_policies.csv",
+                 "figures/imagenet_real/zoom_policies.png"):  # fmt: skip
         assert f"results/{path}" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr
