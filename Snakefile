@@ -36,6 +36,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/browser.smk"
 include: "workflow/rules/hard_set.smk"
 include: "workflow/rules/multilabel.smk"
+include: "workflow/rules/policies.smk"
 
 
 # Checks that import torchvision or timm (every model's architecture and weights tag exist) run once when a run
@@ -51,3 +52,4 @@ rule all:
     input:
         final_outputs(),
         MULTILABEL_OUTPUTS,
+        POLICY_OUTPUTS,

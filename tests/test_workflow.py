@@ -56,9 +56,27 @@ def recompute_max_rule(workdir, dataset, model, member):
     return f"{100 * np.mean([best[r.image_id][1] in r.labels for r in records]):.2f}"
 
 
+def check_zoom_policies(workdir, table_a8):
+    """The zoom-policy curves start at the 1-crop accuracy and end at acc_max, per Table A8 row."""
+    with open(workdir / "results/table_zoom_policies.csv") as fh:
+        points = list(csv.DictReader(fh))
+    for row in table_a8:
+        mine = [p for p in points if (p["model"], p["variant"], p["dataset"]) == (row["model"], row["variant"],
+                                                                                   row["dataset"])]  # fmt: skip
+        first = {p["acc"] for p in mine if p["budget"] == "1" and p["policy"] != "oracle_top_k"}
+        assert first == {row["acc_1crop"]}, row  # every policy, cross-validated or transferred, and the 1-crop
+        assert [p["acc"] for p in mine if p["policy"] == "oracle_max"] == [row["acc_max"]]
+        assert [p["acc"] for p in mine if p["policy"] == "oracle_top_k"][-1] == row["acc_max"]
+        assert {p["protocol"] for p in mine} == {"cv3", "in_sample"} | (
+            {"transfer:demo"} if row["dataset"] == "demo_clutter" else set())  # fmt: skip
+    assert (workdir / "results/figures/demo/zoom_policies.png").stat().st_size > 10_000
+
+
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
-    config = config_writer(tmp_path, scales=SCALES, top_k=3)
-    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv")
+    policies = {"folds": 3, "transfer": [["demo", "demo_clutter"]]}
+    config = config_writer(tmp_path, scales=SCALES, top_k=3, policies=policies)
+    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv",
+                  "results/table_zoom_policies.csv", "results/figures/demo/zoom_policies.png")  # fmt: skip
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
@@ -107,6 +125,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         assert row["zoom_out_max"] == recompute_max_rule(tmp_path, row["dataset"], row["model"], lambda s: s < 224)
         assert row["zoom_224_max"] == row["zoom_224_mean"] == ""  # no S = 224 among the scales
         assert all(row[f"{m}_{r}"] for m in ("zoom_in", "zoom_out", "five_crop", "ten_crop") for r in ("max", "mean"))
+    check_zoom_policies(tmp_path, rows)
     for variant in ("original", "fgset", "bgset"):
         path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
@@ -269,10 +288,14 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = everything.stdout + everything.stderr
     counts = job_counts(out)
     assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
+    # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
+    assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
+    assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
     for path in ("predictions/objectnet/original/clip_vit_l_14.parquet", "standard/imagenet_hard/clip_vit_l_14.parquet",
                  "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
                  "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png", "table_imagenet_hard.md",
-                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv"):  # fmt: skip
+                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv", "table_zoom_policies.csv",
+                 "figures/imagenet_real/zoom_policies.png"):  # fmt: skip
         assert f"results/{path}" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr

@@ -126,3 +126,13 @@ def write_mann_whitney_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[
     """Write :func:`mann_whitney_table` rows as CSV with the columns of ``MANN_WHITNEY_COLUMNS``."""
     formatted = ([_CSV_FORMATS.get(c, str)(row[c]) for c in MANN_WHITNEY_COLUMNS] for row in rows)
     write_csv(path, MANN_WHITNEY_COLUMNS, formatted)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval (95 % for the default ``z``) of a proportion ``successes / n``, as fractions; (0, 1)
+    for ``n = 0``. Unlike the normal interval it stays in [0, 1] and is not empty at 0 or n successes."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre, half = p + z * z / (2 * n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, float((centre - half) / (1 + z * z / n))), min(1.0, float((centre + half) / (1 + z * z / n)))

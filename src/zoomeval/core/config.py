@@ -276,6 +276,29 @@ class TTAConfig(MemoSettings):
 
 
 @dataclass(frozen=True)
+class PoliciesConfig:
+    """The ``policies`` section: label-free zoom policies held out from their calibration images
+    (:mod:`zoomeval.analysis.policies`) and results/table_zoom_policies.csv."""
+
+    #: views per image of the fixed-set policies and the cascade's budgets; every view is always added
+    budgets: tuple[int, ...] = (1, 2, 4, 9, 18, 36, 72, 144, 324)
+    #: k of the k-fold cross-validation over images, and the seed of the folds and of the selector's sample
+    folds: int = 5
+    seed: int = 0
+    #: most (image, view) pairs the selector's logistic regression is fitted on per fold and budget
+    selector_rows: int = 200_000
+    #: (source, target) scored datasets: fitted on every source image, scored on every target image
+    transfer: tuple[tuple[str, str], ...] = ()
+    #: MEMO's rows from results/table_tta.csv beside the policies (builds the tta stage)
+    memo: bool = False
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> PoliciesConfig:
+        values = {k: tuple(map(tuple, v)) if k == "transfer" else v for k, v in section.items()}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole config."""
 
@@ -295,6 +318,7 @@ class Config:
     #: Shankar et al.'s human_accuracy_v3.0.0.json, read by the multilabel and imagenet_m label sets
     multilabel: InputSpec = MULTILABEL_ANNOTATIONS
     tta: TTAConfig = TTAConfig()
+    policies: PoliciesConfig = PoliciesConfig()
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -306,6 +330,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "browser": lambda section: BrowserConfig(**section),
     "multilabel": InputSpec.from_config,
     "tta": TTAConfig.from_config,
+    "policies": PoliciesConfig.from_config,
 }
 
 

@@ -188,6 +188,22 @@ def check_config(config: Config, registries: Registries, check_paths: bool = Tru
         if check_paths and model.checkpoint is not None:
             check_local_input(f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint))
     check_tta(config)
+    check_policies(config)
+
+
+def check_policies(config: Config) -> None:
+    """``policies.transfer`` names two different scored datasets of the config that share a variant."""
+    scored = {scored_name(d, ls): entry for d, entry in config.datasets.items() for ls in entry.label_sets}
+    for k, (source, target) in enumerate(config.policies.transfer):
+        for name in (source, target):
+            if name not in scored:
+                raise ConfigError(f"policies.transfer[{k}]: {name!r} is not a scored dataset of this config; use one "
+                                  f"of {list(scored)}")  # fmt: skip
+        if source == target:
+            raise ConfigError(f"policies.transfer[{k}]: source and target are both {source!r}; cross-validation "
+                              "already holds images out within a dataset")  # fmt: skip
+        if not set(scored[source].variants) & set(scored[target].variants):
+            raise ConfigError(f"policies.transfer[{k}]: {source!r} and {target!r} share no variant")
 
 
 def check_tta(config: Config) -> None:
