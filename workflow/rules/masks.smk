@@ -31,6 +31,7 @@ rule sam_masks:
         gpu=SAM_GPU,
     params:
         sam=CFG.sam.entry() if CFG.sam else None,
+        checkpoint_sha256=sam_checkpoint_sha256,
     script:
         "../scripts/sam_masks.py"
 

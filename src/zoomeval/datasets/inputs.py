@@ -143,6 +143,15 @@ def _local_file(item: Input) -> Path:
     return path
 
 
+def local_file_sha256(item: Input, resources: str) -> str | None:
+    """The sha256 of a local file input (remembered under ``<resources>/<owner>`` while the file is unchanged), so
+    that a file replaced at the same path reruns what reads it; None for a download or a folder."""
+    path = Path(str(item.spec.path))
+    if item.spec.path is None or not path.is_file():
+        return None
+    return checksums.sha256(path, Path(resources) / item.owner)
+
+
 def _dataset_root(folder: Path, archive: Path) -> Path:
     """``folder`` or, if it holds only one folder that is not a class folder, that folder."""
     entries = list(folder.iterdir())

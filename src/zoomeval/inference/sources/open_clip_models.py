@@ -4,11 +4,12 @@
 An entry names an open_clip architecture (``open_clip.list_models()``) and a pretrained tag of it
 (``open_clip.list_pretrained()``), or a local ``checkpoint`` file (``weights`` then only names it). A tag's weights
 come from the Hugging Face repo of open_clip's pretrained config, downloaded by open_clip's own
-``download_pretrained_from_hf`` into huggingface_hub's cache, checked against the sha256 the hub publishes and placed
-in the workflow's weights folder as ``<sha256><suffix>``, as for timm; a local checkpoint is placed there under its
-sha256 too, and every load checks the file against its name. ``model_config`` may point to an open_clip
-model-config JSON (``embed_dim``, ``vision_cfg``, ``text_cfg``) named ``<architecture>.json``, for an architecture
-open_clip does not ship.
+``download_pretrained_from_hf`` into huggingface_hub's cache, checked against the sha256 the hub
+publishes and placed in the workflow's weights folder as ``<sha256><suffix>``, as for timm; a local checkpoint is
+placed under its sha256 too, in a folder named by that sha256 (so by its content, never by the ``weights`` name
+alone), and every load checks the file against its name. ``model_config`` may point to an open_clip model-config
+JSON (``embed_dim``, ``vision_cfg``, ``text_cfg``) named ``<architecture>.json``, for an architecture open_clip does
+not ship.
 
 Two settings of open_clip's own ``create_model(arch, pretrained=tag)`` are taken from the tag rather than from
 the architecture's config, because open_clip 3.3 only warns when they disagree:
@@ -34,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
+from zoomeval.core.io import link_or_copy
 from zoomeval.inference import zero_shot
 from zoomeval.inference.models import (
     MODEL_SOURCES,
     LoadedModel,
     fetched_file,
-    link_or_copy,
+    local_sha256,
     place_hub_file,
     verified_sha256,
 )
@@ -127,15 +129,14 @@ def _file_sha256(path: str | None, key: str) -> str | None:
     return sha256_file(Path(path))
 
 
-def head_name(spec: ModelSpec) -> str:
+def head_name(spec: ModelSpec, resources: str) -> str:
     """The file name (without suffix) of the zero-shot head ``spec`` needs: architecture, weights and a digest of
-    everything the head depends on, so entries that differ only in what the head ignores (mean, std) share it.
-    Read when the DAG is built: file hashes, no open_clip."""
+    everything the head depends on (a local checkpoint by its sha256, not its path), so entries that differ only in
+    what the head ignores (mean, std) share it. Read when the DAG is built: file hashes, no open_clip."""
     options, key = _options(spec), f"models.{spec.name}"
     files = {k: _file_sha256(getattr(options, k), f"{key}.{k}") for k in ("class_names", "templates", "model_config")}
-    checkpoint = local_checkpoint(spec)
     digest = json.dumps(
-        [spec.architecture, spec.weights, checkpoint and str(checkpoint), options.duplicate_names, files]
+        [spec.architecture, spec.weights, local_sha256(spec, resources), options.duplicate_names, files]
     )
     return f"{spec.architecture}.{spec.weights}.{hashlib.sha256(digest.encode()).hexdigest()[:12]}"
 
@@ -287,7 +288,7 @@ def evaluation(spec: ModelSpec, module: torch.nn.Module) -> Any:
 
 @MODEL_SOURCES.register(
     "open_clip", check=check, fetch=fetch, options=OpenClipOptions, input_size=input_size, evaluation=evaluation,
-    head=head_name,
+    head=head_name, local=local_checkpoint,
 )  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> LoadedModel:
     """The classifier of an entry: its model with checked weights and the cached zero-shot head ``head``, which must
