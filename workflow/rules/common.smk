@@ -4,6 +4,7 @@ import os
 import re
 
 from zoomeval.analysis.label_sets import LABEL_SETS
+from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
@@ -13,6 +14,9 @@ from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import load_config
 
 CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+# A workflow profile's placeholder partition or account (profiles/slurm ships 'CHANGE_ME') is refused here, when the
+# workflow is parsed: before any job is submitted, and by a dry run.
+refuse_placeholders(workflow.resource_settings.default_resources, workflow.resource_settings.overwrite_resources)
 R = CFG.resources
 DATASETS = list(CFG.datasets)
 MODELS = list(CFG.models)
