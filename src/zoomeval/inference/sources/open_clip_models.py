@@ -3,8 +3,8 @@
 
 An entry names an open_clip architecture (``open_clip.list_models()``) and a pretrained tag of it
 (``open_clip.list_pretrained()``), or a local ``checkpoint`` file (``weights`` then only names it). A tag's weights
-come from the Hugging Face repo of open_clip's pretrained config, downloaded by open_clip's own
-``download_pretrained_from_hf`` into huggingface_hub's cache, checked against the sha256 the hub
+come from the Hugging Face repo of open_clip's pretrained config (the files open_clip's own
+``download_pretrained_from_hf`` tries), downloaded into huggingface_hub's cache, checked against the sha256 the hub
 publishes and placed in the workflow's weights folder as ``<sha256><suffix>``, as for timm; a local checkpoint is
 placed under its sha256 too, in a folder named by that sha256 (so by its content, never by the ``weights`` name
 alone), and every load checks the file against its name. ``model_config`` may point to an open_clip model-config
@@ -202,7 +202,10 @@ def check(spec: ModelSpec) -> None:
 def fetch(spec: ModelSpec, folder: Path) -> None:
     """Place the weights in ``folder`` as ``<sha256><suffix>``: a tag's from its Hugging Face repo through
     huggingface_hub's cache (checked against the hub's sha256), or the local checkpoint."""
-    from open_clip.pretrained import download_pretrained_from_hf
+    from open_clip.constants import HF_WEIGHTS_NAME
+    from open_clip.pretrained import _get_safe_alternatives
+
+    from zoomeval.datasets.download import hub_file
 
     if (path := local_checkpoint(spec)) is not None:
         link_or_copy(path, folder / f"{sha256_file(path)}{path.suffix}")
@@ -213,9 +216,10 @@ def fetch(spec: ModelSpec, folder: Path) -> None:
                          "hash against")  # fmt: skip
     # open_clip's convention: "org/repo/" (its default file name) or "org/repo/<file>"
     hub = cfg["hf_hub"]
-    repo_id, filename = (hub.rstrip("/"), None) if hub.endswith("/") else hub.rsplit("/", 1)
-    path = Path(download_pretrained_from_hf(repo_id, filename=filename))
-    place_hub_file(path, f"{repo_id}/{path.name}", folder)
+    repo_id, filename = (hub.rstrip("/"), HF_WEIGHTS_NAME) if hub.endswith("/") else hub.rsplit("/", 1)
+    # the files open_clip's own download_pretrained_from_hf tries: a safetensors alternative first
+    path, name = hub_file(repo_id, [*_get_safe_alternatives(filename), filename], None, folder)
+    place_hub_file(path, f"{repo_id}/{name}", folder)
 
 
 def create(spec: ModelSpec, weights: Path | None) -> tuple[torch.nn.Module, Path, str]:
