@@ -206,31 +206,41 @@ def _copy(response: http.client.HTTPResponse, fh: BinaryIO) -> None:
 
 
 def hf_snapshot(
-    repo_id: str, pattern: str | None = None, revision: str | None = None, repo_type: str = "dataset"
+    repo_id: str,
+    pattern: str | None = None,
+    revision: str | None = None,
+    repo_type: str = "dataset",
+    dest: Path | None = None,
 ) -> Path:
     """The local folder of a Hugging Face Hub repo's files matching ``pattern``, downloaded into (or found in)
-    the hub cache.
+    the hub cache; ``dest``: where the caller places them (said in the messages).
 
     huggingface_hub honours ``HF_HUB_OFFLINE`` and ``HF_HOME``/``HF_HUB_CACHE``; its errors become
     :class:`DownloadError` with a way out. (Imported here: the workflow's DAG imports this module.)
     """
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
 
     what = f"{pattern or 'all files'} of the Hugging Face {repo_type} {repo_id!r}" + (
         f" at {revision!r}" if revision else ""
     )
+    page = f"{constants.ENDPOINT}/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}/tree/{revision or 'main'}"
+    by_hand = f"download them by hand ({page}) into {dest}, keeping their paths in the repo; or " if dest else ""
+    offline = (
+        f"{by_hand}on a machine with network, download them into a huggingface_hub cache (HF_HOME=<folder> hf "
+        f"download {repo_id} --repo-type {repo_type}{f' --include {pattern!r}' if pattern else ''}), copy that "
+        f"folder here and run with HF_HOME=<folder> HF_HUB_OFFLINE=1; or {FETCH_ONCE}"
+    )
     try:
         path = snapshot_download(repo_id, repo_type=repo_type, revision=revision, allow_patterns=pattern)
     except LocalEntryNotFoundError as exc:  # offline (or the Hub unreachable) and not cached
         raise DownloadError(
-            f"{what} is not in the local cache and could not be downloaded ({exc}); set HF_HUB_OFFLINE=0 on a "
-            "machine with network access, or pre-populate the cache (HF_HOME) with it"
+            f"{what} is not in the local cache and could not be downloaded ({exc}). Without network here: {offline}"
         ) from exc
     except (EntryNotFoundError, HfHubHTTPError) as exc:
         raise DownloadError(
             f"could not download {what} ({exc}); check the repo id, pattern, revision and access token "
-            "(HF_TOKEN), or pre-populate the cache (HF_HOME) with it"
+            f"(HF_TOKEN); or {offline}"
         ) from exc
     return Path(path)
 

@@ -82,7 +82,7 @@ def fetch(item: Input) -> None:
     if spec.url:
         download(spec.url, dest, spec.sha256)
         return
-    snapshot = hf_snapshot(str(spec.hf), spec.pattern, spec.revision)
+    snapshot = hf_snapshot(str(spec.hf), spec.pattern, spec.revision, dest=dest)
     # offline, huggingface_hub answers the whole cached snapshot: keep the pattern's files, as it does online
     files = [p.relative_to(snapshot) for p in sorted(snapshot.rglob("*")) if p.is_file()]
     found = [f for f in files if fnmatch(f.as_posix(), spec.pattern or "*")]
