@@ -31,6 +31,7 @@ No source imports torch when it is registered: building the workflow's DAG reads
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,8 @@ from zoomeval.core.registry import Registry
 
 if TYPE_CHECKING:
     import torch
+
+log = logging.getLogger(__name__)
 
 #: ImageNet's mean and std of pixels in [0, 1].
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -114,6 +117,7 @@ def fetch_weights(spec: ModelSpec, folder: Path) -> None:
     """Download ``spec``'s weights into ``folder`` (a source without downloads has nothing to do)."""
     fetch = MODEL_SOURCES.get(spec.source).fetch
     if fetch is not None:
+        log.info("fetching the weights of model %r into %s", spec.name, folder)
         folder.mkdir(parents=True, exist_ok=True)
         fetch(spec, folder)
 
