@@ -16,9 +16,9 @@ sha256 against the published one: every load, not only the download, so a corrup
 A source may also declare ``options``, a frozen dataclass of the config keys only it reads (with their defaults);
 ``input_size(spec)``, the input size of an entry that gives none, where it is not 224; ``evaluation(spec,
 module)``, the weights' own evaluation transform (:mod:`zoomeval.inference.eval_transform`, for the standard
-evaluation); and ``head(spec)``, the name of a derived file every job of the model reads (open_clip: its zero-shot
-head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``); and ``local(spec)``, the local
-checkpoint file an entry names (its ``checkpoint`` key), if the source reads one.
+evaluation); ``head(spec, resources)``, the name of a derived file every job of the model reads (open_clip: its
+zero-shot head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``); and ``local(spec)``, the
+local checkpoint file an entry names (its ``checkpoint`` key), if the source reads one.
 
 Weights are kept by content, never by name alone: a local checkpoint's folder is
 ``<resources>/weights/<source>/<architecture>.<sha256 of the file>`` (:func:`weights_folder`, hashed when the DAG is
