@@ -111,9 +111,11 @@ def sam_checkpoint_input(wc):
     return item.fetched or str(item.spec.path)
 
 
-def sam_checkpoint_sha256(wc):
-    """A local SAM checkpoint's sha256 (a param: a file replaced by an older one reruns the masks too)."""
-    return local_file_sha256(INPUTS["sam", "checkpoint"], R)
+def sam_params(wc):
+    """The sam section and a local checkpoint's sha256 (a file replaced by an older one reruns the masks too; a
+    download's is the section's)."""
+    sha256 = local_file_sha256(INPUTS["sam", "checkpoint"], R)
+    return CFG.sam.entry() | ({"checkpoint_sha256": sha256} if sha256 else {})
 
 
 def masks_input(wc):
