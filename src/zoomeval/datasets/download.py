@@ -110,19 +110,7 @@ def download(
         dest.unlink()  # the final name must only ever hold a checked file
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    for attempt in range(retries + 1):
-        try:
-            _fetch(url, part, timeout, by_hand)
-            break
-        except _Transient as exc:
-            if (error := unreachable(exc)) is not None:
-                raise cannot_reach(url, error, by_hand) from exc
-            if attempt == retries:
-                raise DownloadError(
-                    f"{url}: gave up after {attempt + 1} attempts ({exc}); check the network and rerun to resume, "
-                    f"or {by_hand}; or {FETCH_ONCE}"
-                ) from exc
-            sleep(backoff * 2**attempt)
+    _fetch_with_retries(url, part, timeout, by_hand, [backoff * 2**attempt for attempt in range(retries)], sleep)
     problem = _problem(part, dest.name, sha256)
     if problem is not None:
         part.unlink()  # resuming a wrong body would never fix it
@@ -132,6 +120,25 @@ def download(
         )
     os.replace(part, dest)
     return dest
+
+
+def _fetch_with_retries(
+    url: str, part: Path, timeout: float, by_hand: str, waits: list[float], sleep: Callable[[float], None]
+) -> None:
+    """:func:`_fetch`, retried after each of ``waits`` seconds while it fails in a way worth retrying."""
+    for attempt in range(len(waits) + 1):
+        try:
+            _fetch(url, part, timeout, by_hand)
+            return
+        except _Transient as exc:
+            if (error := unreachable(exc)) is not None:
+                raise cannot_reach(url, error, by_hand) from exc
+            if attempt == len(waits):
+                raise DownloadError(
+                    f"{url}: gave up after {attempt + 1} attempts ({exc}); check the network and rerun to resume, "
+                    f"or {by_hand}; or {FETCH_ONCE}"
+                ) from exc
+            sleep(waits[attempt])
 
 
 def _problem(path: Path, name: str, sha256: str | None) -> str | None:
