@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import http.client
+import logging
 import os
 import re
 import socket
@@ -30,6 +31,7 @@ from typing import BinaryIO
 from zoomeval.core.checksums import sha256_file
 from zoomeval.datasets.archives import check_complete
 
+log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 #: Statuses worth retrying besides every 5xx: request timeout and rate limiting.
 _RETRY_STATUSES = frozenset({408, 429})
@@ -110,6 +112,7 @@ def download(
         dest.unlink()  # the final name must only ever hold a checked file
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    log.info("downloading %s to %s", url, dest)
     _fetch_with_retries(url, part, timeout, by_hand, [backoff * 2**attempt for attempt in range(retries)], sleep)
     problem = _problem(part, dest.name, sha256)
     if problem is not None:
@@ -278,6 +281,7 @@ def hub_file(repo_id: str, filenames: Sequence[str], revision: str | None, folde
         "here and run with HF_HOME=<folder> HF_HUB_OFFLINE=1"
     )
     what = f"the Hugging Face repo {repo_id} ({' or '.join(filenames)})"
+    log.info("downloading %s into huggingface_hub's cache, for %s", what, folder)
     if not constants.is_offline_mode():
         try:
             get_hf_file_metadata(hf_hub_url(repo_id, filenames[0], revision=revision))
