@@ -73,6 +73,26 @@ def resetting_server() -> Iterator[tuple[int, list[int]]]:
 
 
 @pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A 127.0.0.1 port whose server accepts connections and never answers: every request times out."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+@pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A folder served over HTTP on 127.0.0.1, and its base URL."""
     folder = tmp_path / "served"
@@ -113,6 +133,15 @@ def test_a_reset_connection_is_retried_with_backoff_and_then_says_what_to_do(tmp
         download(url, dest, retries=2, backoff=0.5, sleep=sleeps.append)
     assert sleeps == [0.5, 1.0] and len(accepted) == 3
     what_to_do(str(info.value), url, str(dest), "(file name big.tar)")
+
+
+def test_a_timeout_is_retried_with_backoff(tmp_path, silent_server):
+    url, dest = f"http://127.0.0.1:{silent_server}/slow.pth", tmp_path / "slow.pth"
+    sleeps: list[float] = []
+    with pytest.raises(DownloadError, match="gave up after 2 attempts .*timed out") as info:
+        download(url, dest, retries=1, backoff=0.5, timeout=0.2, sleep=sleeps.append)
+    assert sleeps == [0.5]
+    what_to_do(str(info.value), url, str(dest), "(file name slow.pth)")
 
 
 def test_unreachable_looks_through_the_exception_chain():
