@@ -371,6 +371,12 @@ def test_a_local_checkpoint_is_kept_and_its_head_named_by_its_content_not_its_pa
     assert weights_folder(replaced, res) == f"{res}/weights/open_clip/{ARCH}.{other_sha}"
     with pytest.raises(ConfigError, match=r"models.tiny.checkpoint: .*gone.safetensors is not a file"):
         weights_folder(spec_of({**tiny, "checkpoint": str(tmp_path / "gone.safetensors")}), res)
+    # the fetch_weights job refuses a file replaced since the workflow was planned (its folder named the old one)
+    with pytest.raises(ValueError, match=rf"copy.safetensors changed since the workflow was planned .*{other_sha}"):
+        fetch_weights(replaced, Path(folder), res)
+    assert not Path(folder).exists()
+    fetch_weights(replaced, Path(weights_folder(replaced, res)), res)
+    assert [p.name for p in Path(weights_folder(replaced, res)).iterdir()] == [f"{other_sha}.safetensors"]
 
 
 def test_the_checkpoint_key_is_a_local_file_for_open_clip(tiny, tmp_path):

@@ -113,13 +113,21 @@ def head_name(spec: ModelSpec, resources: str) -> str | None:
     return None if head is None else head(spec, resources)
 
 
-def fetch_weights(spec: ModelSpec, folder: Path) -> None:
-    """Download ``spec``'s weights into ``folder`` (a source without downloads has nothing to do)."""
+def fetch_weights(spec: ModelSpec, folder: Path, resources: str | None = None) -> None:
+    """Download ``spec``'s weights into ``folder`` (a source without downloads has nothing to do); with
+    ``resources`` (the workflow's job), ``folder`` must still be :func:`weights_folder`'s, so a local checkpoint
+    replaced since the workflow was planned is refused rather than placed in the folder named by the old one."""
     fetch = MODEL_SOURCES.get(spec.source).fetch
-    if fetch is not None:
-        log.info("fetching the weights of model %r into %s", spec.name, folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        fetch(spec, folder)
+    if fetch is None:
+        return
+    if resources is not None and Path(planned := str(weights_folder(spec, resources))) != folder:
+        raise ValueError(
+            f"models.{spec.name}.checkpoint: {local_checkpoint(spec)} changed since the workflow was planned (its "
+            f"weights now go to {planned}, not {folder}); run the same command again"
+        )
+    log.info("fetching the weights of model %r into %s", spec.name, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fetch(spec, folder)
 
 
 def check_model(spec: ModelSpec) -> None:
