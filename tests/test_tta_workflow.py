@@ -75,4 +75,6 @@ def test_the_papers_tta_config_plans_three_methods_for_three_resnets_on_five_dat
     assert refused.returncode != 0
     assert f"{tmp_path}/moex_cutmix.pth.tar: sha256 " in refused.stdout + refused.stderr
     assert "(pinned in models.moex_cutmix.weights)" in refused.stdout + refused.stderr
-    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+    # no job ran: no results and no weights, only the local checkpoints' remembered sha256 (hashed with the DAG)
+    made = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "resources").rglob("*") if p.is_file()]
+    assert not (tmp_path / "results").exists() and made == ["resources/weights/.sha256.json"]

@@ -53,25 +53,13 @@ def check(spec: ModelSpec) -> None:
         raise ConfigError(f"{key}.weights: {tag!r}: {exc}") from None
 
 
-def _download(repo_id: str, revision: str | None) -> tuple[Path, str]:
-    """The first of :data:`HF_WEIGHTS_FILES` the repo has, in huggingface_hub's cache, and its name there."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
-
-    *first, last = HF_WEIGHTS_FILES
-    for filename in first:
-        try:
-            return Path(hf_hub_download(repo_id, filename, revision=revision)), filename
-        except EntryNotFoundError:
-            pass
-    return Path(hf_hub_download(repo_id, last, revision=revision)), last
-
-
 def fetch(spec: ModelSpec, folder: Path) -> None:
     """Download the weights through huggingface_hub's cache, check the blob against the sha256 it is stored under
     and place it in ``folder`` as ``<sha256>.<suffix>``."""
+    from zoomeval.datasets.download import hub_file
+
     repo_id, revision = hub_source(f"{spec.architecture}.{spec.weights}")
-    path, filename = _download(repo_id, revision)
+    path, filename = hub_file(repo_id, HF_WEIGHTS_FILES, revision, folder)
     place_hub_file(path, f"{repo_id}/{filename}", folder)
 
 

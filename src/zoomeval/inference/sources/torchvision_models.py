@@ -1,7 +1,8 @@
 """``torchvision``: ``torchvision.models`` with a pinned weights tag (e.g. ``IMAGENET1K_V1``).
 
 The checkpoint is downloaded from the tag's URL into the workflow's weights folder under its published file name,
-whose hash prefix (torch.hub's convention, e.g. ``resnet18-f37072fd.pth``) every load checks. It is read with
+whose hash prefix (torch.hub's convention, e.g. ``resnet18-f37072fd.pth``) every load checks; a copy already in
+torch's own hub cache is checked against that prefix and used instead. It is read with
 ``torch.load(..., weights_only=True)``; the model is normalised as the tag's transforms say.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.core.config import ConfigError, ModelSpec
-from zoomeval.core.io import atomic_path
+from zoomeval.core.io import link_or_copy
 from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
 
 #: Shortest hash prefix accepted in a torchvision checkpoint's file name.
@@ -50,12 +51,26 @@ def check(spec: ModelSpec) -> None:
 
 
 def fetch(spec: ModelSpec, folder: Path) -> None:
-    """Download the checkpoint into ``folder`` under its published name; torch.hub checks the hash prefix."""
+    """Place the checkpoint in ``folder`` under its published name, checked against the hash prefix in that name:
+    from torch's hub cache (``torch.hub.get_dir()/checkpoints``, ``TORCH_HOME``) if it holds the file, else
+    downloaded (resumed, retried, at once refused where the host cannot be reached)."""
     import torch
 
+    from zoomeval.datasets.download import download
+
     url, prefix = checkpoint(spec.architecture, spec.weights)
-    with atomic_path(folder / os.path.basename(url)) as tmp:
-        torch.hub.download_url_to_file(url, str(tmp), hash_prefix=prefix)
+    name = os.path.basename(url)
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / name
+    if cached.is_file():
+        try:
+            verified_sha256(cached, prefix, f"the hash prefix of torchvision's file name {name}", "delete it")
+        except ValueError as exc:
+            print(f"torch's hub cache: {exc}; downloading it instead")
+        else:
+            print(f"using {cached} from torch's hub cache (its sha256 starts with {prefix})")
+            link_or_copy(cached, folder / name)
+            return
+    download(url, folder / name, prefix, elsewhere=f", or in torch's hub cache as {cached}, where it is checked")
 
 
 @contextmanager
