@@ -9,7 +9,7 @@ For ResNet-50 and ViT-B/32 (random init: speed does not depend on the weights, a
   GPU utilisation sampled by ``nvidia-smi``;
 * their ratio, and the projected time of ImageNet val (50,000 images x 333 views) per model and variant.
 
-Before that it checks on the device that the device path's crops stay within 2 grey levels of the PIL path.
+Before that it checks on the device that the device path's crops equal the PIL path's bit for bit.
 ``--cpu-smoke`` runs the same code on the CPU with tiny settings (no compile), to check the script itself.
 Writes ``results/bench/gpu.json``.
 """
