@@ -62,13 +62,19 @@ class Classifier:
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.model(x).float()
 
-    def check_finite(self, logits: torch.Tensor, where: Callable[[int], str]) -> None:
-        """Refuse non-finite logits (fp16 overflow, broken weights), naming what the first bad row is (``where``)."""
-        if (finite := torch.isfinite(logits).all(dim=1)).all():
+    @staticmethod
+    def finite(logits: torch.Tensor) -> torch.Tensor:
+        """Which rows of ``logits`` are all finite, on the device (no wait for it)."""
+        return torch.isfinite(logits).all(dim=1)
+
+    def check_finite(self, finite: np.ndarray, where: Callable[[int], str]) -> None:
+        """Refuse non-finite logits (fp16 overflow, broken weights): ``finite`` is :meth:`finite` of the rows on the
+        host; the error names what the first bad row is (``where``)."""
+        if finite.all():
             return
         raise FloatingPointError(
             f"model {self.name!r} at precision {self.settings.precision} gave non-finite logits (NaN or inf) for "
-            f"{where(int((~finite).nonzero()[0]))}; with fp16 or bf16 use precision: fp32, else check the model's "
+            f"{where(int(np.argmin(finite)))}; with fp16 or bf16 use precision: fp32, else check the model's "
             "weights and its mean/std"
         )
 
@@ -76,16 +82,17 @@ class Classifier:
         """Softmax over the dataset's class set."""
         return logits[:, self.subset].softmax(dim=1)
 
-    def columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, np.ndarray]:
-        """The prediction columns of a batch; ``probs`` is :meth:`probabilities` if already computed."""
+    def device_columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The prediction columns of a batch, on the device in their file's types; ``probs`` is :meth:`probabilities`
+        if already computed."""
         prob, arg = (self.probabilities(logits) if probs is None else probs).max(dim=1)
-        out = {
-            "pred": self.subset[arg].cpu().numpy().astype(np.int16),
-            "pred_full": logits.argmax(dim=1).cpu().numpy().astype(np.int16),
-            "conf": prob.cpu().numpy().astype(np.float32),
-        }
+        out = {"pred": self.subset[arg].to(torch.int16), "pred_full": logits.argmax(dim=1).to(torch.int16),
+               "conf": prob.float()}  # fmt: skip
         if self.settings.store_top5:
             values, indices = logits.topk(5, dim=1)
-            out["top5"] = indices.cpu().numpy().astype(np.int16)
-            out["top5_logit"] = values.cpu().numpy().astype(np.float32)
+            out |= {"top5": indices.to(torch.int16), "top5_logit": values.float()}
         return out
+
+    def columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+        """:meth:`device_columns` copied to the host."""
+        return {name: values.cpu().numpy() for name, values in self.device_columns(logits, probs).items()}
