@@ -7,18 +7,22 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+import yaml
 from PIL import Image
+from snakemake.utils import update_config
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tests.conftest import ROOT
 from zoomeval.analysis.scoring import analyze_predictions
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.pil_resample import vertical_first
 from zoomeval.core.zoom import all_crops, paper_scales, resized_size, transforms
 from zoomeval.datasets.adapters.demo import build_demo
-from zoomeval.inference.crops import ZoomCrops, device_crops
+from zoomeval.inference.crops import ZoomCrops, device_crops, resolve_backend
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.sources import embedded
+from zoomeval.registries import load_config
 from zoomeval.report.tables import table_1_rows, table_a8_rows
 
 SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
@@ -129,3 +133,21 @@ def test_device_path_gives_the_pil_paths_predictions_and_tables(both_paths):
         assert len(pil) == rows and pil.equals(device)  # every column, every value
     assert table_a8_rows([metrics["pil"]]) == table_a8_rows([metrics["device"]])
     assert table_1_rows([metrics["pil"]]) == table_1_rows([metrics["device"]])
+
+
+def test_auto_takes_the_device_path_on_a_gpu_and_pil_on_a_cpu():
+    assert resolve_backend("auto", torch.device("cuda")) == "device"
+    assert resolve_backend("auto", torch.device("cpu")) == "pil"
+    assert resolve_backend("pil", torch.device("cuda")) == "pil"
+    assert InferenceSettings().resize_backend == "auto"
+
+
+def test_the_gpu_recipe_overlays_the_papers_config():
+    """config/overlays/gpu.yaml as Snakemake merges a second --configfile over config/paper.yaml."""
+    config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text()))
+    settings = load_config(config, check_paths=False).inference
+    chosen = (settings.resize_backend, settings.precision, settings.compile, settings.batch_size)
+    assert chosen == ("auto", "bf16", True, 333)
+    assert settings.batch_size == len(transforms(paper_scales())) + 9  # one image's views
+    assert len(config["models"]) == 6  # the rest of the paper's config is kept

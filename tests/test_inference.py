@@ -12,6 +12,7 @@ import pytest
 import torch
 from PIL import Image
 from torch.overrides import TorchFunctionMode
+from torch.utils.data import DataLoader
 
 from zoomeval.core.config import InferenceSettings as Settings
 from zoomeval.core.config import ModelSpec
@@ -92,6 +93,21 @@ def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkey
         meta["n_images"] == 5
         and read_metadata(out)["model"]["weights_sha256"] == read_metadata(clean)["model"]["weights_sha256"]
     )
+
+
+def test_one_dataloader_serves_every_shard_of_a_job(tmp_path, records, monkeypatch):
+    loaders = []
+
+    def counted(*args, **kwargs):
+        loaders.append(kwargs["num_workers"])
+        return DataLoader(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "DataLoader", counted)
+    settings = Settings(batch_size=5, num_workers=1, threads=1, shard_images=2)
+    predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records, SPEC, [32], settings, "toy")
+    assert loaders == [1] and pq.read_table(tmp_path / "p.parquet")["image_id"].to_pylist() == [
+        r.image_id for r in records for _ in range(9)
+    ]  # 3 shards, in order
 
 
 def test_prediction_layout_metadata_and_class_subset(tmp_path, records):

@@ -147,8 +147,9 @@ class InferenceSettings:
     #: torch threads; 0: the job's threads
     threads: int = 0
     precision: str = "fp32"
-    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops)
-    resize_backend: str = "pil"
+    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops) |
+    #: auto (device on CUDA, pil on a CPU)
+    resize_backend: str = "auto"
     compile: bool = False
     #: the model's weights and inputs in NHWC memory order (faster convolutions on CPU and GPU)
     channels_last: bool = True
