@@ -28,7 +28,8 @@ class Classifier:
     """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns.
 
     The model is ``spec``'s with the weights fetched into ``weights`` (and ``head``, the derived file of a source that
-    declares one), or ``loaded`` (e.g. a random-init network for a benchmark)."""
+    declares one), or ``loaded`` (e.g. a random-init network for a benchmark); ``compile_mode`` is ``torch.compile``'s
+    with ``compile: true`` (``bench/gpu_check.py`` measures ``reduce-overhead``, CUDA graphs)."""
 
     def __init__(
         self,
@@ -38,6 +39,7 @@ class Classifier:
         weights: Path | None = None,
         loaded: LoadedModel | None = None,
         head: Path | None = None,
+        compile_mode: str | None = None,
     ) -> None:
         self.device = resolve_device(settings.device, "inference.device")
         self.settings = settings
@@ -48,16 +50,21 @@ class Classifier:
         self.provenance = loaded.provenance
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
         self.memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
-        model = loaded.module.to(self.device).to(memory_format=self.memory_format)
-        self.model = torch.compile(model) if settings.compile else model
+        self.model = loaded.module.to(self.device).to(memory_format=self.memory_format)
         self.mean = torch.tensor(loaded.mean, device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
         indices = class_indices if class_indices is not None else range(1000)
         self.subset = torch.tensor(list(indices), device=self.device)
         self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
+        # Compiled, the conversion and normalisation of the uint8 crops are fused into the model's first kernels.
+        self.forward = torch.compile(self._forward, mode=compile_mode) if settings.compile else self._forward
 
     def logits(self, crops: torch.Tensor) -> torch.Tensor:
-        x = crops.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
+        """The fp32 logits of a batch of uint8 NHWC crops (on any device)."""
+        return self.forward(crops.to(self.device, non_blocking=True))
+
+    def _forward(self, crops: torch.Tensor) -> torch.Tensor:
+        x = crops.permute(0, 3, 1, 2).float()
         x = ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.model(x).float()

@@ -295,25 +295,8 @@ def predict_to_file(
         size = settings.shard_images
         pending = list(store.pending(records, size, metadata, masks_digest))
         computed = sum(len(chunk) for _, chunk, _ in pending)
+        seconds = run_shards(classifier, store, pending, scales, variant, masks, spec.input_size) if pending else 0.0
         views = len(membership(transforms(scales))[1])
-        progress = _Progress(computed * views, views)
-        images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], scales, variant, masks,
-                             spec.input_size)  # fmt: skip
-        # Each shard's results are copied back, made into tables and written in the background while the device
-        # goes on with the next shard; one shard at a time, so that an error (non-finite logits) stops the job.
-        with ThreadPoolExecutor(max_workers=1) as writer:
-            written: Future[None] | None = None
-            offset = 0
-            for index, chunk, identity in pending:
-                own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
-                copy = infer_shard(classifier, own, chunk, scales, progress)
-                if written is not None:
-                    written.result()
-                written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)
-                offset += len(chunk)
-            if written is not None:
-                written.result()
-        seconds = time.perf_counter() - progress.start if computed else 0.0
         metadata |= {
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
@@ -321,6 +304,30 @@ def predict_to_file(
         }
         store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, scales))
         return metadata
+
+
+def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tuple[int, Sequence[Record], str]],
+               scales: list[int], variant: str, masks: dict[str, bytes] | None, crop_size: int) -> float:  # fmt: skip
+    """Compute and write the ``pending`` shards (:meth:`ShardStore.pending`) from one DataLoader; returns the
+    seconds it took."""
+    views = len(membership(transforms(scales))[1])
+    progress = _Progress(sum(len(chunk) for _, chunk, _ in pending) * views, views)
+    images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], scales, variant, masks, crop_size)
+    # Each shard's results are copied back, made into tables and written in the background while the device goes
+    # on with the next shard; one shard at a time, so that an error (non-finite logits) stops the job.
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        written: Future[None] | None = None
+        offset = 0
+        for index, chunk, identity in pending:
+            own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
+            copy = infer_shard(classifier, own, chunk, scales, progress)
+            if written is not None:
+                written.result()
+            written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)
+            offset += len(chunk)
+        if written is not None:
+            written.result()
+    return time.perf_counter() - progress.start
 
 
 def _write_shard(store: ShardStore, index: int, identity: str, classifier: Classifier, records: Sequence[Record],
