@@ -10,7 +10,6 @@ import torch
 import yaml
 from PIL import Image
 from snakemake.utils import update_config
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.conftest import ROOT
 from zoomeval.analysis.scoring import analyze_predictions
@@ -19,7 +18,7 @@ from zoomeval.core.io import read_metadata
 from zoomeval.core.pil_resample import vertical_first
 from zoomeval.core.zoom import all_crops, paper_scales, resized_size, transforms
 from zoomeval.datasets.adapters.demo import build_demo
-from zoomeval.inference.crops import ZoomCrops, device_crops, resolve_backend
+from zoomeval.inference.crops import DeviceOps, ZoomCrops, device_crops, resolve_backend
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.sources import embedded
 from zoomeval.registries import load_config
@@ -74,19 +73,6 @@ def test_both_of_pillows_pass_orders_occur_in_the_tall_image():
     assert not any(vertical_first(270, 100, *resized_size(270, 100, s)) for s in paper_scales())
 
 
-class _DeviceOps(TorchDispatchMode):
-    """Counts the operations that do work on a device (not views of a tensor)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not func.is_view and func is not torch.ops.aten._unsafe_view.default:
-            self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 #: Device operations per image: a conversion, and per pass order two products, two roundings (4 in-place operations
 #: each) and a copy, then a concatenation, a conversion to uint8 and the gather; measured 14 (one order) and 25 (both).
 MAX_DEVICE_OPS = 25
@@ -98,7 +84,7 @@ def test_an_image_costs_a_fixed_number_of_device_operations(width, height):
     counts = []
     for scales in ([256], [10, 256, 512], paper_scales()):
         device_crops(pixels, scales, extra_views=True)  # builds the image size's plan
-        with _DeviceOps() as counter:
+        with DeviceOps() as counter:
             device_crops(pixels, scales, extra_views=True)
         counts.append(len(counter.ops))
     assert max(counts) <= MAX_DEVICE_OPS, counter.ops

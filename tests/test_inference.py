@@ -159,7 +159,7 @@ def test_a_shards_loop_never_waits_for_the_device_before_the_shard_ends(records,
     shard = records[:2]
     images = inference.crop_stream(classifier, shard, SCALES, "original", None, 224)
     with HostWaits() as spy:
-        copy = inference.infer_shard(classifier, images, shard, SCALES, inference._Progress(2 * 27, 27))
+        copy = inference.infer_shard(classifier, images, shard, SCALES)
     assert spy.waits == [] and spy.softmaxes == 8  # a batch of 7 crops at a time, of 2 x 27 views
     predictions, aggregates = inference.shard_tables(classifier, shard, SCALES, copy)
     expected = inference.run_shard(classifier, shard, SCALES, "original", None, 224)

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import Dataset
 
 from zoomeval.core.images import load_rgb
@@ -168,6 +169,20 @@ def device_crops(pixels: torch.Tensor, scales: list[int], size: int = 224, extra
     resized = (torch.cat(stack) if len(stack) > 1 else stack[0]).to(torch.uint8)  # (scales, rows, 3, cols)
     scale, row, col = plan.index
     return resized[scale, row, :, col]  # (views, size, size, 3)
+
+
+class DeviceOps(TorchDispatchMode):
+    """While active, lists the operations that do work on a device (not the views of a tensor): what
+    ``tests/test_device_path.py`` bounds and ``bench/gpu_check.py`` reports for :func:`device_crops`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if not func.is_view and func is not torch.ops.aten._unsafe_view.default:
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
 
 
 def on_device(

@@ -147,9 +147,9 @@ class HostCopy:
 
 
 def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor]], records: Sequence[Record],
-                scales: list[int], progress: _Progress) -> HostCopy:  # fmt: skip
-    """Run the model over one shard: ``images`` yields ``(index in records, crops)`` in order. Nothing waits for
-    the device until the shard's results are copied back, at the end."""
+                scales: list[int], progress: _Progress | None = None) -> HostCopy:  # fmt: skip
+    """Run the model over one shard: ``images`` yields ``(index in records, crops)`` in order (``progress`` logs
+    the crops done). Nothing waits for the device until the shard's results are copied back, at the end."""
     results = ShardResults(classifier, len(records), scales)
     n_views, start = results.n_crops // len(records), 0
     with torch.inference_mode():
@@ -158,7 +158,8 @@ def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor
                 raise RuntimeError(f"crops came out of order: image {images_of[0]} view {views[0]} at crop {start}")
             results.add(start, classifier.logits(batch))
             start += len(views)
-            progress.advance(len(views))
+            if progress is not None:
+                progress.advance(len(views))
         if start != results.n_crops:
             raise RuntimeError(f"the shard's images gave {start} crops, expected {results.n_crops}")
         return results.to_host()
