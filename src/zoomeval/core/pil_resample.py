@@ -30,31 +30,39 @@ def bicubic(x: np.ndarray) -> np.ndarray:
     return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
 
 
-def coefficients(in_size: int, out_size: int, outputs: np.ndarray | None = None) -> np.ndarray:
-    """The ``(len(outputs), in_size)`` float64 matrix of Pillow's integer coefficients resizing ``in_size`` pixels
-    to ``out_size``, for the output pixels ``outputs`` (default: all); row ``j`` maps the input to output pixel
-    ``outputs[j]``."""
-    outputs = np.arange(out_size) if outputs is None else np.asarray(outputs, dtype=np.int64)
+def taps(in_size: int, out_size: int, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pillow's integer coefficients resizing ``in_size`` pixels to ``out_size``, for the output pixels ``outputs``,
+    as ``(j, x, kk)``: the coefficient of input pixel ``x[i]`` in output pixel ``outputs[j[i]]`` is ``kk[i]``
+    (float64); every other coefficient is zero."""
+    outputs = np.asarray(outputs, dtype=np.int64)
     scale = in_size / out_size
     filterscale = max(scale, 1.0)
     support = SUPPORT * filterscale
     ksize = int(math.ceil(support)) * 2 + 1
     center = (outputs + 0.5) * scale
-    xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)  # C's (int) truncates; both are >= 0 here
+    xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)  # astype truncates towards zero, as C's (int)
     xmax = np.minimum((center + support + 0.5).astype(np.int64), in_size) - xmin
-    taps = np.arange(ksize)
-    inside = taps[None, :] < xmax[:, None]
-    weights = np.where(inside, bicubic(((taps[None, :] + xmin[:, None]) - center[:, None] + 0.5) * (1.0 / filterscale)),
-                       0.0)  # fmt: skip
+    offsets = np.arange(ksize)
+    inside = offsets[None, :] < xmax[:, None]
+    weights = bicubic(((offsets[None, :] + xmin[:, None]) - center[:, None] + 0.5) * (1.0 / filterscale))
+    weights = np.where(inside, weights, 0.0)
     total = np.zeros(len(outputs))
     for k in range(ksize):  # Pillow sums the weights one after the other; the order decides the last bit
         total = total + weights[:, k]
     weights = np.divide(weights, total[:, None], out=weights, where=total[:, None] != 0.0)
     scaled = weights * float(1 << PRECISION_BITS)
     kk = np.trunc(np.where(weights < 0, scaled - 0.5, scaled + 0.5))  # C's (int)(x -/+ 0.5)
+    j, k = np.nonzero(inside)
+    return j, xmin[j] + k, kk[j, k]
+
+
+def coefficients(in_size: int, out_size: int, outputs: np.ndarray | None = None) -> np.ndarray:
+    """:func:`taps` as the ``(len(outputs), in_size)`` matrix (default: all output pixels), row ``j`` mapping the
+    input to output pixel ``outputs[j]``."""
+    outputs = np.arange(out_size) if outputs is None else np.asarray(outputs)
     matrix = np.zeros((len(outputs), in_size))
-    rows, cols = np.nonzero(inside)
-    matrix[rows, xmin[rows] + cols] = kk[rows, cols]
+    j, x, kk = taps(in_size, out_size, outputs)
+    matrix[j, x] = kk
     return matrix
 
 

@@ -6,6 +6,7 @@ tensor, and :func:`device_crops` resizes it to every scale and cuts its crops th
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -15,7 +16,7 @@ from torch.utils.data import Dataset
 
 from zoomeval.core.images import load_rgb
 from zoomeval.core.manifest import Record
-from zoomeval.core.pil_resample import PRECISION_BITS, coefficients, vertical_first
+from zoomeval.core.pil_resample import PRECISION_BITS, taps, vertical_first
 from zoomeval.core.zoom import all_crops, resized_size, scale_views
 from zoomeval.masks.boxes import apply_variant, decode_mask
 
@@ -57,8 +58,8 @@ DEVICE_BACKEND = "device"
 #: matrix products are about 10x slower than PIL.
 AUTO_BACKEND = "auto"
 #: Image sizes whose :class:`CropPlan` stays on the device (about 170 MB each for 500 x 375 at the 36 paper scales;
-#: most ImageNet images have one of a few sizes).
-PLAN_CACHE = 8
+#: most ImageNet images have one of a few sizes, and a new size costs the host some 30 ms).
+PLAN_CACHE = 16
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -71,12 +72,14 @@ def resolve_backend(backend: str, device: torch.device) -> str:
 class CropPlan:
     """How :func:`device_crops` cuts every view of one image size, on ``device``.
 
-    Per scale, Pillow's coefficient matrices (:func:`zoomeval.core.pil_resample.coefficients`) for only the resized
-    rows and columns that some view uses, padded with zero coefficients to the same ``rows x cols`` for all scales
-    (so the last row and column of every scale are padding: they come out black and serve as the crops' black
-    border). The scales are in two groups, those Pillow resizes width first and those it resizes height first
+    Per scale, Pillow's coefficient matrices (:func:`zoomeval.core.pil_resample.taps`) for only the resized rows and
+    columns that some view uses, padded with zero coefficients to the same ``rows x cols`` for all scales (so the
+    last row and column of every scale are padding: they come out black and serve as the crops' black border). The
+    scales are in two groups, those Pillow resizes width first and those it resizes height first
     (:func:`zoomeval.core.pil_resample.vertical_first`), each ``(height_first, ay, bx)`` in the layout
-    :func:`device_crops` multiplies it in; ``index`` cuts every view from the stack of resized scales."""
+    :func:`device_crops` multiplies it in; ``index`` cuts every view from the stack of resized scales. The host
+    computes only the nonzero coefficients and the indices; the matrices are filled in on the device, and nothing
+    waits for it."""
 
     def __init__(self, width: int, height: int, scales: tuple[int, ...], size: int, extra_views: bool,
                  device: torch.device) -> None:  # fmt: skip
@@ -84,9 +87,11 @@ class CropPlan:
         sizes = [resized_size(width, height, s) for s in scales]
         views = sorted((slot, k, left, top, mirrored) for k, (s, (w, h)) in enumerate(zip(scales, sizes, strict=True))
                        for slot, left, top, mirrored in scale_views(k, n, s, w, h, size, extra_views))  # fmt: skip
-        used_rows = [_used([top for _, j, _, top, _ in views if j == k], span, h) for k, (_, h) in enumerate(sizes)]
-        used_cols = [_used([left for _, j, left, _, _ in views if j == k], span, w) for k, (w, _) in enumerate(sizes)]
-        self.rows, self.cols = max(map(len, used_rows)) + 1, max(map(len, used_cols)) + 1
+        _, scale_of, lefts, tops, mirrored = (np.array(column) for column in zip(*views, strict=True))
+        widths, heights = (np.array(side) for side in zip(*sizes, strict=True))
+        used_rows = [_used(tops[scale_of == k], span, h) for k, h in enumerate(heights)]
+        used_cols = [_used(lefts[scale_of == k], span, w) for k, w in enumerate(widths)]
+        rows, cols = self.rows, self.cols = max(map(len, used_rows)) + 1, max(map(len, used_cols)) + 1
         first = [vertical_first(width, height, w, h) for w, h in sizes]
         self.groups: list[tuple[bool, torch.Tensor, torch.Tensor]] = []
         order: list[int] = []
@@ -94,41 +99,56 @@ class CropPlan:
             group = [k for k in range(n) if first[k] == height_first]
             if not group:
                 continue
-            ay, bx = np.zeros((len(group), self.rows, height)), np.zeros((len(group), width, self.cols))
+            ay, bx = [], []  # (flat position, coefficient) in each matrix
             for g, k in enumerate(group):
-                ay[g, : len(used_rows[k])] = coefficients(height, sizes[k][1], used_rows[k])
-                bx[g, :, : len(used_cols[k])] = coefficients(width, sizes[k][0], used_cols[k]).T
-            if height_first:  # ay (n * rows, H), bx (n, W, cols)
-                ay = ay.reshape(-1, height)
-            else:  # ay (n, rows, H), bx (W, n * cols)
-                bx = bx.transpose(1, 0, 2).reshape(width, -1)
-            self.groups.append((height_first, _tensor(ay, device), _tensor(bx, device)))
+                j, y, kk = taps(height, sizes[k][1], used_rows[k])
+                ay.append(((g * rows + j) * height + y, kk))  # (n, rows, H), or (n * rows, H): the same
+                j, x, kk = taps(width, sizes[k][0], used_cols[k])
+                bx.append(((g * width + x) * cols + j if height_first else x * len(group) * cols + g * cols + j, kk))
+            ay_shape = (len(group) * rows, height) if height_first else (len(group), rows, height)
+            bx_shape = (len(group), width, cols) if height_first else (width, len(group) * cols)
+            self.groups.append((height_first, _matrix(ay_shape, ay, device), _matrix(bx_shape, bx, device)))
             order += group
         position = np.argsort(order)  # where scale k is in the stack of resized scales
-        row_index = [_index(used_rows[k], top + span, sizes[k][1], self.rows - 1) for _, k, _, top, _ in views]
-        col_index = [_index(used_cols[k], left + (span[::-1] if mirrored else span), sizes[k][0], self.cols - 1)
-                     for _, k, left, _, mirrored in views]  # fmt: skip
+        col_offsets = np.where(mirrored[:, None], span[::-1], span)
         self.index = (
-            _tensor(position[[k for _, k, _, _, _ in views]][:, None, None], device),
-            _tensor(np.stack(row_index)[:, :, None], device),
-            _tensor(np.stack(col_index)[:, None, :], device),
+            _upload(position[scale_of][:, None, None], device),
+            _upload(_index(used_rows, scale_of, tops[:, None] + span, heights, rows - 1)[:, :, None], device),
+            _upload(_index(used_cols, scale_of, lefts[:, None] + col_offsets, widths, cols - 1)[:, None, :], device),
         )
 
 
-def _used(starts: list[int], span: np.ndarray, limit: int) -> np.ndarray:
+def _used(starts: np.ndarray, span: np.ndarray, limit: int) -> np.ndarray:
     """The sorted pixels within ``0 .. limit - 1`` of the windows ``start + span``."""
-    pixels = np.unique(np.concatenate([start + span for start in starts]))
+    pixels = np.unique(starts[:, None] + span)
     return pixels[(pixels >= 0) & (pixels < limit)]
 
 
-def _index(used: np.ndarray, wanted: np.ndarray, limit: int, pad: int) -> np.ndarray:
-    """Where each ``wanted`` pixel is among the ``used`` ones; ``pad`` (a black row or column) outside the image."""
-    inside = (wanted >= 0) & (wanted < limit)
-    return np.where(inside, np.searchsorted(used, wanted.clip(0, limit - 1)), pad)
+def _index(used: list[np.ndarray], scale_of: np.ndarray, wanted: np.ndarray, limits: np.ndarray, pad: int
+           ) -> np.ndarray:  # fmt: skip
+    """Where each view's ``wanted`` pixels (a row per view) are among the ``used`` ones of the view's scale; ``pad``
+    (a black row or column) outside the resized image. One search over all scales, each shifted apart."""
+    shift = int(limits.max()) + 1
+    everything = np.concatenate([k * shift + pixels for k, pixels in enumerate(used)])
+    starts = np.cumsum([0] + [len(pixels) for pixels in used])[:-1]
+    found = np.searchsorted(everything, scale_of[:, None] * shift + wanted) - starts[scale_of][:, None]
+    return np.where((wanted >= 0) & (wanted < limits[scale_of][:, None]), found, pad)
 
 
-def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+def _upload(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` on ``device``; to a GPU from pinned memory, without waiting for it."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if device.type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
+
+
+def _matrix(shape: tuple[int, ...], entries: list[tuple[np.ndarray, np.ndarray]], device: torch.device
+            ) -> torch.Tensor:  # fmt: skip
+    """The float64 matrix of ``shape`` on ``device`` that is zero but at the ``(flat position, value)`` entries."""
+    at, values = (np.concatenate(column) for column in zip(*entries, strict=True))
+    matrix = torch.zeros(math.prod(shape), dtype=torch.float64, device=device)
+    return matrix.scatter_(0, _upload(at, device), _upload(values, device)).view(shape)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE)
