@@ -189,9 +189,14 @@ def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transfo
     loaded = LoadedModel(NanWhereBright(), None, embedded.MEAN, embedded.STD)
     monkeypatch.setattr(classifiers, "load_model", lambda spec, weights, head: loaded)
     spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
-    settings = Settings(batch_size=4, num_workers=0, threads=1)
+    settings = Settings(batch_size=4, num_workers=0, threads=1, shard_images=1)
     with pytest.raises(FloatingPointError) as info:
         predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", out, spec, [256], settings, "toy")
+    # found when shard 1 is written, in the background while shard 2 ran; shard 0 was written before
+    assert [p.name for p in sorted((tmp_path / ".p.parquet.shards").glob("*.parquet"))] == [
+        "00000.aggregates.parquet",
+        "00000.parquet",
+    ]
     # Resized to 256 the bright part starts at row/column 170; crops of anchor 0 end at 154, those of anchor 1
     # start at 15, so the first crop in the authors' order that contains it is LOC:1_1_Size:256.
     assert str(info.value).startswith(
