@@ -7,7 +7,8 @@ normalised to sum 1 and scaled by ``2**22`` (``precompute_coeffs``, then ``norma
 computes the same coefficients with the same double-precision operations in the same order.
 
 Every such sum is an integer below ``2**40``, so a float64 matrix product with ``kk`` computes it exactly in any
-summation order (float32 would not be exact), and :func:`round_pass` then gives PIL's value.
+summation order (float32 would not be exact); ``floor((sum + 2**21) / 2**22)`` clamped to 0..255 is then PIL's
+value.
 """
 
 from __future__ import annotations

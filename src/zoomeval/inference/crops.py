@@ -62,6 +62,11 @@ AUTO_BACKEND = "auto"
 PLAN_CACHE = 16
 
 
+#: Pillow's coefficients are integers; scaled by this power of two they stay exact in float64, and so do the sums, so
+#: a product with them is a pass's fixed-point sum already shifted by ``PRECISION_BITS``.
+SCALE = 2.0**-PRECISION_BITS
+
+
 def resolve_backend(backend: str, device: torch.device) -> str:
     """The resize backend a job on ``device`` uses for the setting ``backend``."""
     if backend != AUTO_BACKEND:
@@ -102,9 +107,10 @@ class CropPlan:
             ay, bx = [], []  # (flat position, coefficient) in each matrix
             for g, k in enumerate(group):
                 j, y, kk = taps(height, sizes[k][1], used_rows[k])
-                ay.append(((g * rows + j) * height + y, kk))  # (n, rows, H), or (n * rows, H): the same
+                ay.append(((g * rows + j) * height + y, kk * SCALE))  # (n, rows, H), or (n * rows, H): the same
                 j, x, kk = taps(width, sizes[k][0], used_cols[k])
-                bx.append(((g * width + x) * cols + j if height_first else x * len(group) * cols + g * cols + j, kk))
+                at = (g * width + x) * cols + j if height_first else x * len(group) * cols + g * cols + j
+                bx.append((at, kk * SCALE))
             ay_shape = (len(group) * rows, height) if height_first else (len(group), rows, height)
             bx_shape = (len(group), width, cols) if height_first else (width, len(group) * cols)
             self.groups.append((height_first, _matrix(ay_shape, ay, device), _matrix(bx_shape, bx, device)))
@@ -159,8 +165,9 @@ def crop_plan(width: int, height: int, scales: tuple[int, ...], size: int, extra
 
 
 def _round(sums: torch.Tensor) -> torch.Tensor:
-    """Pillow's ``clip8`` of a pass's fixed-point sums, in place: ``(sum + 2**21) >> 22``, clamped to 0..255."""
-    return sums.add_(1 << (PRECISION_BITS - 1)).mul_(2.0**-PRECISION_BITS).floor_().clamp_(0, 255)  # all exact
+    """Pillow's ``clip8`` of a pass's fixed-point sums times :data:`SCALE`, in place: ``(sum + 2**21) >> 22``,
+    clamped to 0..255."""
+    return sums.add_(0.5).floor_().clamp_(0, 255)
 
 
 def device_crops(pixels: torch.Tensor, scales: list[int], size: int = 224, extra_views: bool = False) -> torch.Tensor:
