@@ -1,15 +1,17 @@
 """Run one model over every zoom transform of every image of one dataset variant.
 
-Each image is decoded once in a DataLoader worker, resized once per scale and cut nine times
-(:mod:`zoomeval.inference.crops`); the main process batches uint8 crops across images, moves them to the
-device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over the
-dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the softmax
-vectors for the aggregation methods (:mod:`zoomeval.inference.aggregation`).
+Each image is decoded once in a DataLoader worker (one per job, for all its shards), resized once per scale and cut
+nine times, there or on the device (:mod:`zoomeval.inference.crops`); the main process batches uint8 crops across
+images, moves them to the device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax
+over the dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the
+softmax vectors for the aggregation methods (:mod:`zoomeval.inference.aggregation`). All of it stays on the device
+until the end of a shard, so the loop never waits for a GPU; then the shard's results are copied back once and
+made into tables and written in a background thread while the device goes on with the next shard.
 
 Results are written in shards of ``shard_images`` images that a rerun reuses (:mod:`zoomeval.inference.shards`).
 Before any work the job refuses images that would exceed the pixel budget at the largest scale (the
-manifest step leaves them out, :mod:`zoomeval.core.images`); during it, non-finite logits (fp16 overflow, a
-normalisation that overflows) stop the job naming the model, the precision and the first image affected.
+manifest step leaves them out, :mod:`zoomeval.core.images`); at the end of each shard, non-finite logits (fp16
+overflow, a normalisation that overflows) stop the job naming the model, the precision and the first image affected.
 Each job writes two files: the predictions (a row per image and transform, :mod:`zoomeval.inference.tables`)
 and the aggregates (a row per image and aggregation method).
 """
