@@ -137,3 +137,8 @@ def test_the_gpu_recipe_overlays_the_papers_config():
     assert chosen == ("auto", "bf16", True, 333)
     assert settings.batch_size == len(transforms(paper_scales())) + 9  # one image's views
     assert len(config["models"]) == 6  # the rest of the paper's config is kept
+
+
+def test_switching_between_the_exact_backends_reruns_nothing():
+    params = {b: InferenceSettings(resize_backend=b).crop_pixels for b in ("auto", "pil", "device", "torch")}
+    assert params == {"auto": "pil", "pil": "pil", "device": "pil", "torch": "torch"}

@@ -158,6 +158,12 @@ class InferenceSettings:
     #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged
     parts: int = 1
 
+    @property
+    def crop_pixels(self) -> str:
+        """What the crops' pixels depend on: PIL's arithmetic (``pil``, ``device`` and ``auto`` give the same crops, bit
+        for bit) or torch's (``torch``); a rule param, so that switching between the first three reruns nothing."""
+        return "torch" if self.resize_backend == "torch" else "pil"
+
     def for_job(self, job_threads: int) -> InferenceSettings:
         """The settings a job runs with: ``threads: 0`` becomes the job's threads (at most the CPUs)."""
         return replace(self, threads=self.threads or min(job_threads, os.cpu_count() or 1))

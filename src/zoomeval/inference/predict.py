@@ -313,8 +313,7 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
                scales: list[int], variant: str, masks: dict[str, bytes] | None, crop_size: int) -> float:  # fmt: skip
     """Compute and write the ``pending`` shards (:meth:`ShardStore.pending`) from one DataLoader; returns the
     seconds it took."""
-    views = len(membership(transforms(scales))[1])
-    progress = _Progress(sum(len(chunk) for _, chunk, _ in pending) * views, views)
+    views, start = len(membership(transforms(scales))[1]), time.perf_counter()
     images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], scales, variant, masks, crop_size)
     # Each shard's results are copied back, made into tables and written in the background while the device goes
     # on with the next shard; one shard at a time, so that an error (non-finite logits) stops the job.
@@ -323,14 +322,14 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
         offset = 0
         for index, chunk, identity in pending:
             own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
-            copy = infer_shard(classifier, own, chunk, scales, progress)
+            copy = infer_shard(classifier, own, chunk, scales, _Progress(len(chunk) * views, views))  # a log per shard
             if written is not None:
                 written.result()
             written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)
             offset += len(chunk)
         if written is not None:
             written.result()
-    return time.perf_counter() - progress.start
+    return time.perf_counter() - start
 
 
 def _write_shard(store: ShardStore, index: int, identity: str, classifier: Classifier, records: Sequence[Record],
