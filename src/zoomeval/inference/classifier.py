@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,8 +29,9 @@ class Classifier:
     """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns.
 
     The model is ``spec``'s with the weights fetched into ``weights`` (and ``head``, the derived file of a source that
-    declares one), or ``loaded`` (e.g. a random-init network for a benchmark); ``compile_mode`` is ``torch.compile``'s
-    with ``compile: true`` (``bench/gpu_check.py`` measures ``reduce-overhead``, CUDA graphs)."""
+    declares one), or ``loaded`` (e.g. a random-init network for a benchmark); ``compile_options`` are inductor's with
+    ``compile: true`` (``bench/gpu_check.py`` measures ``freezing``, which folds BatchNorm into the convolutions,
+    and ``triton.cudagraphs``)."""
 
     def __init__(
         self,
@@ -39,7 +41,7 @@ class Classifier:
         weights: Path | None = None,
         loaded: LoadedModel | None = None,
         head: Path | None = None,
-        compile_mode: str | None = None,
+        compile_options: dict[str, Any] | None = None,
     ) -> None:
         self.device = resolve_device(settings.device, "inference.device")
         self.settings = settings
@@ -57,7 +59,7 @@ class Classifier:
         self.subset = torch.tensor(list(indices), device=self.device)
         self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
         # Compiled, the conversion and normalisation of the uint8 crops are fused into the model's first kernels.
-        self.forward = torch.compile(self._forward, mode=compile_mode) if settings.compile else self._forward
+        self.forward = torch.compile(self._forward, options=compile_options) if settings.compile else self._forward
 
     def logits(self, crops: torch.Tensor) -> torch.Tensor:
         """The fp32 logits of a batch of uint8 NHWC crops (on any device)."""
