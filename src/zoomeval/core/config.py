@@ -147,8 +147,9 @@ class InferenceSettings:
     #: torch threads; 0: the job's threads
     threads: int = 0
     precision: str = "fp32"
-    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops)
-    resize_backend: str = "pil"
+    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops) |
+    #: auto (device on CUDA, pil on a CPU)
+    resize_backend: str = "auto"
     compile: bool = False
     #: the model's weights and inputs in NHWC memory order (faster convolutions on CPU and GPU)
     channels_last: bool = True
@@ -156,6 +157,12 @@ class InferenceSettings:
     shard_images: int = 500
     #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged
     parts: int = 1
+
+    @property
+    def crop_pixels(self) -> str:
+        """What the crops' pixels depend on: PIL's arithmetic (``pil``, ``device`` and ``auto`` give the same crops, bit
+        for bit) or torch's (``torch``); a rule param, so that switching between the first three reruns nothing."""
+        return "torch" if self.resize_backend == "torch" else "pil"
 
     def for_job(self, job_threads: int) -> InferenceSettings:
         """The settings a job runs with: ``threads: 0`` becomes the job's threads (at most the CPUs)."""

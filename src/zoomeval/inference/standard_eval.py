@@ -97,7 +97,8 @@ def _predict(classifier: Classifier, loader: DataLoader, records: Sequence[Recor
     with torch.inference_mode():
         for indices, images in loader:
             logits = classifier.logits(images)
-            classifier.check_finite(logits, lambda k, ids=indices: _image(records[int(ids[k])]))
+            finite = classifier.finite(logits).cpu().numpy()
+            classifier.check_finite(finite, lambda k, ids=indices: _image(records[int(ids[k])]))
             parts.append(classifier.columns(logits))
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
