@@ -5,6 +5,7 @@ import re
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import scored_name
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import plan_all
 from zoomeval.datasets.registry import ADAPTERS
@@ -12,6 +13,9 @@ from zoomeval.inference.models import head_name, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import load_config
 
+# Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
+for path in workflow.configfiles:
+    load_yaml(path)
 CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
 R = CFG.resources
 DATASETS = list(CFG.datasets)
