@@ -145,6 +145,11 @@ def final_outputs():
 BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
 
 
+def bad_images_input(wc):
+    """The bad_images.csv of a scored dataset (the images its tables note as left out)."""
+    return f"results/datasets/{SCORED[wc.scored][0]}/bad_images.csv"
+
+
 def browser_manifest(wc):
     return f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
 

@@ -44,6 +44,7 @@ rule table_tta:
             for d in TTA_DATASETS
         ],
         manifests=[f"results/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
+        bad_images=[f"results/datasets/{d}/bad_images.csv" for d in TTA_DATASETS],
     output:
         csv=report("results/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
         md="results/table_tta.md",
@@ -53,5 +54,6 @@ rule table_tta:
         CONDA_ENV
     params:
         paper_models=dict(CFG.tta.paper_models),
+        datasets=TTA_DATASETS,
     script:
         "../scripts/table_tta.py"
