@@ -12,6 +12,7 @@ from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import head_name, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import load_config
+from zoomeval.report.report_check import check_built
 
 # Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
 for path in workflow.configfiles:
@@ -174,3 +175,16 @@ def labels_input(wc):
     dataset, label_set = SCORED[wc.scored]
     labels_file = LABEL_SETS[label_set].labels_file
     return f"results/labels/{dataset}/{labels_file}" if labels_file else []
+
+
+# `snakemake --report` before its targets are built says which to build first (Snakemake would name one missing file).
+create_report = workflow.create_report
+
+
+def create_report_when_built(*args, **kwargs):
+    builds = {r.name: [str(f) for f in r.output or r.input] for r in workflow.rules if not r.has_wildcards()}
+    check_built(workflow.dag_settings.targets, builds)
+    create_report(*args, **kwargs)
+
+
+workflow.create_report = create_report_when_built
