@@ -11,14 +11,14 @@ import torch
 from PIL import Image
 
 from tests.test_config import refusal, validated
-from zoomeval.core.config import TABLE_TTA, TTA_OUTPUT, MemoSettings, ModelSpec
+from zoomeval.core.config import MemoSettings, ModelSpec
 from zoomeval.core.io import read_metadata, write_parquet
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.inference import tta
 from zoomeval.inference.models import load_model
 from zoomeval.inference.sources import embedded
-from zoomeval.inference.tta import SCHEMA, remove_table_5, run_tta_to_file
+from zoomeval.inference.tta import SCHEMA, run_tta_to_file
 from zoomeval.inference.tta_views import standard_view
 from zoomeval.report.tta_table import PAPER_TABLE_5, TTAResult, score_tta, table_tta_rows, write_table_tta
 
@@ -201,14 +201,3 @@ def test_a_killed_job_resumes_at_its_last_finished_shard_with_identical_output(r
     other = run_tta_to_file(tmp_path / "seed.parquet", records[:1], LITE0, "memo_rrc", "toy", FAST, seed=1, threads=2)
     assert other["settings"]["seed"] == 1  # the seed is part of the shards' identity, like every MEMO setting
 
-
-def test_a_tta_job_removes_table_5_which_reads_its_file(tmp_path) -> None:
-    tables = [tmp_path / table for table in TABLE_TTA]
-    for table in tables:
-        table.parent.mkdir(parents=True, exist_ok=True)
-        table.write_text("old")
-    remove_table_5(tmp_path / "results" / "elsewhere" / "run.parquet")  # not where the workflow writes: kept
-    assert all(table.exists() for table in tables)
-    remove_table_5(tmp_path / TTA_OUTPUT.format(dataset="d", method="none", model="m"))
-    assert not any(table.exists() for table in tables)
-    remove_table_5(tmp_path / TTA_OUTPUT.format(dataset="d", method="none", model="m"))  # none left: no error

@@ -2,7 +2,7 @@
 # its own target results/table_tta.csv (not part of `all`).
 from dataclasses import asdict
 
-from zoomeval.core.config import TABLE_TTA, TTA_METHODS, TTA_OUTPUT
+from zoomeval.core.config import TTA_METHODS
 
 TTA_DATASETS = list(CFG.tta.datasets) or DATASETS
 TTA_MODELS = list(CFG.tta.models) or MODELS
@@ -16,8 +16,10 @@ rule tta:
         weights=weights_input,
         head=head_input,
     output:
-        # the job removes Table 5 before it rewrites this file (zoomeval.inference.tta.remove_table_5)
-        TTA_OUTPUT,
+        # update: Snakemake keeps the old file until the job renames the new one onto it (tta writes atomically),
+        # so a killed forced rerun never leaves Table 5 without a file it read; the file is marked incomplete
+        # instead, and the next run reruns the job (rerun-incomplete, profiles/default) and then the table.
+        update("results/tta/{dataset}/{method}/{model}.parquet"),
     log:
         "logs/tta/{dataset}/{method}/{model}.log",
     wildcard_constraints:
@@ -39,7 +41,7 @@ rule tta:
 rule table_tta:
     input:
         predictions=[
-            TTA_OUTPUT.format(dataset=d, method=method, model=m)
+            f"results/tta/{d}/{method}/{m}.parquet"
             for method in CFG.tta.methods
             for m in TTA_MODELS
             for d in TTA_DATASETS
@@ -47,8 +49,8 @@ rule table_tta:
         manifests=[f"results/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
         bad_images=[f"results/datasets/{d}/bad_images.csv" for d in TTA_DATASETS],
     output:
-        csv=report(TABLE_TTA[0], caption="../report/table_tta.rst", category="Tables"),
-        md=TABLE_TTA[1],
+        csv=report("results/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
+        md="results/table_tta.md",
     log:
         "logs/tables/table_tta.log",
     conda:

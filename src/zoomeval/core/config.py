@@ -236,9 +236,6 @@ class BrowserConfig:
 
 #: The test-time methods of the ``tta`` stage: the standard evaluation, then MEMO on AugMix or RandomResizedCrop views.
 TTA_METHODS = ("none", "memo_augmix", "memo_rrc")
-#: Where a tta job writes, and Table 5, which reads every tta file (workflow/rules/tta.smk).
-TTA_OUTPUT = "results/tta/{dataset}/{method}/{model}.parquet"
-TABLE_TTA = ("results/table_tta.csv", "results/table_tta.md")
 
 
 @dataclass(frozen=True)

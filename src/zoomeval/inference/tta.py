@@ -29,7 +29,7 @@ import pyarrow as pa
 import torch
 
 from zoomeval import __version__
-from zoomeval.core.config import TABLE_TTA, TTA_OUTPUT, MemoSettings, ModelSpec
+from zoomeval.core.config import MemoSettings, ModelSpec
 from zoomeval.core.devices import resolve_device
 from zoomeval.core.images import load_rgb
 from zoomeval.core.manifest import Record
@@ -156,17 +156,6 @@ def make_adapter(spec: ModelSpec, method: str, settings: MemoSettings, seed: int
     return Adapter(model, method, settings, seed, subset, mean, std, spec.input_size, memo), loaded
 
 
-def remove_table_5(path: str | os.PathLike[str]) -> None:
-    """Remove Table 5 (:data:`~zoomeval.core.config.TABLE_TTA`) if the tta file ``path`` lies where the workflow
-    writes it (:data:`~zoomeval.core.config.TTA_OUTPUT`). The table reads this file, which is about to be rewritten:
-    after a run killed before the table is rebuilt, the next run must rebuild both, and Snakemake reruns neither
-    while the table exists (a missing input of an up-to-date output does not rerun its job)."""
-    parts = Path(path).parts
-    if len(parts) >= 5 and parts[-5:-3] == tuple(Path(TTA_OUTPUT).parts[:2]):
-        for table in TABLE_TTA:
-            Path(*parts[:-5], table).unlink(missing_ok=True)
-
-
 def run_tta_to_file(
     path: str | os.PathLike[str],
     records: Sequence[Record],
@@ -187,13 +176,11 @@ def run_tta_to_file(
     ``class_indices`` is the dataset's class set (``None``: all 1000 classes): MEMO's loss and the prediction use
     only those logits, as the authors' code cuts the logits before the loss. ``seed`` seeds each image's views
     together with its id; ``weights`` is the folder of the fetched weights, ``head`` an open_clip model's zero-shot
-    head. Results are kept in shards of ``shard_images`` images, which a rerun after a kill reuses. Table 5 built
-    from the file's previous content is removed first (:func:`remove_table_5`)."""
+    head. Results are kept in shards of ``shard_images`` images, which a rerun after a kill reuses."""
     if not records:
         raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to predict")
     store = ShardStore(Path(path))
     with store.locked():
-        remove_table_5(path)
         torch.set_num_threads(threads or os.cpu_count() or 1)
         adapter, loaded = make_adapter(
             spec, method, settings or MemoSettings(), seed, class_indices, device, weights, head
