@@ -33,7 +33,8 @@ def build_inputs(src, www):
         (src / "bbox" / "val" / f"{stem}.xml").write_text(voc_xml(stem, size, objects))
     for image_id in V2:
         save_image(src / "v2" / f"{image_id}.jpeg", (24, 20))
-    (src / "v2" / f"3/{v2_id('e')}.jpeg").write_bytes(truncated_jpeg(4))  # a bad image, left out
+    (src / "v2" / "3").mkdir()
+    (src / "v2" / "3" / f"{v2_id('e')}.jpeg").write_bytes(truncated_jpeg(4))  # a bad image, left out
     every = wnids()
     annotations = document(
         {val(1): {"correct": every}, val(2): {"unclear": every}, val(3): {"correct": every},

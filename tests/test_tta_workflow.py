@@ -60,9 +60,10 @@ def assert_a_killed_forced_rerun_is_completed_without_forcerun(workdir, snakemak
     ``--forcerun`` reruns the killed job and the table."""
     files = [workdir / "results" / "tta" / "demo" / m / "efficientnet_lite0.parquet"
              for m in ("none", "memo_augmix", "memo_rrc")]  # fmt: skip
+    # the target first: --forcerun takes every argument after it
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(workdir / "config.yaml"), "--cores", "2", "results/table_tta.csv",
-           "--forcerun", "tta"]  # fmt: skip (--forcerun takes every argument after it)
+           "--forcerun", "tta"]  # fmt: skip
     with open(workdir / "forced.log", "w") as out:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300

@@ -84,10 +84,12 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
     with open(tmp_path / "results/table_1.csv") as fh:
         table_1 = list(csv.reader(fh))
-    assert table_1[0] == ["panel", "model", "demo", "demo_clutter"]
-    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"]]
-    assert table_1[2] == ["b", "Random", "0.30", "0.30"]  # top_k = 3 guesses among 1000 classes
-    assert table_1[4] == ["c", "Random", "1.80", "1.80"]  # 18 transforms
+    left_out = ["0", "0", "0", "0", "demo: none; demo_clutter: none"]  # the demo leaves no image out
+    assert table_1[0] == ["panel", "model", "demo", "demo_clutter", "n_bad:demo", "n_unscored:demo",
+                          "n_bad:demo_clutter", "n_unscored:demo_clutter", "left_out"]  # fmt: skip
+    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"], *left_out]
+    assert table_1[2] == ["b", "Random", "0.30", "0.30", *left_out]  # top_k = 3 guesses among 1000 classes
+    assert table_1[4] == ["c", "Random", "1.80", "1.80", *left_out]  # 18 transforms
     # the standard evaluation: one prediction per image, scored on the original images only
     for row in rows:
         standard = tmp_path / f"results/standard/{row['dataset']}/efficientnet_lite0.parquet"
@@ -95,7 +97,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         preds = dict(pl.read_parquet(standard).select("image_id", "pred").iter_rows())
         correct = [preds[r.image_id] in r.labels for r in records]
         assert row["acc_standard"] == (f"{100 * np.mean(correct):.2f}" if row["variant"] == "original" else "")
-    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"]]
+    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"], *left_out]
     with open(tmp_path / "results/table_aggregation.csv") as fh:
         aggregation = list(csv.DictReader(fh))
     assert [(r["dataset"], r["acc_1crop"]) for r in aggregation] == [
