@@ -322,8 +322,9 @@ def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_r
     assert [line.split(",")[0] for line in bad] == ["image_id", "n01440764/cut", "n01440764/empty"]
     with open(tmp_path / "results/table_a8.csv") as fh:
         (row,) = list(csv.DictReader(fh))
-    assert row["n_images"] == "2"
-    assert "mine: 2" in (tmp_path / "results/table_a8.md").read_text()
+    why = "2 bad (2 unreadable, listed in results/datasets/mine/bad_images.csv)"
+    assert (row["n_images"], row["n_bad"], row["n_unscored"], row["left_out"]) == ("2", "2", "0", why)
+    assert f"mine: {why}." in (tmp_path / "results/table_a8.md").read_text()
 
     config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []}, on_bad_image="fail")
     proc = snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "dataset_manifest", check=False)
