@@ -73,7 +73,11 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size_exact",
         "cover_gap",
         "acc_standard",
+        "n_bad",
+        "n_unscored",
+        "left_out",
     ]
+    assert {(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows} == {("0", "0", "none")}
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
