@@ -91,7 +91,11 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size_exact",
         "cover_gap",
         "acc_standard",
+        "n_bad",
+        "n_unscored",
+        "left_out",
     ]
+    assert {(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows} == {("0", "0", "none")}
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
@@ -102,10 +106,12 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
     with open(tmp_path / "results/table_1.csv") as fh:
         table_1 = list(csv.reader(fh))
-    assert table_1[0] == ["panel", "model", "demo", "demo_clutter"]
-    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"]]
-    assert table_1[2] == ["b", "Random", "0.30", "0.30"]  # top_k = 3 guesses among 1000 classes
-    assert table_1[4] == ["c", "Random", "1.80", "1.80"]  # 18 transforms
+    left_out = ["0", "0", "0", "0", "demo: none; demo_clutter: none"]  # the demo leaves no image out
+    assert table_1[0] == ["panel", "model", "demo", "demo_clutter", "n_bad:demo", "n_unscored:demo",
+                          "n_bad:demo_clutter", "n_unscored:demo_clutter", "left_out"]  # fmt: skip
+    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"], *left_out]
+    assert table_1[2] == ["b", "Random", "0.30", "0.30", *left_out]  # top_k = 3 guesses among 1000 classes
+    assert table_1[4] == ["c", "Random", "1.80", "1.80", *left_out]  # 18 transforms
     # the standard evaluation: one prediction per image, scored on the original images only
     for row in rows:
         standard = tmp_path / f"results/standard/{row['dataset']}/efficientnet_lite0.parquet"
@@ -113,7 +119,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         preds = dict(pl.read_parquet(standard).select("image_id", "pred").iter_rows())
         correct = [preds[r.image_id] in r.labels for r in records]
         assert row["acc_standard"] == (f"{100 * np.mean(correct):.2f}" if row["variant"] == "original" else "")
-    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"]]
+    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"], *left_out]
     with open(tmp_path / "results/table_aggregation.csv") as fh:
         aggregation = list(csv.DictReader(fh))
     assert [(r["dataset"], r["acc_1crop"]) for r in aggregation] == [
@@ -343,8 +349,9 @@ def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_r
     assert [line.split(",")[0] for line in bad] == ["image_id", "n01440764/cut", "n01440764/empty"]
     with open(tmp_path / "results/table_a8.csv") as fh:
         (row,) = list(csv.DictReader(fh))
-    assert row["n_images"] == "2"
-    assert "mine: 2" in (tmp_path / "results/table_a8.md").read_text()
+    why = "2 bad (2 unreadable, listed in results/datasets/mine/bad_images.csv)"
+    assert (row["n_images"], row["n_bad"], row["n_unscored"], row["left_out"]) == ("2", "2", "0", why)
+    assert f"mine: {why}." in (tmp_path / "results/table_a8.md").read_text()
 
     config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []}, on_bad_image="fail")
     proc = snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "dataset_manifest", check=False)

@@ -6,13 +6,18 @@ import re
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import head_name, local_checkpoint, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import load_config
+from zoomeval.report.report_check import check_built
 
+# Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
+for path in workflow.configfiles:
+    load_yaml(path)
 CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
 # A workflow profile's placeholder partition or account (profiles/slurm ships 'CHANGE_ME') is refused here, when the
 # workflow is parsed: before any job is submitted, and by a dry run.
@@ -158,6 +163,11 @@ def final_outputs():
 BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
 
 
+def bad_images_input(wc):
+    """The bad_images.csv of a scored dataset (the images its tables note as left out)."""
+    return f"results/datasets/{SCORED[wc.scored][0]}/bad_images.csv"
+
+
 def browser_manifest(wc):
     return f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
 
@@ -182,3 +192,16 @@ def labels_input(wc):
     dataset, label_set = SCORED[wc.scored]
     labels_file = LABEL_SETS[label_set].labels_file
     return f"results/labels/{dataset}/{labels_file}" if labels_file else []
+
+
+# `snakemake --report` before its targets are built says which to build first (Snakemake would name one missing file).
+create_report = workflow.create_report
+
+
+def create_report_when_built(*args, **kwargs):
+    builds = {r.name: [str(f) for f in r.output or r.input] for r in workflow.rules if not r.has_wildcards()}
+    check_built(workflow.dag_settings.targets, builds)
+    create_report(*args, **kwargs)
+
+
+workflow.create_report = create_report_when_built

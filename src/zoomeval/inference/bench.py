@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import psutil
 import torch
-import yaml
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
@@ -43,6 +42,7 @@ from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     allocator = "tuned" if args.allocator == "tuned" and keep_freed_memory() else "default"
 
-    config = yaml.safe_load(Path(args.config).read_text())
+    config = load_yaml(args.config)
     settings = _settings(config, args)
     torch.set_num_threads(settings.threads or os.cpu_count() or 1)
     classifier, spec = _classifier(config, args, settings)

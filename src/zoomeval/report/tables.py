@@ -1,5 +1,6 @@
 """The tables, written from typed metrics: Table A8 (maximum possible top-1 accuracy on original, object-only and
-background-only images), Table 1, the zoom-group table and the aggregation table."""
+background-only images), Table 1, the zoom-group table and the aggregation table. Each appends what it leaves
+out (:mod:`zoomeval.report.left_out`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
+from zoomeval.report.left_out import append_left_out, append_left_out_by_dataset, left_out_note
 
 #: acc_standard was appended in metrics schema 3, after the columns that were there before.
 TABLE_A8_COLUMNS = [
@@ -49,6 +52,11 @@ def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
 
 
+def lefts(metrics: Sequence[Metrics]) -> dict[str, LeftOut | None]:
+    """What the rows of each dataset (scored name) leave out, for :func:`left_out_note`."""
+    return {m.dataset: m.left_out for m in metrics}
+
+
 def table_a8_rows(metrics: Sequence[Metrics]) -> list[list[str]]:
     """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell)."""
     return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS] for m in metrics]
@@ -62,12 +70,9 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
         "cover_gap: cover_size - cover_size_exact. " + STANDARD_NOTE
     ]
-    excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
-    if excluded:
-        notes.append("Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
-                     + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".")  # fmt: skip
+    header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics), [m.left_out for m in metrics])
     title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
-    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics), notes)
+    write_table(csv_path, md_path, title, header, rows, [*notes, left_out_note(lefts(metrics))])
 
 
 #: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every
@@ -108,14 +113,15 @@ def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
 def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                   md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
-    write_csv(csv_path, header, rows)
+    left = lefts([m for m in metrics if m.variant == "original"])
+    write_csv(csv_path, *append_left_out_by_dataset(header, rows, left))
     lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
         lines += [f"({panel}) {titles[panel]}", "",
                   *markdown_table(header[1:], [row[1:] for row in rows if row[0] == panel])]  # fmt: skip
         lines.append("")
-    lines += [STANDARD_NOTE, ""]
+    lines += [STANDARD_NOTE, "", left_out_note(left), ""]
     write_text(md_path, "\n".join(lines))
 
 
@@ -129,6 +135,7 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
     rows = [[m.model, m.variant, m.dataset, *(f"{m.zoom_groups[c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
              _percent(m.top_k_centre_share)] for m in metrics]  # fmt: skip
+    header, rows = append_left_out(header, rows, [m.left_out for m in metrics])
     shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
@@ -140,6 +147,8 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
         "ub_*: images solved by at least one cover transform of the group; excl_*: images that group solves and "
         "neither other group does; top_k_centre_share: share of the first top_k greedy picks at the centre "
         "anchor (uniform: 11.11).",
+        "",
+        left_out_note(lefts(metrics)),
         "",
     ]
     if shares:
@@ -173,16 +182,19 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
         values = [*_aggregation_values(m), m.acc_standard]
         rows.append(first + [_percent(v) for v in values])
         shown.append(first + [_percent(v, m.acc_1crop) for v in values])
-    write_csv(csv_path, TABLE_AGGREGATION_COLUMNS, rows)
+    left = [m.left_out for m in original]
+    write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left))
     lines = [
         "# Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
         "",
-        *markdown_table(TABLE_AGGREGATION_COLUMNS, shown),
+        *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left)),
         "",
         "zoom_in / zoom_out / zoom_224: every zoom transform with S > 224 / S < 224 / S = 224 (all nine anchors); "
         "five_crop: the four corner 224 crops of the image resized to S = 256 and the 1-crop transform; "
         "ten_crop: those five and their horizontal mirror images. max: the prediction of the view with the "
         "highest softmax probability; mean: the argmax of the mean softmax over the views. " + STANDARD_NOTE,
+        "",
+        left_out_note(lefts(original)),
         "",
     ]
     write_text(md_path, "\n".join(lines))
