@@ -29,6 +29,22 @@ def typed_config(config: dict[str, Any]) -> Config:
     return resolve(config, REGISTRIES)
 
 
+def check_model_names(config: Config, cache: Path) -> None:
+    """Every model's architecture and tag against its library's catalogue (:mod:`zoomeval.inference.catalogue`), read
+    from JSON files under ``cache`` so that building the DAG imports no ML library; entries whose weights are a local
+    checkpoint or whose architecture a model_config defines are left to :func:`check_models`, and so are libraries
+    that are not installed."""
+    from zoomeval.inference.catalogue import cached_catalogue, check_names
+
+    for spec in config.models.values():
+        if MODEL_SOURCES.get(spec.source).names is None or spec.checkpoint is not None:
+            continue
+        if getattr(spec.options, "model_config", None) is not None:
+            continue
+        if (catalogue := cached_catalogue(spec.source, cache)) is not None:
+            check_names(spec, catalogue, spec.source)
+
+
 def check_models(config: Config) -> None:
     """The checks that import torchvision or timm: every model's architecture and weights tag exist. Run when a
     workflow run starts (the Snakefile's ``onstart``), not by ``snakemake -n``."""

@@ -2,6 +2,7 @@
 # typed: every rule reads CFG. Checks that import torchvision or timm run in the Snakefile's onstart.
 import os
 import re
+from pathlib import Path
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import scored_name
@@ -10,10 +11,22 @@ from zoomeval.datasets.inputs import plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import head_name, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
-from zoomeval.registries import load_config
+from zoomeval.registries import check_model_names, load_config
 
-CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+CFG = load_config(config, schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"))
+# Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
+if workflow.is_main_process:
+    check_model_names(CFG, Path(".snakemake", "zoomeval"))
 R = CFG.resources
+
+
+def start_checks():
+    """The checks that import the model libraries (the Snakefile's onstart, and a study directory's)."""
+    from zoomeval.registries import check_models
+
+    check_models(CFG)
+
+
 DATASETS = list(CFG.datasets)
 MODELS = list(CFG.models)
 # Scored datasets: name -> (dataset, label set); the dataset's own labels keep its name.

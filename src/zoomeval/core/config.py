@@ -111,8 +111,10 @@ class ModelSpec:
         """The typed entry; ``sources`` (the model-source registry) types the keys only the entry's source reads and
         gives the input size where the source's default is not 224."""
         common = {f.name for f in fields(cls)} - {"name", "options"}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         source = sources[entry["source"]] if sources is not None else None
+        if getattr(source, "canonical", None) is not None:  # the library's own spelling of a model
+            entry = source.canonical(name, dict(entry))
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         own = {k: v for k, v in entry.items() if k not in common}
         if own and getattr(source, "options", None) is None:
             readers = [s.name for s in (sources or {}).values() if s.options and next(iter(own)) in _names(s.options)]

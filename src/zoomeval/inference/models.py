@@ -17,7 +17,10 @@ A source may also declare ``options``, a frozen dataclass of the config keys onl
 ``input_size(spec)``, the input size of an entry that gives none, where it is not 224; ``evaluation(spec,
 module)``, the weights' own evaluation transform (:mod:`zoomeval.inference.eval_transform`, for the standard
 evaluation); and ``head(spec)``, the name of a derived file every job of the model reads (open_clip: its zero-shot
-head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``).
+head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``); ``names()``, the catalogue of the
+library's architectures and pretrained tags (:mod:`zoomeval.inference.catalogue`), with ``library`` the PyPI
+distribution it comes from; ``canonical(name, entry)``, the config entry with the library's usual spellings of a
+model (timm's ``arch.tag``, torchvision's ``Enum.TAG``) turned into the ``architecture``/``weights`` pair.
 
 No source imports torch when it is registered: building the workflow's DAG reads the registry.
 """
@@ -67,6 +70,11 @@ class ModelSource:
     input_size: Callable[[ModelSpec], int] | None = None
     evaluation: Callable[[ModelSpec, Any], Any] | None = None
     head: Callable[[ModelSpec], str] | None = None
+    #: the library's catalogue of architectures and tags (:mod:`zoomeval.inference.catalogue`; imports it) and the
+    #: distribution whose version keys its cache
+    names: Callable[[], Any] | None = None
+    library: str | None = None
+    canonical: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
 
 
 MODEL_SOURCES: Registry[ModelSource] = Registry("model source", ModelSource)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
 from zoomeval.inference import zero_shot
+from zoomeval.inference.catalogue import Catalogue
 from zoomeval.inference.models import (
     MODEL_SOURCES,
     LoadedModel,
@@ -198,6 +199,17 @@ def check(spec: ModelSpec) -> None:
         raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}.{exc}") from None
 
 
+def names() -> Catalogue:
+    """open_clip's architectures (``open_clip.list_models()``) and pretrained tags (``open_clip.list_pretrained()``)."""
+    import open_clip
+
+    pretrained: dict[str, list[str]] = {}
+    for arch, tag in open_clip.list_pretrained():
+        pretrained.setdefault(arch, []).append(tag)
+    tags = {arch: tuple(found) for arch, found in pretrained.items()}
+    return Catalogue("open_clip", open_clip.__version__, tuple(open_clip.list_models()), tags)
+
+
 def fetch(spec: ModelSpec, folder: Path) -> None:
     """Place the weights in ``folder`` as ``<sha256><suffix>``: a tag's from its Hugging Face repo through
     huggingface_hub's cache (checked against the hub's sha256), or the local checkpoint."""
@@ -287,7 +299,7 @@ def evaluation(spec: ModelSpec, module: torch.nn.Module) -> Any:
 
 @MODEL_SOURCES.register(
     "open_clip", check=check, fetch=fetch, options=OpenClipOptions, input_size=input_size, evaluation=evaluation,
-    head=head_name,
+    head=head_name, names=names, library="open_clip_torch",
 )  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> LoadedModel:
     """The classifier of an entry: its model with checked weights and the cached zero-shot head ``head``, which must

@@ -1,0 +1,87 @@
+"""Study directories (zoomeval init): the files written, and the demo run from one outside the checkout."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
+from zoomeval import study
+
+
+def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The zoomeval command, as the console script runs it (``python -m zoomeval``)."""
+    return subprocess.run([sys.executable, "-m", "zoomeval", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_every_config_of_the_checkout_is_a_preset_and_the_reverse() -> None:
+    assert sorted(study.PRESETS.values()) == sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
+    assert study.preset_summary("demo").startswith("The embedded demo")
+
+
+def test_init_writes_the_module_snakefile_the_preset_and_the_profiles(tmp_path: Path) -> None:
+    proc = zoomeval("init", "study", "--preset", "paper", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "study"
+    snakefile = (folder / "Snakefile").read_text()
+    assert f'snakefile:\n        "{ROOT / "Snakefile"}"' in snakefile
+    assert "config:\n        config" in snakefile and "use rule * from zoomeval" in snakefile
+    config = (folder / "config" / "config.yaml").read_text()
+    assert config.startswith("# zoomeval study config, preset 'paper'")
+    assert yaml.safe_load(config) == yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    assert (folder / "profiles" / "default").resolve() == ROOT / "profiles" / "default"
+    slurm = folder / "profiles" / "slurm" / "config.yaml"
+    assert not slurm.is_symlink() and slurm.read_text() == (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
+    # a second init into the same folder is refused and changes nothing
+    again = zoomeval("init", "study", "--preset", "demo", cwd=tmp_path)
+    assert again.returncode == 2 and "already exist" in again.stderr
+    assert (folder / "config" / "config.yaml").read_text() == config
+
+
+def test_an_unknown_preset_or_a_folder_without_the_workflow_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown preset 'papr'; expected one of \['demo', 'paper'"):
+        study.init_study(tmp_path / "s", "papr")
+    with pytest.raises(FileNotFoundError, match="holds no zoomeval workflow"):
+        study.init_study(tmp_path / "s", "demo", root=tmp_path)
+    assert not (tmp_path / "s").exists()
+
+
+def files_and_times(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time (ns)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            found[str(path.relative_to(folder))] = (path.stat().st_size, path.stat().st_mtime_ns)
+    return found
+
+
+@pytest.mark.workflow
+def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path, small_reference: Path) -> None:
+    """``zoomeval init`` then plain ``snakemake`` in the study gives the checkout's Table A8 (the small demo), and a
+    second study beside it leaves the first one's files alone."""
+    assert not tmp_path.is_relative_to(ROOT)
+    env = {k: v for k, v in os.environ.items() if k != "PWD"}
+    studies = []
+    for name in ("first", "second"):
+        assert zoomeval("init", name, "--preset", "demo", cwd=tmp_path).returncode == 0
+        folder = tmp_path / name
+        config = write_small_config(tmp_path / "small")  # the small demo of tests/conftest.py, as the study's config
+        (folder / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+        studies.append(folder)
+    before = None
+    for folder, targets in zip(studies, (SMALL_TARGETS, ["results/table_a8.csv"]), strict=True):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *targets], cwd=folder,
+                              capture_output=True, text=True, env=env)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for target in targets:
+            assert (folder / target).read_bytes() == (small_reference / target).read_bytes(), (folder.name, target)
+        if before is None:
+            before = files_and_times(studies[0])
+    assert files_and_times(studies[0]) == before  # the second run wrote nothing in the first study
+    assert "results/table_a8.csv" in before and not (tmp_path / "results").exists()
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "-n", *SMALL_TARGETS], cwd=studies[0],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert "Nothing to be done" in plan.stdout + plan.stderr
