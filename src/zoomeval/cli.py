@@ -63,6 +63,15 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from zoomeval.report.leaderboard import write_leaderboard
+
+    text = write_leaderboard([Path(d) for d in args.directories], Path(args.output) if args.output else None)
+    if not args.output:
+        print(text)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="zoomeval", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
@@ -76,6 +85,10 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("source", nargs="?", help="models: the model source (timm, torchvision, open_clip)")
     listing.add_argument("pattern", nargs="?", help="models: a shell pattern over architecture.weights")
     listing.set_defaults(run=_list)
+    board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
+    board.add_argument("directories", nargs="+", metavar="DIR")
+    board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
+    board.set_defaults(run=_leaderboard)
     return top
 
 

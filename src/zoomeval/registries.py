@@ -10,13 +10,14 @@ from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import Config, Registries, resolve
+from zoomeval.core.provenance import CHECKOUT
 from zoomeval.core.validate import validate_config
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES, check_model
 
 REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LABEL_SETS)
 #: The config's JSON schema, beside the Snakefile.
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def load_config(config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA) -> Config:

@@ -18,9 +18,8 @@ import shutil
 from pathlib import Path
 
 from zoomeval import __version__
+from zoomeval.core.provenance import CHECKOUT
 
-#: The checkout this package was installed from (editable install): the workflow's files are here.
-CHECKOUT = Path(__file__).resolve().parents[2]
 #: The presets ``zoomeval init --preset`` offers: name -> config file of the checkout's ``config/`` folder.
 PRESETS = {"demo": "config.yaml", "paper": "paper.yaml", "imagenet-hard": "imagenet_hard.yaml", "tta": "tta.yaml"}
 

@@ -34,6 +34,7 @@ from zoomeval import __version__
 from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpec
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
+from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
@@ -150,7 +151,7 @@ def model_metadata(classifier: Classifier, spec: ModelSpec) -> dict[str, Any]:
     """What a prediction file records of its model: the entry, the normalisation fed, the weights' sha256 and what
     the source adds (open_clip: the zero-shot head's templates, class-name file sha256 and duplicate-name policy)."""
     return {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256,
-            **classifier.provenance}  # fmt: skip
+            "param_count": sum(p.numel() for p in classifier.model.parameters()), **classifier.provenance}  # fmt: skip
 
 
 def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[int], settings: InferenceSettings,
@@ -161,6 +162,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "kind": "predictions",
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
+        "zoomeval_commit": workflow_commit(),
         "torch": torch.__version__,
         "model": model_metadata(classifier, spec),
         "dataset": job["dataset"],

@@ -10,6 +10,7 @@ name carries the published hash, which every load checks, as a torchvision check
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,10 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
     from zoomeval.inference.eval_transform import split_normalize
 
-    return split_normalize(create_transform(**resolve_data_config({}, model=module)), f"timm model {spec.name}")
+    cfg = resolve_data_config({}, model=module)
+    transform = split_normalize(create_transform(**cfg), f"timm model {spec.name}")
+    settings = {"img_size": cfg["input_size"][-1], "crop_pct": cfg["crop_pct"], "interpolation": cfg["interpolation"]}
+    return replace(transform, settings=settings)
 
 
 @MODEL_SOURCES.register(
