@@ -1,5 +1,6 @@
 """Study directories (zoomeval init): the files written, and the demo run from one outside the checkout."""
 
+import csv
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import yaml
 
 from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
 from zoomeval import study
+from zoomeval.core.provenance import workflow_commit
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -85,3 +87,32 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
     plan = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "-n", *SMALL_TARGETS], cwd=studies[0],
                           capture_output=True, text=True, env=env)  # fmt: skip
     assert "Nothing to be done" in plan.stdout + plan.stderr
+    # the report's captions and the workflow description are the module's files
+    command = [sys.executable, "-m", "snakemake", "--cores", "2", "--report", "report.html", "results/table_a8.csv"]
+    report = subprocess.run(command, cwd=studies[1], capture_output=True, text=True, env=env)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "exact minimum cover size" in (studies[1] / "report.html").read_text()
+    # the two studies on one leaderboard: one group, the same numbers twice, real provenance
+    board = zoomeval("leaderboard", "first", "second", "-o", "board.csv", cwd=tmp_path)
+    assert board.returncode == 0, board.stderr
+    with open(tmp_path / "board.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    with open(small_reference / "results/table_a8.csv") as fh:
+        (a8,) = list(csv.DictReader(fh))
+    assert [(r["study"], r["note"]) for r in rows] == [("first", "same numbers as study second"),
+                                                       ("second", "same numbers as study first")]  # fmt: skip
+    same = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact")
+    for row in rows:
+        assert {k: row[k] for k in same} == {k: a8[k] for k in same}
+        geometry = (row["n_scales"], row["img_size"], row["crop_pct"], row["interpolation"])
+        assert geometry == ("3", "224", "0.875", "bilinear")  # the reference Resize(256) + CenterCrop(224)
+        assert float(row["param_count"]) == pytest.approx(4.65, abs=0.01)  # EfficientNet-Lite0
+        assert row["zoomeval_commit"] == workflow_commit() and row["device"] == "cpu"
+
+
+def test_the_workflow_commit_is_the_checkouts_and_none_outside_git(tmp_path: Path) -> None:
+    from zoomeval.core.provenance import CHECKOUT
+
+    head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert workflow_commit().removesuffix("-dirty") == head.stdout.strip()
+    assert workflow_commit(tmp_path) is None

@@ -162,7 +162,6 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "kind": "predictions",
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
-        "zoomeval_commit": workflow_commit(),
         "torch": torch.__version__,
         "model": model_metadata(classifier, spec),
         "dataset": job["dataset"],
@@ -225,7 +224,8 @@ def predict_to_file(
             store.write(index, identity, predictions, aggregates)
             seconds, computed = seconds + took, computed + len(chunk)
         views = len(membership(transforms(scales))[1])
-        metadata |= {
+        metadata |= {  # after the shards' identity: a rerun at another commit reuses them
+            "zoomeval_commit": workflow_commit(),
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * views / seconds, 2) if seconds else None,
