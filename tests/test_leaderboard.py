@@ -16,7 +16,7 @@ from tests.chromium import CHROMIUM, Chromium
 from zoomeval.analysis.metrics import Metrics, metrics_document, read_metrics
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.io import write_json, write_parquet
-from zoomeval.report.leaderboard import ACCURACIES, COLUMNS
+from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, study_rows
 
 N = 12
 SCALES = [64, 224, 256]
@@ -127,6 +127,14 @@ def test_incomparable_rows_are_kept_apart_and_other_studies_numbers_reported(stu
     text = zoomeval("leaderboard", *map(str, studies)).stdout
     assert f"## {three}" in text and f"## {two}" in text
     assert "| r50 | b | 33.33 [13.81, 60.94] | 50.00 [25.38, 74.62] |" in text
+
+
+def test_a_studys_rows_can_be_limited_to_the_metrics_files_it_names(studies) -> None:
+    a = studies[0]
+    everything = study_rows(a, "a")
+    assert [(r["dataset"], r["model"]) for r in everything] == [("demo", "r18"), ("demo", "r50"), ("imagenet", "r50")]
+    named = [a / "results/analysis/imagenet_real/original/r50/metrics.json"]
+    assert study_rows(a, "a", named) == everything[2:]
 
 
 def test_a_percentage_that_is_no_count_and_a_study_without_results_are_refused(studies, tmp_path) -> None:

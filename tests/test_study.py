@@ -108,6 +108,13 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
         assert geometry == ("3", "224", "0.875", "bilinear")  # the reference Resize(256) + CenterCrop(224)
         assert float(row["param_count"]) == pytest.approx(4.65, abs=0.01)  # EfficientNet-Lite0
         assert row["zoomeval_commit"] == workflow_commit() and row["device"] == "cpu"
+    # the leaderboard rule: the same row for the study alone
+    rule = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/leaderboard.csv"],
+                          cwd=studies[0], capture_output=True, text=True, env=env)  # fmt: skip
+    assert rule.returncode == 0, rule.stderr[-3000:]
+    with open(studies[0] / "results/leaderboard.csv") as fh:
+        (own,) = list(csv.DictReader(fh))
+    assert own == {**rows[0], "note": ""}
 
 
 def test_the_workflow_commit_is_the_checkouts_and_none_outside_git(tmp_path: Path) -> None:

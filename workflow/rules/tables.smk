@@ -96,3 +96,24 @@ rule table_imagenet_hard:
         models={m: CFG.models[m].entry() for m in MODELS},
     script:
         "../scripts/table_imagenet_hard.py"
+
+
+# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies).
+rule leaderboard:
+    input:
+        metrics=[
+            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            for v in variants(d)
+        ],
+    output:
+        csv="results/leaderboard.csv",
+        md="results/leaderboard.md",
+        html="results/leaderboard.html",
+    log:
+        "logs/tables/leaderboard.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/leaderboard.py"

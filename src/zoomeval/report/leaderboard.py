@@ -58,10 +58,10 @@ def successes(metrics: Metrics, column: str, path: Path) -> int | None:
     return count
 
 
-def study_rows(directory: Path, study: str) -> list[dict[str, Any]]:
-    """The rows of one study directory, in path order."""
+def study_rows(directory: Path, study: str, paths: Sequence[Path] | None = None) -> list[dict[str, Any]]:
+    """The rows of one study directory, in path order: of its metrics files ``paths`` (default: all there are)."""
     results = directory / "results"
-    paths = sorted(results.glob("analysis/*/*/*/metrics.json"))
+    paths = sorted(results.glob("analysis/*/*/*/metrics.json")) if paths is None else list(paths)
     if not paths:
         raise ValueError(f"{directory}: no results/analysis/*/*/*/metrics.json; run the study's workflow first")
     return [_row(path, results, study) for path in paths]
@@ -179,18 +179,21 @@ def write_leaderboard(directories: Sequence[Path], path: Path | None) -> str:
     names = [d.resolve().name for d in directories]
     studies = [n if names.count(n) == 1 else str(d) for n, d in zip(names, directories, strict=True)]
     board = leaderboard([row for d, s in zip(directories, studies, strict=True) for row in study_rows(d, s)])
-    text = markdown(board)
-    if path is None:
-        return text
+    if path is not None:
+        write_board(board, path)
+    return markdown(board)
+
+
+def write_board(board: Sequence[dict[str, Any]], path: Path) -> None:
+    """The leaderboard as ``path``'s suffix says: .csv, .md or .html."""
     if path.suffix not in FORMATS:
         raise ValueError(f"{path}: the leaderboard is written as {', '.join(FORMATS)}; name the file so")
     if path.suffix == ".csv":
         write_csv(path, COLUMNS, [[_text(r[c], c) for c in COLUMNS] for r in board])
     elif path.suffix == ".md":
-        write_text(path, text + "\n")
+        write_text(path, markdown(board) + "\n")
     else:
         write_text(path, page(board))
-    return text
 
 
 PAGE_SCRIPT = """
