@@ -2,11 +2,13 @@
 
 import difflib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from zoomeval.core.config import ConfigError, ModelSpec
 from zoomeval.inference import catalogue as cat
@@ -92,6 +94,45 @@ def test_the_cached_catalogue_is_written_once_by_a_child_process(tmp_path: Path,
     monkeypatch.setattr(cat.subprocess, "run", lambda *a, **k: calls.append(a) or run(*a, **k))
     first = cat.cached_catalogue("torchvision", tmp_path)
     assert first == cat.catalogue("torchvision") and len(calls) == 1 and calls[0][0][0] == sys.executable
-    path = tmp_path / f"torchvision-{version('torchvision')}.json"
+    path = tmp_path / f"torchvision-{version('torchvision')}.v{cat.LAYOUT}.json"
     assert json.loads(path.read_text())["pretrained"]["resnet50"] == ["IMAGENET1K_V1", "IMAGENET1K_V2"]
     assert cat.cached_catalogue("torchvision", tmp_path) == first and len(calls) == 1  # read, not written again
+
+
+def test_open_clip_takes_the_hf_hub_names_of_its_pretrained_list(tmp_path: Path, monkeypatch) -> None:
+    from open_clip.pretrained import get_pretrained_cfg
+
+    monkeypatch.chdir(tmp_path)  # the catalogue is cached under .snakemake/zoomeval, as in a workflow run
+    assert get_pretrained_cfg("ViT-B-32", "laion2b_s34b_b79k")["hf_hub"] == "laion/CLIP-ViT-B-32-laion2B-s34B-b79K/"
+    named = spec("open_clip", architecture="hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K")
+    assert (named.architecture, named.weights, named.input_size) == ("ViT-B-32", "laion2b_s34b_b79k", 224)
+    assert (tmp_path / cat.CACHE).is_dir()
+    # RN50 and RN50-quickgelu share OpenAI's repo: the plain architecture (the tag's QuickGELU builds them alike)
+    assert get_pretrained_cfg("RN50-quickgelu", "openai")["hf_hub"] == get_pretrained_cfg("RN50", "openai")["hf_hub"]
+    twin = spec("open_clip", architecture="hf-hub:timm/resnet50_clip.openai")
+    assert (twin.architecture, twin.weights) == ("RN50", "openai")
+    with pytest.raises(ConfigError, match="models.m.weights: 'openai' disagrees with hf-hub:laion/CLIP-ViT-B-32"):
+        spec("open_clip", architecture="hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", weights="openai")
+    with pytest.raises(ConfigError, match="models.m.architecture: hf-hub:me/mine: no pretrained tag of open_clip"):
+        spec("open_clip", architecture="hf-hub:me/mine")
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"source": "torchvision", "architecture": "resnet50"}, "'weights' is a required property"),
+        ({"source": "open_clip", "architecture": "ViT-B-32"}, "'weights' is a required property"),
+        ({"source": "torchvision", "architecture": "hf-hub:a/b", "weights": "X"}, "hf-hub: names are open_clip's"),
+    ],
+    ids=["torchvision-without-weights", "open_clip-without-weights", "hf-hub-of-torchvision"],
+)
+def test_the_schema_lets_weights_out_only_where_the_name_carries_them(entry, message) -> None:
+    from tests.conftest import ROOT
+    from zoomeval.registries import load_config
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["models"] = {"m": entry}
+    with pytest.raises(ConfigError, match=f"models.m: {re.escape(message)}|models.m.architecture: .*{message}"):
+        load_config(config, check_paths=False)
+    config["models"] = {"m": {"source": "timm", "architecture": "resnet50.a1_in1k"}}
+    assert load_config(config, check_paths=False).models["m"].weights == "a1_in1k"

@@ -225,10 +225,13 @@ def test_an_unknown_architecture_is_refused_by_a_dry_run_with_the_closest_names(
     config["models"]["r50"] = {"source": "timm", "architecture": "resnet50.a1_in1k"}
     config["models"]["tv50"] = {"source": "torchvision", "architecture": "resnet50",
                                 "weights": "ResNet50_Weights.IMAGENET1K_V2"}  # fmt: skip
+    config["models"]["clip"] = {"source": "open_clip", "architecture": "hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"}
     config_writer(tmp_path, **config)
     plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
     assert "resources/weights/timm/resnet50.a1_in1k" in plan.stdout
     assert "resources/weights/torchvision/resnet50.IMAGENET1K_V2" in plan.stdout
+    assert "resources/weights/open_clip/ViT-B-32.laion2b_s34b_b79k" in plan.stdout
+    assert "results/zero_shot/ViT-B-32.laion2b_s34b_b79k." in plan.stdout
     assert "results/analysis/demo/original/r50/metrics.json" in plan.stdout
 
 

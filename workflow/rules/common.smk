@@ -2,13 +2,13 @@
 # typed: every rule reads CFG. Checks that import torchvision or timm run in the Snakefile's onstart.
 import os
 import re
-from pathlib import Path
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import scored_name
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import plan_all
 from zoomeval.datasets.registry import ADAPTERS
+from zoomeval.inference.catalogue import CACHE as CATALOGUES
 from zoomeval.inference.models import head_name, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import check_model_names, load_config
@@ -16,7 +16,7 @@ from zoomeval.registries import check_model_names, load_config
 CFG = load_config(config, schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"))
 # Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
 if workflow.is_main_process:
-    check_model_names(CFG, Path(".snakemake", "zoomeval"))
+    check_model_names(CFG, CATALOGUES)
 R = CFG.resources
 
 

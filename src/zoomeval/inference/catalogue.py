@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -24,6 +24,10 @@ from zoomeval.inference.models import MODEL_SOURCES, ModelSource
 
 #: Closest names a refusal suggests.
 SUGGESTIONS = 5
+#: Where the workflow keeps the catalogues, under its working directory (a study directory's own).
+CACHE = Path(".snakemake", "zoomeval")
+#: The layout of a cached catalogue (part of its file name; 2: aliases added).
+LAYOUT = 2
 
 
 @dataclass(frozen=True)
@@ -34,16 +38,19 @@ class Catalogue:
     version: str
     architectures: tuple[str, ...]
     pretrained: dict[str, tuple[str, ...]]
+    #: other names of pretrained models (open_clip: ``hf-hub:<repo>``) -> the (architecture, tag) pairs they name
+    aliases: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({"library": self.library, "version": self.version, "architectures": self.architectures,
-                           "pretrained": self.pretrained}, sort_keys=True)  # fmt: skip
+                           "pretrained": self.pretrained, "aliases": self.aliases}, sort_keys=True)  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> Catalogue:
         data = json.loads(text)
         pretrained = {arch: tuple(tags) for arch, tags in data["pretrained"].items()}
-        return cls(data["library"], data["version"], tuple(data["architectures"]), pretrained)
+        aliases = {name: tuple(map(tuple, pairs)) for name, pairs in data["aliases"].items()}
+        return cls(data["library"], data["version"], tuple(data["architectures"]), pretrained, aliases)  # type: ignore[arg-type]
 
 
 def _source(name: str) -> ModelSource:
@@ -89,14 +96,14 @@ def check_names(spec: ModelSpec, cat: Catalogue, source: str) -> None:
 
 
 def cached_catalogue(source: str, folder: Path) -> Catalogue | None:
-    """``source``'s catalogue from ``folder/<library>-<version>.json``, written first by a child process (so this
-    one imports no ML library); None when the library is not installed."""
+    """``source``'s catalogue from ``folder/<library>-<version>.v<LAYOUT>.json``, written first by a child process
+    (so this one imports no ML library); None when the library is not installed."""
     library = str(_source(source).library)
     try:
         installed = version(library)
     except PackageNotFoundError:
         return None
-    path = folder / f"{library}-{installed}.json"
+    path = folder / f"{library}-{installed}.v{LAYOUT}.json"
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         code = "import sys; from zoomeval.inference.catalogue import write; write(sys.argv[1], sys.argv[2])"
