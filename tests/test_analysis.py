@@ -67,8 +67,8 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert metrics.acc_top_k == pytest.approx(100 / 3) and metrics.top_k == 1  # top_k = 1: only the first pick
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     assert (tmp_path / "t.csv").read_text() == (
-        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard\n"
-        "m,original,toy,3,33.33,33.33,66.67,2,2,0,\n"  # no standard evaluation: empty
+        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard,"
+        "architecture\nm,original,toy,3,33.33,33.33,66.67,2,2,0,,\n"  # no standard evaluation, no architecture: empty
     )
     assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 | 2 | 0 |" in (tmp_path / "t.md").read_text()
 
@@ -170,7 +170,7 @@ def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
     assert {o: v["acc_standard"] for o, v in metrics.by_origin.items()} == {"x": 50.0, "y": 100.0}
     assert metrics.by_origin["x"]["acc_1crop"] == 50.0  # a is right at LOC:1_1_Size:256, c is not
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
-    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67"
+    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,"
     # a file that misses an image of the manifest is refused
     write_standard(tmp_path / "short.parquet", {"a": 5, "b": 7})
     with pytest.raises(ValueError, match="cover 2 of the 3 images.*--forcerun standard_eval"):

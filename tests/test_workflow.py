@@ -73,11 +73,13 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size_exact",
         "cover_gap",
         "acc_standard",
+        "architecture",
     ]
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
     ]
+    assert {r["architecture"] for r in rows} == {"tf_efficientnet_lite0.efficientnet-lite0-57934424.pth"}
     for row in rows:
         expected = recompute_table_a8(tmp_path, row["dataset"], row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]

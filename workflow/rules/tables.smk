@@ -16,6 +16,9 @@ rule table_a8:
         "logs/tables/table_a8.log",
     conda:
         CONDA_ENV
+    params:
+        # the resolved arch.tag beside the config's name (timm's resnet50.a1_in1k, torchvision's weight enums)
+        architectures={m: CFG.models[m].arch_tag for m in MODELS},
     script:
         "../scripts/table_a8.py"
 

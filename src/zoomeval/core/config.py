@@ -126,6 +126,11 @@ class ModelSpec:
             spec = replace(spec, input_size=source.input_size(spec))
         return spec
 
+    @property
+    def arch_tag(self) -> str:
+        """The architecture and weights as one name, timm's ``arch.tag`` spelling (``resnet50.a1_in1k``)."""
+        return f"{self.architecture}.{self.weights}"
+
     def entry(self) -> dict[str, Any]:
         """The config entry with its defaults and sorted keys (a rule param: any change reruns the model's jobs)."""
         values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}

@@ -84,7 +84,7 @@ def weights_folder(spec: ModelSpec, resources: str) -> str | None:
     """Where the workflow keeps ``spec``'s downloaded weights (None: its source downloads nothing)."""
     if MODEL_SOURCES.get(spec.source).fetch is None:
         return None
-    return f"{resources}/weights/{spec.source}/{spec.architecture}.{spec.weights}"
+    return f"{resources}/weights/{spec.source}/{spec.arch_tag}"
 
 
 def head_name(spec: ModelSpec) -> str | None:

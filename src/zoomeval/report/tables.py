@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 
-#: acc_standard was appended in metrics schema 3, after the columns that were there before.
+#: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
+#: model's resolved arch.tag, beside its config name in ``model``) after it.
 TABLE_A8_COLUMNS = [
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
-    "cover_gap", "acc_standard",
+    "cover_gap", "acc_standard", "architecture",
 ]  # fmt: skip
 PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
 #: What the paper's 1-crop is and what the standard evaluation is, for the tables' notes (README, pitfall 6).
@@ -49,25 +50,28 @@ def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
 
 
-def table_a8_rows(metrics: Sequence[Metrics]) -> list[list[str]]:
-    """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell)."""
-    return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS] for m in metrics]
+def table_a8_rows(metrics: Sequence[Metrics], architectures: Mapping[str, str] | None = None) -> list[list[str]]:
+    """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell); ``architectures``:
+    each model's resolved ``arch.tag`` (empty where not given)."""
+    names = architectures or {}
+    return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS[:-1]] + [names.get(m.model, "")] for m in metrics]
 
 
-def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                   md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
+                   architectures: Mapping[str, str] | None = None) -> None:  # fmt: skip
     notes = [
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
-        "cover_gap: cover_size - cover_size_exact. " + STANDARD_NOTE
+        "cover_gap: cover_size - cover_size_exact; architecture: the model's architecture and weights tag as its "
+        "source resolved them (model is its name in the config). " + STANDARD_NOTE
     ]
     excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
     if excluded:
         notes.append("Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
                      + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".")  # fmt: skip
     title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
-    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics), notes)
+    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), notes)
 
 
 #: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every
