@@ -101,9 +101,9 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     write_table_a8(rows, tmp_path / "a8.csv", tmp_path / "a8.md", {"resnet50": "resnet50.IMAGENET1K_V1"})
     csv_lines = (tmp_path / "a8.csv").read_text().splitlines()
     assert csv_lines[0].split(",")[4:7] == ["acc_1crop", "acc_top_k", "acc_max"]
-    assert csv_lines[0].split(",")[-2:] == ["acc_standard", "architecture"]
-    assert csv_lines[1] == "resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13,resnet50.IMAGENET1K_V1"
-    assert csv_lines[2].endswith(",0,0,0,,resnet50.IMAGENET1K_V1")  # no standard evaluation: empty
+    assert csv_lines[0].split(",")[-3:] == ["acc_standard", "architecture", "n_scales"]
+    assert csv_lines[1] == "resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13,resnet50.IMAGENET1K_V1,36"
+    assert csv_lines[2].endswith(",0,0,0,,resnet50.IMAGENET1K_V1,36")  # no standard evaluation: empty
     notes = (tmp_path / "a8.md").read_text()
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
     assert "Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): imagenet: 3.\n" in notes

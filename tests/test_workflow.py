@@ -74,12 +74,14 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_gap",
         "acc_standard",
         "architecture",
+        "n_scales",
     ]
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
     ]
-    assert {r["architecture"] for r in rows} == {"tf_efficientnet_lite0.efficientnet-lite0-57934424.pth"}
+    lite0 = "tf_efficientnet_lite0.efficientnet-lite0-57934424.pth"
+    assert {(r["architecture"], r["n_scales"]) for r in rows} == {(lite0, str(len(SCALES)))}
     for row in rows:
         expected = recompute_table_a8(tmp_path, row["dataset"], row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]

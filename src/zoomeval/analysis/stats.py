@@ -140,3 +140,13 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     centre = (successes + z * z / 2) / (n + z * z)
     half = z / (n + z * z) * math.sqrt(successes * (n - successes) / n + z * z / 4)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_interval(percent: float, n: int, what: str) -> tuple[float, float]:
+    """The 95 % Wilson interval, in percent, of an accuracy of ``percent`` % over ``n`` images; refused (``what``
+    names it) when the percentage is no count of the images."""
+    count = round(percent * n / 100)
+    if n <= 0 or abs(100 * count / n - percent) > 1e-6:
+        raise ValueError(f"{what} {percent} is not a count of {n} images")
+    low, high = wilson_interval(count, n)
+    return 100 * low, 100 * high

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
-from zoomeval.analysis.metrics import Metrics, read_metrics
-from zoomeval.analysis.stats import wilson_interval
+from zoomeval.analysis.metrics import read_metrics
+from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.io import read_metadata, write_csv, write_text
 from zoomeval.report.tables import markdown_table
 
@@ -45,17 +45,6 @@ def split_scored(results: Path, scored: str) -> tuple[str, str]:
         if dataset != scored and (results / "datasets" / dataset).is_dir():
             return dataset, label_set
     raise ValueError(f"{results}/analysis/{scored}: no dataset {scored!r} nor one it scores under results/datasets/")
-
-
-def successes(metrics: Metrics, column: str, path: Path) -> int | None:
-    """The correct images behind an accuracy (percent of ``n_images``); refused when the percentage is no count."""
-    value = getattr(metrics, column)
-    if value is None:
-        return None
-    count = round(value * metrics.n_images / 100)
-    if abs(100 * count / metrics.n_images - value) > 1e-6:
-        raise ValueError(f"{path}: {column} {value} is not a count of {metrics.n_images} images")
-    return count
 
 
 def study_rows(directory: Path, study: str, paths: Sequence[Path] | None = None) -> list[dict[str, Any]]:
@@ -90,10 +79,9 @@ def _row(path: Path, results: Path, study: str) -> dict[str, Any]:
         "precision": meta["precision"], "resize_backend": meta["resize_backend"],
     }  # fmt: skip
     for column in ACCURACIES:
-        row[column] = getattr(metrics, column)
-        count = successes(metrics, column, path)
-        low, high = wilson_interval(count, metrics.n_images) if count is not None else (None, None)
-        row[f"{column}_lo"], row[f"{column}_hi"] = (None, None) if low is None else (100 * low, 100 * high)
+        row[column] = value = getattr(metrics, column)
+        interval = (None, None) if value is None else accuracy_interval(value, metrics.n_images, f"{path}: {column}")
+        row[f"{column}_lo"], row[f"{column}_hi"] = interval
     return row
 
 

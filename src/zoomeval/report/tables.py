@@ -9,15 +9,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
+from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 
 #: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
-#: model's resolved arch.tag, beside its config name in ``model``) after it.
+#: model's resolved arch.tag, beside its config name in ``model``) and n_scales (the scales searched) after it.
 TABLE_A8_COLUMNS = [
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
-    "cover_gap", "acc_standard", "architecture",
+    "cover_gap", "acc_standard", "architecture", "n_scales",
 ]  # fmt: skip
+#: Zoom transforms per scale (3 x 3 anchors): n_transforms = 9 x the number of scales.
+ANCHORS = 9
 PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
 #: What the paper's 1-crop is and what the standard evaluation is, for the tables' notes (README, pitfall 6).
 STANDARD_NOTE = (
@@ -43,18 +46,32 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 
 
 def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], title: str,
-                header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str]) -> None:  # fmt: skip
-    """A table as CSV, and as Markdown under ``# title`` followed by a paragraph per note."""
+                header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str],
+                md_rows: Sequence[Sequence[str]] | None = None) -> None:  # fmt: skip
+    """A table as CSV, and as Markdown (``md_rows``, default the CSV's) under ``# title`` followed by a paragraph per
+    note."""
     write_csv(csv_path, header, rows)
-    lines = [f"# {title}", "", *markdown_table(header, rows), ""]
+    lines = [f"# {title}", "", *markdown_table(header, rows if md_rows is None else md_rows), ""]
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
 
 
-def table_a8_rows(metrics: Sequence[Metrics], architectures: Mapping[str, str] | None = None) -> list[list[str]]:
+def table_a8_rows(metrics: Sequence[Metrics], architectures: Mapping[str, str] | None = None,
+                  intervals: bool = False) -> list[list[str]]:  # fmt: skip
     """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell); ``architectures``:
-    each model's resolved ``arch.tag`` (empty where not given)."""
-    names = architectures or {}
-    return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS[:-1]] + [names.get(m.model, "")] for m in metrics]
+    each model's resolved ``arch.tag`` (empty where not given); ``intervals``: each accuracy with its 95 % Wilson
+    interval (the Markdown's)."""
+    names, cell = architectures or {}, _with_interval if intervals else lambda m, c: _cell(c, getattr(m, c))
+    return [[cell(m, c) for c in TABLE_A8_COLUMNS[:-2]] + [names.get(m.model, ""), str(m.n_transforms // ANCHORS)]
+            for m in metrics]  # fmt: skip
+
+
+def _with_interval(m: Metrics, column: str) -> str:
+    """``41.67 [19.33, 68.05]``: an accuracy and its 95 % Wilson interval over the row's images."""
+    value = getattr(m, column)
+    if column not in PERCENT_COLUMNS or value is None or not m.n_images:
+        return _cell(column, value)
+    low, high = accuracy_interval(value, m.n_images, f"{m.model} {m.variant} {m.dataset}: {column}")
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
@@ -64,14 +81,16 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
         "cover_gap: cover_size - cover_size_exact; architecture: the model's architecture and weights tag as its "
-        "source resolved them (model is its name in the config). " + STANDARD_NOTE
+        "source resolved them (model is its name in the config); n_scales: the scales searched. Accuracies here with "
+        "their 95 % Wilson interval [low, high] over n_images. " + STANDARD_NOTE
     ]
     excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
     if excluded:
         notes.append("Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
                      + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".")  # fmt: skip
     title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
-    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), notes)
+    rows, md_rows = (table_a8_rows(metrics, architectures, intervals) for intervals in (False, True))
+    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, rows, notes, md_rows)
 
 
 #: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every
