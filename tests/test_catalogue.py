@@ -136,3 +136,10 @@ def test_the_schema_lets_weights_out_only_where_the_name_carries_them(entry, mes
         load_config(config, check_paths=False)
     config["models"] = {"m": {"source": "timm", "architecture": "resnet50.a1_in1k"}}
     assert load_config(config, check_paths=False).models["m"].weights == "a1_in1k"
+
+
+def test_a_library_that_cannot_list_its_models_is_refused_with_its_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(cat.sys, "executable", "/bin/false")
+    with pytest.raises(RuntimeError, match=r"listing torchvision .*'s models failed \(zoomeval list models"):
+        cat.cached_catalogue("torchvision", tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing cached

@@ -107,7 +107,10 @@ def cached_catalogue(source: str, folder: Path) -> Catalogue | None:
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         code = "import sys; from zoomeval.inference.catalogue import write; write(sys.argv[1], sys.argv[2])"
-        subprocess.run([sys.executable, "-c", code, source, str(path)], check=True, capture_output=True, text=True)
+        child = subprocess.run([sys.executable, "-c", code, source, str(path)], capture_output=True, text=True)
+        if child.returncode != 0:
+            raise RuntimeError(f"listing {library} {installed}'s models failed (zoomeval list models {source}): "
+                               f"{child.stderr.strip()[-2000:]}")  # fmt: skip
     return Catalogue.from_json(path.read_text())
 
 
