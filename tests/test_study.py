@@ -123,3 +123,14 @@ def test_the_workflow_commit_is_the_checkouts_and_none_outside_git(tmp_path: Pat
     head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"], capture_output=True, text=True)
     assert workflow_commit().removesuffix("-dirty") == head.stdout.strip()
     assert workflow_commit(tmp_path) is None
+
+
+def test_a_study_plans_with_its_default_profile_and_with_the_slurm_profile(tmp_path: Path) -> None:
+    assert zoomeval("init", "s", cwd=tmp_path).returncode == 0
+    for flags, profile in (([], "profiles/default"), (["--workflow-profile", "profiles/slurm"], "profiles/slurm")):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", *flags, "-n", "results/table_a8.csv"],
+                              cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        assert f"Using workflow specific profile {profile}" in out and "table_a8" in out
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [".snakemake", "Snakefile", "config", "profiles"]
