@@ -41,10 +41,10 @@ include: "workflow/rules/hard_set.smk"
 include: "workflow/rules/multilabel.smk"
 
 
-# Checks that import torchvision or timm (every model's architecture and weights tag exist) run once when a run
-# starts, before any job: not when the workflow is parsed, so `snakemake -n` (which runs no hook) checks the
-# schema and the structure only, and neither do the jobs, which Snakemake starts with --no-hooks. A study
-# directory's Snakefile calls start_checks (common.smk) in its own onstart (a module's is not run).
+# Checks that import torchvision, timm or open_clip run once when a run starts, before any job: not when the
+# workflow is parsed, so `snakemake -n` (which runs no hook) checks the schema, the structure and the models' names
+# (against the libraries' cached name lists, common.smk) only, and neither do the jobs, which Snakemake starts with
+# --no-hooks. A study directory's Snakefile calls start_checks (common.smk) in its own onstart (a module's is not run).
 onstart:
     start_checks()
 
