@@ -3,6 +3,8 @@ aggregation tables."""
 
 from dataclasses import replace
 
+from scipy.stats import binomtest
+
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.report.tables import (
     table_1_rows,
@@ -107,3 +109,15 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     notes = (tmp_path / "a8.md").read_text()
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
     assert "Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): imagenet: 3.\n" in notes
+
+
+def test_table_1_markdown_gives_each_accuracy_its_wilson_interval_and_the_scales(tmp_path):
+    # 3,750 of 7,500 images (ImageNet-A's size) right at 1 crop, 6,000 within all transforms
+    m = replace(metric("r50", "imagenet_a", 200, 50.0, 70.0, 80.0), n_images=7500, acc_standard=49.0)
+    write_table_1([m], tmp_path / "t.csv", tmp_path / "t.md")
+    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "a,r50,50.00"  # the CSV keeps plain numbers
+    md = (tmp_path / "t.md").read_text()
+    ci = {k: binomtest(k, 7500).proportion_ci(method="wilson") for k in (3750, 6000)}
+    assert f"| r50 | 50.00 [{100 * ci[3750].low:.2f}, {100 * ci[3750].high:.2f}] |" in md
+    assert "| r50 | 50.00 [48.87, 51.13] |" in md and f"| r50 | 80.00 [{100 * ci[6000].low:.2f}, " in md
+    assert "Scales searched: 36." in md

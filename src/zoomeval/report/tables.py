@@ -102,12 +102,14 @@ TABLE_1_PANELS = (
 TABLE_1_MARKDOWN_ORDER = ("a", "s", "b", "c")
 
 
-def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]]:
-    """Table 1 from the metrics of the original images: one row per (panel, model), datasets as columns.
+def table_1_rows(metrics: Sequence[Metrics], intervals: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Table 1 from the metrics of the original images: one row per (panel, model), datasets as columns
+    (``intervals``: each model's accuracy with its 95 % Wilson interval, the Markdown's).
 
     Panels (b) and (c) start with the "Random" row: the chance that N random guesses include the right
     class, ``min(100, 100 N / n_classes)`` with N = ``top_k`` or the number of transforms.
     """
+    shown = _with_interval if intervals else lambda m, c: _cell(c, getattr(m, c))
     original = [m for m in metrics if m.variant == "original"]
     datasets = list(dict.fromkeys(m.dataset for m in original))
     models = list(dict.fromkeys(m.model for m in original))
@@ -123,7 +125,7 @@ def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
         for model in models:
             rows.append(
                 [panel, model]
-                + [_cell(column, getattr(cell[(model, d)], column)) if (model, d) in cell else "" for d in datasets]
+                + [shown(cell[(model, d)], column) if (model, d) in cell else "" for d in datasets]
             )
     return ["panel", "model", *datasets], rows
 
@@ -132,13 +134,16 @@ def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                   md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
     write_csv(csv_path, header, rows)
+    _, md_rows = table_1_rows(metrics, intervals=True)
     lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
         lines += [f"({panel}) {titles[panel]}", "",
-                  *markdown_table(header[1:], [row[1:] for row in rows if row[0] == panel])]  # fmt: skip
+                  *markdown_table(header[1:], [row[1:] for row in md_rows if row[0] == panel])]  # fmt: skip
         lines.append("")
-    lines += [STANDARD_NOTE, ""]
+    scales = sorted({m.n_transforms // ANCHORS for m in metrics if m.variant == "original"})
+    lines += [f"Scales searched: {', '.join(map(str, scales))}. Accuracies with their 95 % Wilson interval [low, high] "
+              "over the dataset's images.", "", STANDARD_NOTE, ""]  # fmt: skip
     write_text(md_path, "\n".join(lines))
 
 
