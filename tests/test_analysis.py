@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pytest
+from scipy.stats import binomtest
 
 from zoomeval.analysis.cover_breakdown import zoom_groups
 from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
@@ -68,10 +69,15 @@ def test_table_a8_cells_by_hand(tmp_path):
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     assert (tmp_path / "t.csv").read_text() == (
         "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard,"
-        "n_bad,n_unscored,left_out\n"
-        "m,original,toy,3,33.33,33.33,66.67,2,2,0,,0,0,none\n"  # no standard evaluation: empty
+        "architecture,n_scales,n_bad,n_unscored,left_out\n"
+        "m,original,toy,3,33.33,33.33,66.67,2,2,0,,,2,0,0,none\n"  # no standard evaluation nor arch.tag: empty
     )
-    assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 | 2 | 0 |" in (tmp_path / "t.md").read_text()
+    # 1 and 2 of 3 images, with their Wilson intervals (scipy: binomtest(1, 3).proportion_ci(method="wilson"))
+    ci = [binomtest(k, 3).proportion_ci(method="wilson") for k in (1, 2)]
+    one, two = (f"{100 * k / 3:.2f} [{100 * c.low:.2f}, {100 * c.high:.2f}]" for k, c in zip((1, 2), ci, strict=True))
+    assert one == "33.33 [6.15, 79.23]"
+    markdown = (tmp_path / "t.md").read_text()
+    assert f"| m | original | toy | 3 | {one} | {one} | {two} | 2 | 2 | 0 |  |  | 2 |" in markdown
 
 
 def test_missing_predictions_are_an_error_not_a_dropped_image(tmp_path):
@@ -171,7 +177,8 @@ def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
     assert {o: v["acc_standard"] for o, v in metrics.by_origin.items()} == {"x": 50.0, "y": 100.0}
     assert metrics.by_origin["x"]["acc_1crop"] == 50.0  # a is right at LOC:1_1_Size:256, c is not
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
-    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,0,0,none"
+    row = (tmp_path / "t.csv").read_text().splitlines()[1]
+    assert row == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,,2,0,0,none"
     # a file that misses an image of the manifest is refused
     write_standard(tmp_path / "short.parquet", {"a": 5, "b": 7})
     with pytest.raises(ValueError, match="cover 2 of the 3 images.*--forcerun standard_eval"):

@@ -323,11 +323,16 @@ def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, reco
 def test_merged_metadata_sums_the_timings_and_refuses_parts_computed_differently():
     shared = {"kind": "predictions", "precision": "fp32", "scales": [256]}
     metas = [
-        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0},
-        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0},
-    ]
+        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0,
+         "zoomeval_commit": "abc"},
+        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0,
+         "zoomeval_commit": "abc"},
+    ]  # fmt: skip
     merged = merged_metadata(metas)
-    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5}
+    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5,
+                      "zoomeval_commit": "abc"}  # fmt: skip
+    metas[1]["zoomeval_commit"] = "abc-dirty"  # parts run at two commits: both recorded
+    assert merged_metadata(metas)["zoomeval_commit"] == "abc,abc-dirty"
     metas[1]["precision"] = "bf16"
     with pytest.raises(ValueError, match=r"prediction parts 1 and 2 were computed differently \(\['precision'\]\)"):
         merged_metadata(metas)

@@ -4,6 +4,7 @@ aggregation tables, each with what it leaves out."""
 from dataclasses import replace
 
 import pytest
+from scipy.stats import binomtest
 
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.left_out import LeftOut
@@ -114,13 +115,15 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     bad = {"n_excluded": 3, "left_out": BAD}
     rows = [replace(METRICS[0], **bad), METRICS[1], replace(METRICS[4], **bad),
             replace(METRICS[0], dataset="imagenet_real", left_out=REAL)]  # fmt: skip
-    write_table_a8(rows, tmp_path / "a8.csv", tmp_path / "a8.md")
+    write_table_a8(rows, tmp_path / "a8.csv", tmp_path / "a8.md", {"resnet50": "resnet50.IMAGENET1K_V1"})
     csv_lines = (tmp_path / "a8.csv").read_text().splitlines()
     assert csv_lines[0].split(",")[4:7] == ["acc_1crop", "acc_top_k", "acc_max"]
-    assert csv_lines[0].split(",")[11:] == ["n_bad", "n_unscored", "left_out"]  # appended after acc_standard
+    assert csv_lines[0].split(",")[10:] == ["acc_standard", "architecture", "n_scales", "n_bad", "n_unscored",
+                                            "left_out"]  # appended in this order
     why = f"3 bad (2 unreadable, 1 over max_resized_pixels, {FILE})"
-    assert csv_lines[1] == f'resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13,3,0,"{why}"'
-    assert csv_lines[2].endswith(",0,0,0,,0,0,none")  # no standard evaluation: empty
+    arch = "resnet50.IMAGENET1K_V1,36"
+    assert csv_lines[1] == f'resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13,{arch},3,0,"{why}"'
+    assert csv_lines[2].endswith(",0,0,0,,resnet50.IMAGENET1K_V1,36,0,0,none")  # no standard evaluation: empty
     assert csv_lines[4].endswith(f',3,5,"{why} and 5 not scored (no ReaL label)"')
     notes = (tmp_path / "a8.md").read_text()
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
@@ -150,3 +153,15 @@ def test_every_metrics_table_notes_the_bad_and_unscored_images(tmp_path, writer)
                            else ",n_bad,n_unscored,left_out")  # fmt: skip
     assert first.endswith(f',3,5,"{why}"' if writer != "table_1" else f',3,5,"imagenet: {why}"')
     assert f"imagenet: {why}." in (tmp_path / "t.md").read_text()
+
+
+def test_table_1_markdown_gives_each_accuracy_its_wilson_interval_and_the_scales(tmp_path):
+    # 3,750 of 7,500 images (ImageNet-A's size) right at 1 crop, 6,000 within all transforms
+    m = replace(metric("r50", "imagenet_a", 200, 50.0, 70.0, 80.0), n_images=7500, acc_standard=49.0)
+    write_table_1([m], tmp_path / "t.csv", tmp_path / "t.md")
+    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "a,r50,50.00,0,0,imagenet_a: none"  # plain
+    md = (tmp_path / "t.md").read_text()
+    ci = {k: binomtest(k, 7500).proportion_ci(method="wilson") for k in (3750, 6000)}
+    assert f"| r50 | 50.00 [{100 * ci[3750].low:.2f}, {100 * ci[3750].high:.2f}] |" in md
+    assert "| r50 | 50.00 [48.87, 51.13] |" in md and f"| r50 | 80.00 [{100 * ci[6000].low:.2f}, " in md
+    assert "Scales searched: 36." in md

@@ -91,6 +91,8 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size_exact",
         "cover_gap",
         "acc_standard",
+        "architecture",
+        "n_scales",
         "n_bad",
         "n_unscored",
         "left_out",
@@ -100,6 +102,8 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
     ]
+    lite0 = "tf_efficientnet_lite0.efficientnet-lite0-57934424.pth"
+    assert {(r["architecture"], r["n_scales"]) for r in rows} == {(lite0, str(len(SCALES)))}
     for row in rows:
         expected = recompute_table_a8(tmp_path, row["dataset"], row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]
@@ -228,19 +232,36 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run,
     assert not (tmp_path / "results").exists()
 
 
-def test_an_unknown_architecture_is_refused_when_the_run_starts_before_any_job(tmp_path, snakemake_run, config_writer):
-    """Checking architectures and weights tags imports torchvision or timm, so it runs in onstart: not in a dry run
-    (which checks the schema and the structure only), and before the first job of a real one."""
+def test_an_unknown_architecture_is_refused_by_a_dry_run_with_the_closest_names(tmp_path, snakemake_run, config_writer):
+    """Architectures and tags are checked against the libraries' name lists (cached per library version, written by
+    a child process) when the DAG is built: `snakemake -n` refuses a misspelt one, naming the key and the closest."""
     config = config_writer(tmp_path)
     config["models"]["r50"] = {"source": "torchvision", "architecture": "resnet5", "weights": "IMAGENET1K_V1"}
     config_writer(tmp_path, **config)
-    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
-    assert "resources/weights/torchvision/resnet5.IMAGENET1K_V1" in plan.stdout  # its fetch_weights job
-    proc = snakemake_run(tmp_path, "results/table_a8.csv", check=False)
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
     assert proc.returncode != 0
-    assert "models.r50.architecture: 'resnet5' is not a torchvision model" in proc.stdout + proc.stderr
+    message = "models.r50.architecture: 'resnet5' is not a torchvision model (zoomeval list models torchvision); "
+    message += "closest: resnet50, "
+    assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
-    assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake" / "locks").iterdir())
+    config["models"]["r50"] = {"source": "timm", "architecture": "resnet50.a1_in1"}
+    config_writer(tmp_path, **config)
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "models.r50.weights: 'a1_in1' is not a pretrained tag of resnet50 [" in out
+    assert "closest: a1_in1k, " in out
+    # timm's own arch.tag spelling and torchvision's weight enum plan the run, each with its weights' fetch job
+    config["models"]["r50"] = {"source": "timm", "architecture": "resnet50.a1_in1k"}
+    config["models"]["tv50"] = {"source": "torchvision", "architecture": "resnet50",
+                                "weights": "ResNet50_Weights.IMAGENET1K_V2"}  # fmt: skip
+    config["models"]["clip"] = {"source": "open_clip", "architecture": "hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"}
+    config_writer(tmp_path, **config)
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    assert "resources/weights/timm/resnet50.a1_in1k" in plan.stdout
+    assert "resources/weights/torchvision/resnet50.IMAGENET1K_V2" in plan.stdout
+    assert "resources/weights/open_clip/ViT-B-32.laion2b_s34b_b79k" in plan.stdout
+    assert "results/zero_shot/ViT-B-32.laion2b_s34b_b79k." in plan.stdout
+    assert "results/analysis/demo/original/r50/metrics.json" in plan.stdout
 
 
 def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(

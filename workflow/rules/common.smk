@@ -10,19 +10,32 @@ from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.devices import claims_gpu
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
+from zoomeval.inference.catalogue import CACHE as CATALOGUES
 from zoomeval.inference.models import head_name, local_checkpoint, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
-from zoomeval.registries import load_config
+from zoomeval.registries import check_model_names, load_config
 from zoomeval.report.report_check import check_built
 
 # Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
 for path in workflow.configfiles:
     load_yaml(path)
-CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+CFG = load_config(config, schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"))
 # A workflow profile's placeholder partition or account (profiles/slurm ships 'CHANGE_ME') is refused here, when the
 # workflow is parsed: before any job is submitted, and by a dry run.
 refuse_placeholders(workflow.resource_settings.default_resources, workflow.resource_settings.overwrite_resources)
+# Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
+if workflow.is_main_process:
+    check_model_names(CFG, CATALOGUES)
 R = CFG.resources
+
+
+def start_checks():
+    """The checks that import the model libraries (the Snakefile's onstart, and a study directory's)."""
+    from zoomeval.registries import check_models
+
+    check_models(CFG)
+
+
 DATASETS = list(CFG.datasets)
 MODELS = list(CFG.models)
 # Scored datasets: name -> (dataset, label set); the dataset's own labels keep its name.

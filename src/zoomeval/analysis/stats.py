@@ -2,13 +2,15 @@
 
 A dataset's object count per image comes from its boxes (``bbox``) or from SAM's automatic masks
 (``sam_auto``). Two datasets are compared with the two-sided Mann-Whitney U test, reported with the
-rank-biserial correlation as its effect size.
+rank-biserial correlation as its effect size. Accuracies get Wilson score intervals (:func:`wilson_interval`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -128,11 +130,23 @@ def write_mann_whitney_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[
     write_csv(path, MANN_WHITNEY_COLUMNS, formatted)
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval (95 % for the default ``z``) of a proportion ``successes / n``, as fractions; (0, 1)
-    for ``n = 0``. Unlike the normal interval it stays in [0, 1] and is not empty at 0 or n successes."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre, half = p + z * z / (2 * n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, float((centre - half) / (1 + z * z / n))), min(1.0, float((centre + half) / (1 + z * z / n)))
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion, as fractions: ``(c - h, c + h)`` with
+    ``c = (k + z²/2) / (n + z²)`` and ``h = z / (n + z²) * sqrt(k (n - k) / n + z²/4)``, ``z`` the normal quantile
+    of ``(1 + confidence) / 2`` (scipy's ``binomtest(k, n).proportion_ci(method='wilson')``)."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"a Wilson interval needs 0 <= successes <= n and n > 0, not {successes} of {n}")
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    centre = (successes + z * z / 2) / (n + z * z)
+    half = z / (n + z * z) * math.sqrt(successes * (n - successes) / n + z * z / 4)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_interval(percent: float, n: int, what: str) -> tuple[float, float]:
+    """The 95 % Wilson interval, in percent, of an accuracy of ``percent`` % over ``n`` images; refused (``what``
+    names it) when the percentage is no count of the images."""
+    count = round(percent * n / 100)
+    if n <= 0 or abs(100 * count / n - percent) > 1e-6:
+        raise ValueError(f"{what} {percent} is not a count of {n} images")
+    low, high = wilson_interval(count, n)
+    return 100 * low, 100 * high

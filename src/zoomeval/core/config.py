@@ -111,8 +111,10 @@ class ModelSpec:
         """The typed entry; ``sources`` (the model-source registry) types the keys only the entry's source reads and
         gives the input size where the source's default is not 224."""
         common = {f.name for f in fields(cls)} - {"name", "options"}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         source = sources[entry["source"]] if sources is not None else None
+        if getattr(source, "canonical", None) is not None:  # the library's own spelling of a model
+            entry = source.canonical(name, dict(entry))
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         own = {k: v for k, v in entry.items() if k not in common}
         if own and getattr(source, "options", None) is None:
             readers = [s.name for s in (sources or {}).values() if s.options and next(iter(own)) in _names(s.options)]
@@ -123,6 +125,11 @@ class ModelSpec:
         if "input_size" not in entry and getattr(source, "input_size", None) is not None:
             spec = replace(spec, input_size=source.input_size(spec))
         return spec
+
+    @property
+    def arch_tag(self) -> str:
+        """The architecture and weights as one name, timm's ``arch.tag`` spelling (``resnet50.a1_in1k``)."""
+        return f"{self.architecture}.{self.weights}"
 
     def entry(self) -> dict[str, Any]:
         """The config entry with its defaults and sorted keys (a rule param: any change reruns the model's jobs)."""

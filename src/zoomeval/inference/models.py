@@ -17,14 +17,18 @@ A source may also declare ``options``, a frozen dataclass of the config keys onl
 ``input_size(spec)``, the input size of an entry that gives none, where it is not 224; ``evaluation(spec,
 module)``, the weights' own evaluation transform (:mod:`zoomeval.inference.eval_transform`, for the standard
 evaluation); ``head(spec, resources)``, the name of a derived file every job of the model reads (open_clip: its
-zero-shot head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``); and ``local(spec)``, the
-local checkpoint file an entry names (its ``checkpoint`` key), if the source reads one.
+zero-shot head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``); ``local(spec)``, the
+local checkpoint file an entry names (its ``checkpoint`` key), if the source reads one; ``names()``, the catalogue
+of the library's architectures and pretrained tags (:mod:`zoomeval.inference.catalogue`), with ``library`` the PyPI
+distribution it comes from; ``canonical(name, entry)``, the config entry with the library's usual spellings of a
+model (timm's ``arch.tag``, torchvision's ``Enum.TAG``) turned into the ``architecture``/``weights`` pair.
 
 Weights are kept by content, never by name alone: a local checkpoint's folder is
 ``<resources>/weights/<source>/<architecture>.<sha256 of the file>`` (:func:`weights_folder`, hashed when the DAG is
 built and remembered while the file is unchanged), so two entries whose files share a ``weights`` name never share
 a folder, and a file replaced at the same path gets a new folder, which reruns every job that reads it. Downloads
-are kept under the tag that pins them (``<architecture>.<weights>``) and named by the hash their publisher gives.
+are kept under the tag that pins them (``<architecture>.<weights>``, timm's ``arch.tag``) and named by the hash
+their publisher gives.
 
 No source imports torch when it is registered: building the workflow's DAG reads the registry.
 """
@@ -78,6 +82,11 @@ class ModelSource:
     evaluation: Callable[[ModelSpec, Any], Any] | None = None
     head: Callable[[ModelSpec, str], str] | None = None
     local: Callable[[ModelSpec], Path | None] | None = None
+    #: the library's catalogue of architectures and tags (:mod:`zoomeval.inference.catalogue`; imports it) and the
+    #: distribution whose version keys its cache
+    names: Callable[[], Any] | None = None
+    library: str | None = None
+    canonical: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
 
 
 MODEL_SOURCES: Registry[ModelSource] = Registry("model source", ModelSource)

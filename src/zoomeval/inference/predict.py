@@ -39,6 +39,7 @@ from zoomeval import __version__
 from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpec
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
+from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
@@ -228,7 +229,7 @@ def model_metadata(classifier: Classifier, spec: ModelSpec) -> dict[str, Any]:
     """What a prediction file records of its model: the entry, the normalisation fed, the weights' sha256 and what
     the source adds (open_clip: the zero-shot head's templates, class-name file sha256 and duplicate-name policy)."""
     return {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256,
-            **classifier.provenance}  # fmt: skip
+            "param_count": sum(p.numel() for p in classifier.model.parameters()), **classifier.provenance}  # fmt: skip
 
 
 def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[int], settings: InferenceSettings,
@@ -300,7 +301,8 @@ def predict_to_file(
         computed = sum(len(chunk) for _, chunk, _ in pending)
         seconds = run_shards(classifier, store, pending, scales, variant, masks, spec.input_size) if pending else 0.0
         views = len(membership(transforms(scales))[1])
-        metadata |= {
+        metadata |= {  # after the shards' identity: a rerun at another commit reuses them
+            "zoomeval_commit": workflow_commit(),
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * views / seconds, 2) if seconds else None,

@@ -39,6 +39,7 @@ from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
+from zoomeval.core.provenance import workflow_commit
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.eval_transform import EvalTransform
 from zoomeval.inference.models import MODEL_SOURCES
@@ -137,9 +138,11 @@ def evaluate_to_file(
         "kind": "standard_predictions",
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
+        "zoomeval_commit": workflow_commit(),
         "torch": torch.__version__,
         "model": model_metadata(classifier, spec),
         "transform": transform.description,
+        "geometry": transform.crop_settings(),
         "dataset": dataset,
         "precision": settings.precision,
         "class_set": "full" if class_indices is None else "subset",

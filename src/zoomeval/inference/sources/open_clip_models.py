@@ -37,6 +37,7 @@ from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
 from zoomeval.core.io import link_or_copy
 from zoomeval.inference import zero_shot
+from zoomeval.inference.catalogue import Catalogue
 from zoomeval.inference.models import (
     MODEL_SOURCES,
     LoadedModel,
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 #: Preprocessing keys of an open_clip pretrained config that describe the weights' expected inputs.
 PREPROCESS_KEYS = ("mean", "std", "interpolation", "resize_mode")
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+#: The prefix of open_clip's Hugging Face names (``hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K``).
+HF_HUB = "hf-hub:"
 #: A weights file in the workflow's weights folder: its sha256 and suffix.
 FETCHED = r"[0-9a-f]{64}\.(safetensors|bin|pt|pth)"
 
@@ -199,6 +202,47 @@ def check(spec: ModelSpec) -> None:
         raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}.{exc}") from None
 
 
+def names() -> Catalogue:
+    """open_clip's architectures (``open_clip.list_models()``) and pretrained tags (``open_clip.list_pretrained()``)."""
+    import open_clip
+    from open_clip.pretrained import get_pretrained_cfg
+
+    pretrained: dict[str, list[str]] = {}
+    hubs: dict[str, list[tuple[str, str]]] = {}
+    for arch, tag in open_clip.list_pretrained():
+        pretrained.setdefault(arch, []).append(tag)
+        if hub := get_pretrained_cfg(arch, tag).get("hf_hub"):  # "org/repo/" or "org/repo/<file>"
+            hubs.setdefault(HF_HUB + "/".join(hub.split("/")[:2]), []).append((arch, tag))
+    tags = {arch: tuple(found) for arch, found in pretrained.items()}
+    aliases = {name: tuple(pairs) for name, pairs in hubs.items()}
+    return Catalogue("open_clip", open_clip.__version__, tuple(open_clip.list_models()), tags, aliases)
+
+
+def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """An ``hf-hub:<org>/<repo>`` architecture as the architecture and tag of open_clip's pretrained list whose
+    weights are that repo's (resolved offline, from the list; of an architecture and its ``-quickgelu`` twin, the
+    plain one, which the tag's QuickGELU setting builds alike); ``weights`` is then optional and refused if it
+    names another tag. Repos outside the list are refused: open_clip would fetch their config from the hub."""
+    from zoomeval.inference.catalogue import CACHE, cached_catalogue
+
+    given = entry["architecture"]
+    if not given.startswith(HF_HUB):
+        return entry
+    cat = cached_catalogue("open_clip", CACHE)
+    pairs = cat.aliases.get(given, ()) if cat is not None else ()
+    plain = [p for p in pairs if not p[0].endswith("-quickgelu")] or list(pairs)
+    key = f"models.{name}"
+    if len(plain) != 1:
+        found = f"it names {plain}" if plain else "no pretrained tag of open_clip's list has its weights there"
+        raise ConfigError(f"{key}.architecture: {given}: {found}; give an open_clip architecture and weights "
+                          "(zoomeval list models open_clip)")  # fmt: skip
+    arch, tag = plain[0]
+    if entry.get("weights", tag) != tag:
+        raise ConfigError(f"{key}.weights: {entry['weights']!r} disagrees with {given}, open_clip's {arch} + {tag!r}; "
+                          "remove weights or make them agree")  # fmt: skip
+    return {**entry, "architecture": arch, "weights": tag}
+
+
 def fetch(spec: ModelSpec, folder: Path) -> None:
     """Place the weights in ``folder`` as ``<sha256><suffix>``: a tag's from its Hugging Face repo through
     huggingface_hub's cache (checked against the hub's sha256), or the local checkpoint."""
@@ -292,7 +336,7 @@ def evaluation(spec: ModelSpec, module: torch.nn.Module) -> Any:
 
 @MODEL_SOURCES.register(
     "open_clip", check=check, fetch=fetch, options=OpenClipOptions, input_size=input_size, evaluation=evaluation,
-    head=head_name, local=local_checkpoint,
+    head=head_name, local=local_checkpoint, names=names, library="open_clip_torch", canonical=canonical,
 )  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> LoadedModel:
     """The classifier of an entry: its model with checked weights and the cached zero-shot head ``head``, which must

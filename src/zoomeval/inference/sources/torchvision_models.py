@@ -17,6 +17,7 @@ from typing import Any
 
 from zoomeval.core.config import ConfigError, ModelSpec
 from zoomeval.core.io import link_or_copy
+from zoomeval.inference.catalogue import Catalogue, check_names
 from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
 
 #: Shortest hash prefix accepted in a torchvision checkpoint's file name.
@@ -36,18 +37,30 @@ def checkpoint(architecture: str, tag: str) -> tuple[str, str]:
     return url, prefix
 
 
-def check(spec: ModelSpec) -> None:
-    """The architecture must be a torchvision model and the weights one of its pinned tags (not ``DEFAULT``)."""
+def names() -> Catalogue:
+    """torchvision's classification models and the tags of their weight enums (``DEFAULT`` is an alias, not a tag)."""
     import torchvision
 
-    key, arch = f"models.{spec.name}", spec.architecture
-    if arch not in torchvision.models.list_models():
-        raise ConfigError(
-            f"{key}.architecture: {arch!r} is not a torchvision model (see torchvision.models.list_models())"
-        )
-    tags = [w.name for w in torchvision.models.get_model_weights(arch)]
-    if spec.weights not in tags:
-        raise ConfigError(f"{key}.weights: {arch} has weights tags {tags}, not {spec.weights!r}")
+    archs = tuple(torchvision.models.list_models(module=torchvision.models))
+    tags = {arch: tuple(w.name for w in torchvision.models.get_model_weights(arch)) for arch in archs}
+    return Catalogue("torchvision", torchvision.__version__, archs, {a: t for a, t in tags.items() if t})
+
+
+def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """torchvision's weight enum spelling (``weights: ResNet50_Weights.IMAGENET1K_V2``, as in ``get_weight``) as the
+    tag; the enum must be the architecture's (torchvision names it ``<architecture>_Weights``, case aside)."""
+    enum, dot, tag = str(entry.get("weights", "")).rpartition(".")
+    if not dot:
+        return entry
+    if enum.casefold() != f"{entry['architecture']}_weights".casefold():
+        raise ConfigError(f"models.{name}.weights: {enum} is not the weights enum of {entry['architecture']}; "
+                          f"give its tag alone ({tag}) or the architecture's enum")  # fmt: skip
+    return {**entry, "weights": tag}
+
+
+def check(spec: ModelSpec) -> None:
+    """The architecture must be a torchvision model and the weights one of its pinned tags (not ``DEFAULT``)."""
+    check_names(spec, names(), "torchvision")
 
 
 def fetch(spec: ModelSpec, folder: Path) -> None:
@@ -107,7 +120,10 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
     return EvalTransform(T.Compose(steps), tuple(preset.mean), tuple(preset.std), repr(preset))
 
 
-@MODEL_SOURCES.register("torchvision", check=check, fetch=fetch, evaluation=evaluation)
+@MODEL_SOURCES.register(
+    "torchvision", check=check, fetch=fetch, evaluation=evaluation, names=names, library="torchvision",
+    canonical=canonical,
+)  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import torchvision
 
