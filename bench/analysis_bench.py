@@ -90,7 +90,8 @@ def _metadata(n_images: int) -> dict[str, Any]:
     model = {"name": "synthetic", "source": "synthetic", "architecture": "none", "weights": "none"}
     return {"kind": "predictions", "schema_version": 2, "model": model, "dataset": "synthetic", "variant": "original",
             "scales": paper_scales(), "crop_size": 224, "class_set": "full", "class_indices": None,
-            "n_images": n_images, "device": "cpu", "seconds": 1.0, "crops_per_second": 1.0}  # fmt: skip
+            "n_images": n_images, "device": "cpu", "seconds": 1.0, "crops_per_second": 1.0,
+            "zoomeval_commit": None}  # fmt: skip
 
 
 def _aggregates(rng: np.random.Generator, correct: np.ndarray, order: list[Transform], records: list[Any]) -> Any:

@@ -127,6 +127,12 @@ def test_the_workflow_commit_is_the_checkouts_and_none_outside_git(tmp_path: Pat
 
 def test_a_study_plans_with_its_default_profile_and_with_the_slurm_profile(tmp_path: Path) -> None:
     assert zoomeval("init", "s", cwd=tmp_path).returncode == 0
+    # the study's copy of the SLURM profile keeps its placeholders until they are filled in, and is refused till then
+    profile = tmp_path / "s" / "profiles" / "slurm" / "config.yaml"
+    refused = subprocess.run([sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm", "-n"],
+                             cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode != 0 and "slurm_partition" in refused.stdout + refused.stderr
+    profile.write_text(profile.read_text().replace("CHANGE_ME", "gpu"))
     for flags, profile in (([], "profiles/default"), (["--workflow-profile", "profiles/slurm"], "profiles/slurm")):
         proc = subprocess.run([sys.executable, "-m", "snakemake", *flags, "-n", "results/table_a8.csv"],
                               cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
