@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import re
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from zoomeval.analysis.policy_eval import (
 )
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.config import PoliciesConfig
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
 from zoomeval.inference.tables import prediction_table, write_table
@@ -177,13 +180,18 @@ def test_a_transfer_run_fits_the_same_policy_whatever_the_targets_labels(tmp_pat
 
 def test_the_table_and_figure_show_every_point_with_its_interval(tmp_path):
     files = write_files(tmp_path, "d", confident_when_right([{ONE}, {A}, {ONE, B}, set()], 4))
-    document = cv_document(*files, metrics("d"), PoliciesConfig(budgets=(1, 2, 4), folds=2))
+    one_bad = replace(metrics("d"), left_out=LeftOut("d", {"unreadable": 1}, {}))
+    document = cv_document(*files, one_bad, PoliciesConfig(budgets=(1, 2, 4), folds=2))
     (tmp_path / "tta.csv").write_text("method,model,d,mean\nnone,m,60.00,60.00\nmemo_augmix,m,62.50,62.50\n")
     memo = memo_rows(tmp_path / "tta.csv", [document, document], passes=5)  # once per (model, variant, dataset)
     write_table_zoom_policies([document], memo, tmp_path / "t.csv", tmp_path / "t.md")
-    lines = (tmp_path / "t.csv").read_text().splitlines()
-    assert lines[0] == ",".join(COLUMNS)
-    cells = [dict(zip(COLUMNS, line.split(","), strict=True)) for line in lines[1:]]
+    with open(tmp_path / "t.csv", newline="") as fh:
+        reader = csv.DictReader(fh)
+        cells = list(reader)
+    assert reader.fieldnames == [*COLUMNS, "n_bad", "n_unscored", "left_out"]
+    why = "1 bad (1 unreadable, listed in results/datasets/d/bad_images.csv)"
+    assert {(c["n_bad"], c["n_unscored"], c["left_out"]) for c in cells} == {("1", "0", why)}  # every row says it
+    assert f"d: {why}." in (tmp_path / "t.md").read_text()
     one = next(c for c in cells if c["policy"] == "one_crop")
     assert (one["protocol"], one["passes"], one["acc"], one["acc_max"], one["gap_closed"]) == (
         "in_sample", "1.00", "50.00", "75.00", "0.00")  # fmt: skip

@@ -131,7 +131,9 @@ def policies_document(metrics: Metrics, protocol: str, rows: list[dict[str, Any]
     folds and fitted policies)."""
     head = {"kind": "zoom_policies", "schema_version": SCHEMA_VERSION, "model": metrics.model,
             "variant": metrics.variant, "dataset": metrics.dataset, "protocol": protocol}  # fmt: skip
-    return {**head, "acc_1crop": metrics.acc_1crop, "acc_max": metrics.acc_max, "rows": rows, **extra}
+    left = None if metrics.left_out is None else metrics.left_out.document()
+    return {**head, "acc_1crop": metrics.acc_1crop, "acc_max": metrics.acc_max, "left_out": left, "rows": rows,
+            **extra}  # fmt: skip
 
 
 def cv_document(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str], metrics: Metrics,

@@ -15,10 +15,12 @@ from matplotlib.figure import Figure
 from zoomeval.analysis.policies import POLICIES
 from zoomeval.analysis.policy_eval import SCHEMA_VERSION, row
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.left_out import LeftOut
 from zoomeval.report.figures import _save
+from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import markdown_table
 
-#: Version 1 of the table: these columns, in this order.
+#: Version 1 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
 COLUMNS = [
     "model", "variant", "dataset", "protocol", "policy", "budget", "passes", "passes_lo", "passes_hi", "n_images",
     "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
@@ -70,8 +72,9 @@ def table_rows(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[st
 def _full(document: Mapping[str, Any], protocol: str, point: Mapping[str, Any]) -> dict[str, Any]:
     a1, amax = document["acc_1crop"], document["acc_max"]
     gaps = {f"gap_closed{s}": gap_closed(point[f"acc{s}"], a1, amax) for s in ("", "_lo", "_hi")}
+    left = document["left_out"] and LeftOut.from_document(document["left_out"])
     return {"model": document["model"], "variant": document["variant"], "dataset": document["dataset"],
-            "protocol": protocol, **point, "acc_1crop": a1, "acc_max": amax, **gaps}  # fmt: skip
+            "protocol": protocol, **point, "acc_1crop": a1, "acc_max": amax, **gaps, "left": left}  # fmt: skip
 
 
 def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, Any]], passes: int
@@ -127,7 +130,9 @@ def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequ
         "mean; gap_closed: (acc - acc_1crop) / (acc_max - acc_1crop) in %, its interval the acc interval mapped the "
         "same way.",
     ]
-    write_csv(csv_path, COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows])
+    lefts = [r["left"] for r in rows]
+    write_csv(csv_path, *append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts))
+    notes.append(left_out_note({r["dataset"]: r["left"] for r in rows}))
     title = "# Zoom without an oracle: accuracy per forward pass of label-free zoom policies"
     write_text(md_path, "\n".join([title, "", *markdown_table(header, shown), "", *(f"{n}\n" for n in notes)]))
 
