@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, stand_in_data_paths
-from tests.test_config import yaml_blocks
 from tests.test_cover import authors_greedy, min_cover_size
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import transforms
@@ -230,10 +229,10 @@ def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(
     assert not (tmp_path / "results").exists()
 
 
-def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(tmp_path, snakemake_run):
-    """README's "Using your own data" config (no sam section, no stats) with its folder in place, scales given as
-    Snakemake passes them from --config (strings), and an upper-case checksum."""
-    config = yaml.safe_load(yaml_blocks(ROOT / "README.md")[0])
+def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(tmp_path, snakemake_run):
+    """The "Your own image folder" recipe's config (docs/how-to/own-data.md: no sam section, no stats) with its folder
+    in place, scales given as Snakemake passes them from --config (strings), and an upper-case checksum."""
+    config = yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text())
     (tmp_path / "imagenet-a.tar").write_bytes(b"")
     config["datasets"]["imagenet_a"]["root"] = {"path": str(tmp_path / "imagenet-a.tar"), "sha256": "AB" * 32}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
