@@ -7,7 +7,8 @@ import copy
 import re
 import subprocess
 import sys
-from dataclasses import fields
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,23 @@ import yaml
 from tests.conftest import ROOT
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core import devices
-from zoomeval.core.config import BrowserConfig, Config, ConfigError, InferenceSettings
+from zoomeval.core.config import (
+    BrowserConfig,
+    Config,
+    ConfigError,
+    CountFilter,
+    DatasetConfig,
+    InferenceSettings,
+    InputSpec,
+    ModelSpec,
+    SamConfig,
+    StatsConfig,
+    TTAConfig,
+)
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.inference.sources.open_clip_models import OpenClipOptions
 from zoomeval.masks.sam import MODEL_TYPES
 from zoomeval.registries import load_config
 
@@ -413,15 +427,41 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     assert objectnet.datasets["o"].password == "objectnetisatestset"  # the adapter's published password
 
 
-def test_the_schema_keeps_no_defaults() -> None:
-    """Defaults live in zoomeval.core.config's dataclasses only; a schema default would be a second copy."""
+def plain(value: Any) -> Any:
+    """A dataclass default as the schema writes it: tuples as lists, typed sections and inputs as mappings."""
+    if is_dataclass(value):
+        return value.to_config() if isinstance(value, InputSpec) else plain(asdict(value))
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return {k: plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
-    def defaults(node: Any, path: str = "") -> list[str]:
-        if isinstance(node, dict):
-            return [path] * ("default" in node) + [p for k, v in node.items() for p in defaults(v, f"{path}/{k}")]
-        return [p for i, v in enumerate(node) for p in defaults(v, f"{path}/{i}")] if isinstance(node, list) else []
 
-    assert defaults(yaml.safe_load(SCHEMA.read_text())) == []
+def field_defaults(cls: type) -> dict[str, Any]:
+    values = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    values |= {f.name: f.default_factory() for f in fields(cls) if f.default_factory is not MISSING}
+    return {k: plain(v) for k, v in values.items()}
+
+
+@pytest.mark.parametrize(("section", "cls"), [
+    ((), Config), (("inference",), InferenceSettings), (("browser",), BrowserConfig), (("tta",), TTAConfig),
+    (("sam",), SamConfig), (("sam", "counting"), CountFilter), (("stats",), StatsConfig),
+    (("datasets", "additionalProperties"), DatasetConfig),
+    (("models", "additionalProperties"), (ModelSpec, OpenClipOptions)),  # an entry's keys and open_clip's own
+])  # fmt: skip
+def test_the_schema_declares_the_defaults_the_dataclasses_apply(section, cls) -> None:
+    """The schema's ``default`` of each key (the one declaration the reference is generated from) is the default of
+    its dataclass field, and a field with a plain default has one in the schema or an ``x-default`` saying why not."""
+    node = yaml.safe_load(SCHEMA.read_text())
+    for key in section:
+        node = node["properties"][key] if key in node.get("properties", {}) else node[key]
+    properties = node["properties"]
+    applied = {k: v for c in (cls if isinstance(cls, tuple) else (cls,)) for k, v in field_defaults(c).items()}
+    declared = {k: v["default"] for k, v in properties.items() if "default" in v}
+    assert {k: applied[k] for k in declared if k in applied} == declared
+    assert set(declared) <= set(applied)
+    # a section's defaults are its keys'; x-default explains a default that depends on other keys
+    explained = {k for k, v in properties.items() if "x-default" in v or "properties" in v}
+    assert {k for k in applied if k in properties and applied[k] is not None} <= set(declared) | explained
 
 
 def test_the_schema_enums_and_keys_follow_the_registries() -> None:

@@ -1,5 +1,6 @@
-"""The docs site (mkdocs.yml, docs/): it builds with warnings as errors (broken links and anchors included), and its
-home page and a how-to guide open in headless Chromium without errors."""
+"""The docs site (mkdocs.yml, docs/): it builds with warnings as errors (broken links and anchors included), its
+home page and a how-to guide open in headless Chromium without errors, and its generated reference pages are those
+the schema and the rules give (zoomeval.core.docs)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.chromium import CHROMIUM, Chromium
 from tests.conftest import ROOT
+from zoomeval.core import docs
 
 ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
@@ -82,3 +85,42 @@ def test_pages_open_in_chromium_without_errors(served, tmp_path, page, heading):
         assert all(section in nav for section in ("Get started", "How-to guides", "Explanations", "Reference"))
         chrome.screenshot(ARTIFACTS / f"docs_{page.replace('/', '_').removesuffix('.html')}.png")
         assert chrome.errors == []
+
+
+def test_the_generated_reference_pages_are_up_to_date(capsys):
+    """docs/reference/config.md, config/README.md and docs/reference/rules.md are what the schema and the rules
+    generate; after editing either, run `python -m zoomeval.core.docs`."""
+    assert docs.main(["--check", "--root", str(ROOT)]) == 0, capsys.readouterr().err
+
+
+def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
+    schema = yaml.safe_load((ROOT / docs.SCHEMA).read_text())
+    schema["properties"]["inference"]["properties"]["pin_memory"] = {
+        "description": "copy batches from pinned memory", "type": "boolean", "default": False, "x-reruns": "no",
+    }
+    (tmp_path / docs.SCHEMA).parent.mkdir(parents=True)
+    (tmp_path / docs.SCHEMA).write_text(yaml.safe_dump(schema))
+    (tmp_path / "workflow" / "rules").mkdir()
+    rule = "# Stage A.\n\n\n# Why a.\nrule a:\n    output:\n        'x',\n"
+    (tmp_path / "workflow" / "rules" / "a.smk").write_text(rule)
+    (tmp_path / "Snakefile").write_text("")
+    pages = {str(path): text for path, text in docs.outputs(tmp_path).items()}
+    entry = "### `inference.pin_memory`\n\nCopy batches from pinned memory.\n\n- **Type**: boolean\n"
+    assert entry + "- **Default**: `false`\n- **Reruns**: no\n" in pages["docs/reference/config.md"]
+    row = "| `inference.pin_memory` | copy batches from pinned memory | boolean | `false` | no |"
+    assert row in pages["config/README.md"].splitlines()
+    assert "### `a`\n\nWhy a.\n\n```python\noutput:\n    'x',\n```" in pages["docs/reference/rules.md"]
+    assert "## `workflow/rules/a.smk`\n\nStage A.\n" in pages["docs/reference/rules.md"]
+
+
+@pytest.mark.parametrize(("node", "words"), [
+    ({"type": "integer", "minimum": 16, "maximum": 1024}, "integer, 16 to 1024"),
+    ({"type": "number", "exclusiveMinimum": 0}, "number, > 0"),
+    ({"enum": ["pil", "torch"]}, "`pil` | `torch`"),
+    ({"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}, "list of 3 number"),
+    ({"type": "array", "uniqueItems": True, "minItems": 1, "items": {"enum": ["in"]}},
+     "list of `in` (unique, at least 1)"),
+    ({"oneOf": [{"type": "number", "minimum": 0}, {"type": "null"}]}, "number, ≥ 0 or `null`"),
+])  # fmt: skip
+def test_types_are_written_from_the_schema(node, words):
+    assert docs.type_of(node, {}) == words
