@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -124,3 +125,13 @@ def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
 ])  # fmt: skip
 def test_types_are_written_from_the_schema(node, words):
     assert docs.type_of(node, {}) == words
+
+
+def test_the_readme_is_short_and_its_links_lead_into_the_docs():
+    """README.md stays a front page (at most ~150 lines) whose links all exist; the GPU recipe is one click away."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    assert "make demo" in text and "make test" in text
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert "docs/how-to/imagenet-gpu.md" in links
+    assert [link for link in links if not (ROOT / link).exists()] == []
