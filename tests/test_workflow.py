@@ -245,6 +245,19 @@ def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(
                       "table_a8": 1, "total": 10}  # fmt: skip
 
 
+def test_the_imagenet_gpu_recipe_plans_as_printed(tmp_path, snakemake_run):
+    """docs/how-to/imagenet-gpu.md's command on config/imagenet_val.yaml (its /data archives stood in for): one
+    model over the original images, scored under three label sets."""
+    config = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    stand_in_data_paths(config, tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))  # the whole file, as --configfile gives it
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--resources", "gpu=1")
+    counts = job_counts(plan.stdout + plan.stderr)
+    # the stand-ins are empty files, not archives: the real tar and tgz add two extract_archive jobs
+    assert counts == {"fetch_weights": 1, "dataset_manifest": 1, "predict": 1, "standard_eval": 1, "analyze": 3,
+                      "table_a8": 1, "total": 8}  # fmt: skip
+
+
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
     config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     stand_in_data_paths(config, tmp_path)
