@@ -7,10 +7,13 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+# This file's folder: the checkout. Not workflow.basedir, which is the main Snakefile's folder, a study directory's
+# when this workflow is used as a module (zoomeval init); every file of the workflow's own is found from here.
+ZOOMEVAL_ROOT = str(workflow.current_basedir)
 # Make the package importable here and in every job, installed or not (e.g. under --sdm conda). PYTHONPATH
 # is extended, not required, so it is no case for the envvars directive (update() keeps --lint from taking
 # the assignment for a read).
-SRC = os.path.join(workflow.basedir, "src")
+SRC = os.path.join(ZOOMEVAL_ROOT, "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 
@@ -36,18 +39,19 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/browser.smk"
 include: "workflow/rules/hard_set.smk"
 include: "workflow/rules/multilabel.smk"
+include: "workflow/rules/policies.smk"
 
 
-# Checks that import torchvision or timm (every model's architecture and weights tag exist) run once when a run
-# starts, before any job: not when the workflow is parsed, so `snakemake -n` (which runs no hook) checks the
-# schema and the structure only, and neither do the jobs, which Snakemake starts with --no-hooks.
+# Checks that import torchvision, timm or open_clip run once when a run starts, before any job: not when the
+# workflow is parsed, so `snakemake -n` (which runs no hook) checks the schema, the structure and the models' names
+# (against the libraries' cached name lists, common.smk) only, and neither do the jobs, which Snakemake starts with
+# --no-hooks. A study directory's Snakefile calls start_checks (common.smk) in its own onstart (a module's is not run).
 onstart:
-    from zoomeval.registries import check_models
-
-    check_models(CFG)
+    start_checks()
 
 
 rule all:
     input:
         final_outputs(),
         MULTILABEL_OUTPUTS,
+        POLICY_OUTPUTS,

@@ -38,7 +38,7 @@ BEST_SCALE, BEST_SCALE_SIGMA, ANCHOR_SPREAD = 280, 0.45, 0.5
 NEVER_CORRECT = 0.02  # share of images no transform gets right
 CHUNK = 5_000  # images synthesized at a time
 PARTS = 8  # prediction parts merged by the merge step (inference.parts on an 8-GPU node)
-STEPS = ("synthesize", "merge", "matrix", "greedy", "exact", "zoom_groups", "analyze", "tables")
+STEPS = ("synthesize", "merge", "matrix", "greedy", "exact", "zoom_groups", "analyze", "policies", "tables")
 OUT = Path("results/bench/analysis")
 
 
@@ -90,7 +90,8 @@ def _metadata(n_images: int) -> dict[str, Any]:
     model = {"name": "synthetic", "source": "synthetic", "architecture": "none", "weights": "none"}
     return {"kind": "predictions", "schema_version": 2, "model": model, "dataset": "synthetic", "variant": "original",
             "scales": paper_scales(), "crop_size": 224, "class_set": "full", "class_indices": None,
-            "n_images": n_images, "device": "cpu", "seconds": 1.0, "crops_per_second": 1.0}  # fmt: skip
+            "n_images": n_images, "device": "cpu", "seconds": 1.0, "crops_per_second": 1.0,
+            "zoomeval_commit": None}  # fmt: skip
 
 
 def _aggregates(rng: np.random.Generator, correct: np.ndarray, order: list[Transform], records: list[Any]) -> Any:
@@ -144,6 +145,8 @@ def step(name: str, folder: Path, n_images: int, time_limit: float, seed: int = 
         return _exact(matrix, greedy, time_limit) if name == "exact" else _zoom_groups(matrix, order, greedy)
     if name == "analyze":
         return _analyze(folder, time_limit)
+    if name == "policies":
+        return _policies(folder)
     return _tables(folder)
 
 
@@ -199,6 +202,22 @@ def _analyze(folder: Path, time_limit: float) -> dict[str, Any]:
     m = analysis.metrics
     return {"acc_1crop": m.acc_1crop, "acc_top_k": m.acc_top_k, "acc_max": m.acc_max, "cover_size": m.cover_size,
             "cover_size_exact": m.cover_size_exact, "status": analysis.cover["exact"]["status"]}  # fmt: skip
+
+
+def _policies(folder: Path) -> dict[str, Any]:
+    """The zoom_policies job with the default settings (5-fold cross-validation) on the analyze step's outputs."""
+    from zoomeval.analysis.metrics import read_metrics
+    from zoomeval.analysis.policy_eval import cv_document
+    from zoomeval.core.config import PoliciesConfig
+    from zoomeval.core.io import write_json
+
+    document = cv_document(folder / "correct.npz", folder / "predictions.parquet",
+                           read_metrics(folder / "metrics.json"), PoliciesConfig())  # fmt: skip
+    write_json(folder / "policies.json", document)
+    acc = {f"{r['policy']}@{r['budget']}": round(r["acc"], 2) for r in document["rows"]}
+    cascade = next(r for r in document["rows"] if (r["policy"], r["budget"]) == ("cascade", 9))
+    keys = ("one_crop@1", "max_conf@9", "vote@9", "selector@9", "cascade@9", "oracle_top_k@9", "max_conf@324")
+    return {**{k: acc[k] for k in keys}, "cascade_passes@9": round(cascade["passes"], 2)}
 
 
 def _tables(folder: Path) -> dict[str, Any]:

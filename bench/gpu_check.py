@@ -3,26 +3,32 @@
 For ResNet-50 and ViT-B/32 (random init: speed does not depend on the weights, and the machine may be offline):
 
 * model alone on ready uint8 batches already on the device (normalise + forward + the prediction columns), at
-  fp32, bf16 and bf16 with ``torch.compile``;
-* end to end: this project's predict loop (:func:`zoomeval.inference.predict.run_shard`, ``resize_backend:
-  device``, the fastest model setting) over synthetic ImageNet-sized JPEGs at the paper's 36 scales, with the
-  GPU utilisation sampled by ``nvidia-smi``;
-* their ratio, and the projected time of ImageNet val (50,000 images x 333 views) per model and variant.
+  fp32, bf16, bf16 with ``torch.compile``, compiled with inductor freezing (BatchNorm folded into the
+  convolutions) and compiled, frozen and with CUDA graphs (inductor's ``triton.cudagraphs``), each with its top-1
+  agreement with fp32 on real crops;
+* end to end: this project's predict loop (``resize_backend: device``, the last model setting) over synthetic
+  ImageNet-sized JPEGs at the paper's 36 scales, as one shard and as a job of ``--shards`` shards (one
+  DataLoader, background writes), with the GPU utilisation sampled by ``nvidia-smi`` and the host waits inside a
+  shard counted by ``torch.cuda.set_sync_debug_mode``;
+* their ratio, and the projected time of ImageNet val (50,000 images x 333 views, and x 324) per model and variant.
 
-Before that it checks on the device that the device path's crops stay within 2 grey levels of the PIL path.
-``--cpu-smoke`` runs the same code on the CPU with tiny settings (no compile), to check the script itself.
-Writes ``results/bench/gpu.json``.
+Before that it checks on the device that the device path's crops equal the PIL path's bit for bit (the synthetic
+images plus a tall and a wide one), and measures the device path per image: device operations, CPU time to
+enqueue them and device time. ``--cpu-smoke`` runs the same code on the CPU with tiny settings (no compile), to
+check the script itself. Writes ``results/bench/gpu.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +42,28 @@ from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, n_views, paper_scales
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import device_crops
+from zoomeval.inference.crops import CropPlan, DeviceOps, device_crops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
-from zoomeval.inference.predict import run_shard
+from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
+from zoomeval.inference.shards import ShardStore
 
 IMAGENET_VAL = 50_000
 #: Frequent ImageNet val sizes (width, height).
 IMAGENET_SIZES = ((500, 375), (375, 500), (500, 333), (500, 400), (333, 500))
 #: torchvision architectures checked by default (any other can be named with --models).
 MODELS = ("resnet50", "vit_b_32")
-#: (label, precision, compile) of the model-alone measurements; the last is the end-to-end setting.
-MODEL_SETTINGS = (("fp32", "fp32", False), ("bf16", "bf16", False), ("bf16_compiled", "bf16", True))
+#: (label, precision, compile, inductor options) of the model-alone measurements; the last that works here is the
+#: end-to-end setting. Freezing folds BatchNorm into the convolutions; CUDA graphs replay the fixed batch shape.
+MODEL_SETTINGS: tuple[tuple[str, str, bool, dict[str, Any] | None], ...] = (
+    ("fp32", "fp32", False, None),
+    ("bf16", "bf16", False, None),
+    ("bf16_compiled", "bf16", True, None),
+    ("bf16_compiled_frozen", "bf16", True, {"freezing": True}),
+    ("bf16_compiled_frozen_cudagraphs", "bf16", True, {"freezing": True, "triton.cudagraphs": True}),
+)
 
 
-def synthetic_jpegs(folder: Path, n: int, sizes: tuple[tuple[int, int], ...]) -> list[Record]:
+def synthetic_jpegs(folder: Path, n: int, sizes: tuple[tuple[int, int], ...], prefix: str = "img") -> list[Record]:
     """``n`` JPEGs (quality 90) of smooth colour fields with noise, so they compress and decode like photos."""
     rng, records = np.random.default_rng(0), []
     for k in range(n):
@@ -57,9 +71,9 @@ def synthetic_jpegs(folder: Path, n: int, sizes: tuple[tuple[int, int], ...]) ->
         coarse = rng.integers(0, 256, (height // 16 + 1, width // 16 + 1, 3), dtype=np.uint8)
         smooth = np.asarray(Image.fromarray(coarse).resize((width, height), Image.Resampling.BILINEAR), np.int16)
         pixels = (smooth + rng.integers(-12, 13, smooth.shape)).clip(0, 255).astype(np.uint8)
-        path = folder / f"img{k:05d}.jpg"
+        path = folder / f"{prefix}{k:05d}.jpg"
         Image.fromarray(pixels).save(path, quality=90)
-        records.append(Record(f"img{k:05d}", str(path), [k % 1000], ["n00000000"], width, height))
+        records.append(Record(f"{prefix}{k:05d}", str(path), [k % 1000], ["n00000000"], width, height))
     return records
 
 
@@ -115,23 +129,89 @@ def model_alone(classifier: Classifier, seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
-def end_to_end(classifier: Classifier, records: list[Record], scales: list[int]) -> tuple[float, float | None]:
-    """Crops per second (aggregation views included) of the predict loop, and the mean GPU utilisation."""
-    with GpuSampler() as gpu:
-        _, _, seconds = run_shard(classifier, records, scales, "original", None, 224)
-    return len(records) * n_views(scales, True) / seconds, gpu.mean()
+def top1(classifier: Classifier, crops: torch.Tensor) -> torch.Tensor:
+    """The argmax over all classes of each of ``crops``, a batch at a time."""
+    with torch.inference_mode():
+        return torch.cat([classifier.logits(c).argmax(1).cpu() for c in crops.split(classifier.settings.batch_size)])
 
 
-def pixel_parity(records: list[Record], scales: list[int], device: torch.device) -> int:
+def shard_waits(classifier: Classifier, records: list[Record], scales: list[int]) -> int | None:
+    """The host waits for the GPU inside one shard's loop (``torch.cuda.set_sync_debug_mode``); None on a CPU."""
+    if classifier.device.type != "cuda":
+        return None
+    images = crop_stream(classifier, records, scales, "original", None, 224)
+    first = next(images)  # the DataLoader's start and the first crops are not the loop's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            copy = infer_shard(classifier, itertools.chain([first], images), records, scales)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    copy.wait()
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def end_to_end(classifier: Classifier, records: list[Record], scales: list[int], shards: int) -> dict[str, Any]:
+    """Crops per second (aggregation views included) of the predict loop as one shard and as a job of ``shards``
+    shards (one DataLoader, shards written in the background), and the mean GPU utilisation over the latter."""
+    views = n_views(scales, True)
+    _, _, seconds = run_shard(classifier, records, scales, "original", None, 224)
+    one = len(records) * views / seconds
+    with tempfile.TemporaryDirectory() as folder:
+        store = ShardStore(Path(folder) / "predictions.parquet", Path(folder) / "aggregates.parquet")
+        pending = list(store.pending(records, -(-len(records) // shards), {}))
+        with store.locked(), GpuSampler() as gpu:
+            seconds = run_shards(classifier, store, pending, scales, "original", None, 224)
+    return {"end_to_end": len(records) * views / seconds, "end_to_end_one_shard": one, "shards": len(pending),
+            "gpu_utilisation": gpu.mean()}  # fmt: skip
+
+
+def parity_images(records: list[Record], folder: Path) -> list[Path]:
+    """Four of the synthetic JPEGs, a tall image (160 x 400: Pillow 13 shrinks its height first) and a wide one."""
+    extra = synthetic_jpegs(folder, 2, ((160, 400), (500, 120)), prefix="parity")
+    return [Path(r.path) for r in records[:4] + extra]
+
+
+def pixel_parity(paths: list[Path], scales: list[int], device: torch.device) -> int:
     """The largest difference (grey levels) between the device path's crops on ``device`` and the PIL path's."""
     worst = 0
-    for record in records:
-        with Image.open(record.path) as raw:
+    for path in paths:
+        with Image.open(path) as raw:
             image = raw.convert("RGB")
         reference = torch.from_numpy(all_crops(image, scales, extra_views=True)).int()
         crops = device_crops(torch.from_numpy(np.array(image)).to(device), scales, extra_views=True)
         worst = max(worst, int((crops.cpu().int() - reference).abs().max()))
     return worst
+
+
+def crop_cost(path: Path, scales: list[int], device: torch.device, repeats: int) -> dict[str, Any]:
+    """The device path on one image: device operations, CPU milliseconds to enqueue them and device milliseconds
+    (CUDA events; None on a CPU), per image, its size's plan already built; and the host milliseconds to build the
+    plan of a new size."""
+    with Image.open(path) as raw:
+        pixels = torch.from_numpy(np.array(raw.convert("RGB"))).to(device)
+    start = time.perf_counter()
+    CropPlan(pixels.shape[1], pixels.shape[0], tuple(scales), 224, True, device)  # what a new image size costs
+    plan_ms = (time.perf_counter() - start) * 1000
+    device_crops(pixels, scales, extra_views=True)
+    with DeviceOps() as ops:
+        device_crops(pixels, scales, extra_views=True)
+    _sync(device)
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if device.type == "cuda" else None
+    if events:
+        events[0].record()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        device_crops(pixels, scales, extra_views=True)
+    enqueue = (time.perf_counter() - start) / repeats * 1000
+    device_ms = None
+    if events:
+        events[1].record()
+        events[1].synchronize()
+        device_ms = events[0].elapsed_time(events[1]) / repeats
+    return {"device_ops": len(ops.ops), "enqueue_ms": round(enqueue, 2), "plan_ms": round(plan_ms, 1),
+            "device_ms": None if device_ms is None else round(device_ms, 2)}  # fmt: skip
 
 
 def check_model(name: str, records: list[Record], scales: list[int], args: argparse.Namespace) -> dict[str, Any]:
@@ -141,22 +221,48 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
     spec = ModelSpec(name, "torchvision", name, "random-init")
     module = torchvision.models.get_model(name, weights=None).eval()
     loaded = LoadedModel(module, None, IMAGENET_MEAN, IMAGENET_STD)
-    result: dict[str, Any] = {"model_alone": {}}
-    for label, precision, compile_ in MODEL_SETTINGS if not args.cpu_smoke else MODEL_SETTINGS[:2]:
+    with Image.open(records[0].path) as raw:
+        pixels = torch.from_numpy(np.array(raw.convert("RGB"))).to(args.device)
+    crops = device_crops(pixels, scales, extra_views=True)  # real crops for the top-1 agreement
+    result: dict[str, Any] = {"model_alone": {}, "top1_agreement_with_fp32": {}}
+    reference, last = None, None
+    for label, precision, compile_, options in MODEL_SETTINGS if not args.cpu_smoke else MODEL_SETTINGS[:2]:
         settings = InferenceSettings(batch_size=args.batch_size, device=args.device, num_workers=args.workers,
                                      precision=precision, resize_backend="device", compile=compile_)  # fmt: skip
-        classifier = Classifier(spec, settings, None, loaded=loaded)
-        rate = model_alone(classifier, args.seconds)
+        try:
+            classifier = Classifier(spec, settings, None, loaded=loaded, compile_options=options)
+            rate = model_alone(classifier, args.seconds)
+            predicted = top1(classifier, crops)
+        except Exception as exc:  # one setting that does not work here must not hide the others' figures
+            result["model_alone"][label] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+            print(f"{name}: model alone {label}: {result['model_alone'][label]}", flush=True)
+            continue
+        reference = predicted if reference is None else reference
+        agreement = float((predicted == reference).double().mean())
         result["model_alone"][label] = round(rate, 1)
-        print(f"{name}: model alone {label}: {rate:,.0f} crops/s", flush=True)
-    rate, gpu = end_to_end(classifier, records, scales)  # with the last (fastest) setting
-    best = result["model_alone"][label]
+        result["top1_agreement_with_fp32"][label] = round(agreement, 4)
+        print(f"{name}: model alone {label}: {rate:,.0f} crops/s, top-1 agreement with fp32 {agreement:.4f}",
+              flush=True)  # fmt: skip
+        last = (label, classifier)
+    if last is None:
+        raise RuntimeError(f"{name}: no model setting worked here: {result['model_alone']}")
+    label, classifier = last
+    loop = end_to_end(classifier, records, scales, args.shards)
+    waits = shard_waits(classifier, records[: max(1, len(records) // args.shards)], scales)
+    rate, best = loop["end_to_end"], result["model_alone"][label]
     minutes = IMAGENET_VAL * n_views(scales, True) / rate / 60
-    result |= {"end_to_end_setting": label, "end_to_end": round(rate, 1), "gpu_utilisation": gpu,
-               "end_to_end_over_model": round(rate / best, 3), "imagenet_val_minutes": round(minutes, 1)}  # fmt: skip
-    print(f"{name}: end to end ({label}, device resize): {rate:,.0f} crops/s = {rate / best:.2f} x model alone, "
-          f"GPU {gpu if gpu is not None else 'n/a'}%; ImageNet val x {n_views(scales, True)} views: "
-          f"{minutes:.1f} min", flush=True)  # fmt: skip
+    result |= {"end_to_end_setting": label, **{k: round(v, 1) if isinstance(v, float) else v for k, v in loop.items()},
+               "end_to_end_over_model": round(rate / best, 3),
+               "shards_over_one_shard": round(rate / loop["end_to_end_one_shard"], 3),
+               "host_waits_per_shard": waits, "imagenet_val_minutes": round(minutes, 1),
+               "imagenet_val_324_minutes": round(IMAGENET_VAL * 9 * len(scales) / rate / 60, 1)}  # fmt: skip
+    gpu = loop["gpu_utilisation"]
+    print(f"{name}: end to end ({label}, device resize, {loop['shards']} shards): {rate:,.0f} crops/s = "
+          f"{rate / best:.2f} x model alone, {result['shards_over_one_shard']:.2f} x one shard "
+          f"({loop['end_to_end_one_shard']:,.0f} crops/s); host waits in a shard: "
+          f"{waits if waits is not None else 'n/a'}; GPU {gpu if gpu is not None else 'n/a'}%; ImageNet val x "
+          f"{n_views(scales, True)} views: {minutes:.1f} min, x {9 * len(scales)}: "
+          f"{result['imagenet_val_324_minutes']:.1f} min", flush=True)  # fmt: skip
     return result
 
 
@@ -165,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny run on the CPU, to check the script")
     parser.add_argument("--models", default=",".join(MODELS), help="torchvision architectures, comma-separated")
     parser.add_argument("--images", type=int, default=512, help="synthetic JPEGs end to end")
+    parser.add_argument("--shards", type=int, default=3, help="shards of the end-to-end job")
     # One image's views per batch: every batch has the same shape, so torch.compile never recompiles.
     parser.add_argument("--batch-size", type=int, default=333)
     parser.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
@@ -177,13 +284,20 @@ def main(argv: list[str] | None = None) -> None:
         args.images, args.batch_size, args.workers, args.seconds = 2, 18, 1, 0.5
     scales = [256] if args.cpu_smoke else paper_scales()
     sizes = ((160, 120),) if args.cpu_smoke else IMAGENET_SIZES
+    device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as folder:
         records = synthetic_jpegs(Path(folder), args.images, sizes)
         report: dict[str, Any] = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                                   "torch": torch.__version__, "images": args.images, "scales": scales,
                                   "batch_size": args.batch_size, "workers": args.workers}  # fmt: skip
-        report["max_abs_pixel_diff"] = pixel_parity(records[:4], scales, torch.device(args.device))
-        print(f"device crops vs PIL crops: max abs diff {report['max_abs_pixel_diff']} grey levels", flush=True)
+        report["max_abs_pixel_diff"] = pixel_parity(parity_images(records, Path(folder)), scales, device)
+        print(f"device crops vs PIL crops (4 images, a tall and a wide one): max abs diff "
+              f"{report['max_abs_pixel_diff']} grey levels", flush=True)  # fmt: skip
+        report["device_crops_per_image"] = crop_cost(Path(records[0].path), scales, device, 3 if args.cpu_smoke else 20)
+        cost = report["device_crops_per_image"]
+        print(f"device crops per {sizes[0][0]}x{sizes[0][1]} image: {cost['device_ops']} device operations, "
+              f"{cost['enqueue_ms']} ms to enqueue, {cost['device_ms']} ms on the device; a new image size's "
+              f"plan {cost['plan_ms']} ms", flush=True)  # fmt: skip
         report["models"] = {name: check_model(name, records, scales, args) for name in args.models.split(",")}
     write_json(args.out, report)
     print(f"wrote {args.out}")

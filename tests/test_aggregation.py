@@ -65,11 +65,12 @@ def test_running_sums_and_both_rules_against_brute_force():
     pred = classes[arg].numpy().astype(np.int16)
     conf = conf.numpy()
     conf[1, :] = 0.5  # every view of image 1 ties: max takes each method's first view
-    means = MeanSoftmax(n_images, members, n_classes, torch.device("cpu"))
+    means = MeanSoftmax(n_images, torch.from_numpy(members).float(), n_classes)
     stacks = iter([(i, probs[i]) for i in range(n_images)])
     for images, views, batch in batches(stacks, 17):  # batches that cross image boundaries
-        means.add(images, views, batch)
-    table = aggregate(["a", "b", "c"], methods, members, pred, conf, means.sums, classes)
+        means.add(images[0] * n_views + views[0], batch)
+    mean_pred, mean_conf = (v.numpy() for v in means.predictions(classes))
+    table = aggregate(["a", "b", "c"], methods, members, pred, conf, mean_pred, mean_conf)
     rows = table.to_pylist()
     assert [(r["image_id"], r["method"]) for r in rows[:6]] == [("a", m) for m in methods] + [("b", methods[0])]
     for r, row in zip([(i, m) for i in range(n_images) for m in range(len(methods))], rows, strict=True):

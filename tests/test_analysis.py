@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pytest
+from scipy.stats import binomtest
 
 from zoomeval.analysis.cover_breakdown import zoom_groups
 from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
@@ -67,10 +68,16 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert metrics.acc_top_k == pytest.approx(100 / 3) and metrics.top_k == 1  # top_k = 1: only the first pick
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     assert (tmp_path / "t.csv").read_text() == (
-        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard\n"
-        "m,original,toy,3,33.33,33.33,66.67,2,2,0,\n"  # no standard evaluation: empty
+        "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard,"
+        "architecture,n_scales,n_bad,n_unscored,left_out\n"
+        "m,original,toy,3,33.33,33.33,66.67,2,2,0,,,2,0,0,none\n"  # no standard evaluation nor arch.tag: empty
     )
-    assert "| m | original | toy | 3 | 33.33 | 33.33 | 66.67 | 2 | 2 | 0 |" in (tmp_path / "t.md").read_text()
+    # 1 and 2 of 3 images, with their Wilson intervals (scipy: binomtest(1, 3).proportion_ci(method="wilson"))
+    ci = [binomtest(k, 3).proportion_ci(method="wilson") for k in (1, 2)]
+    one, two = (f"{100 * k / 3:.2f} [{100 * c.low:.2f}, {100 * c.high:.2f}]" for k, c in zip((1, 2), ci, strict=True))
+    assert one == "33.33 [6.15, 79.23]"
+    markdown = (tmp_path / "t.md").read_text()
+    assert f"| m | original | toy | 3 | {one} | {one} | {two} | 2 | 2 | 0 |  |  | 2 |" in markdown
 
 
 def test_missing_predictions_are_an_error_not_a_dropped_image(tmp_path):
@@ -170,7 +177,8 @@ def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
     assert {o: v["acc_standard"] for o, v in metrics.by_origin.items()} == {"x": 50.0, "y": 100.0}
     assert metrics.by_origin["x"]["acc_1crop"] == 50.0  # a is right at LOC:1_1_Size:256, c is not
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
-    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67"
+    row = (tmp_path / "t.csv").read_text().splitlines()[1]
+    assert row == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,,2,0,0,none"
     # a file that misses an image of the manifest is refused
     write_standard(tmp_path / "short.parquet", {"a": 5, "b": 7})
     with pytest.raises(ValueError, match="cover 2 of the 3 images.*--forcerun standard_eval"):
@@ -179,11 +187,12 @@ def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
 
 def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     write_predictions(tmp_path / "p.parquet")
-    analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1, n_excluded=2)
+    analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1, n_excluded=2, bad={"unreadable": 2})
     write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert list(document) == ["schema_version", *METRICS_KEYS]
-    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 3
+    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 4
+    assert document["left_out"] == {"dataset": "toy", "bad": {"unreadable": 2}, "unscored": {}}
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
     assert read_metrics(tmp_path / "metrics.json") == analysis.metrics
     cover = json.loads((tmp_path / "cover.json").read_text())
@@ -199,14 +208,18 @@ def test_metrics_keys_are_the_metrics_fields():
 def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
     write_predictions(tmp_path / "p.parquet")
     metrics = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1).metrics
-    old = {("acc_top36" if k == "acc_top_k" else k): v for k, v in vars(metrics).items()}  # no schema_version
+    version_3 = {k: v for k, v in vars(metrics).items() if k != "left_out"}
+    old = {("acc_top36" if k == "acc_top_k" else k): v for k, v in version_3.items()}  # no schema_version
     (tmp_path / "old.json").write_text(json.dumps(old))
-    assert read_metrics(tmp_path / "old.json") == metrics
-    version_2 = {k: v for k, v in vars(metrics).items() if k != "acc_standard"}
+    unrecorded = replace(metrics, left_out=None)  # a table says it was not recorded
+    assert read_metrics(tmp_path / "old.json") == unrecorded
+    version_2 = {k: v for k, v in version_3.items() if k != "acc_standard"}
     (tmp_path / "v2.json").write_text(json.dumps({**version_2, "schema_version": 2}))
-    assert read_metrics(tmp_path / "v2.json") == metrics and metrics.acc_standard is None
-    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 4}))
-    with pytest.raises(ValueError, match="schema_version 4 .* upgrade zoomeval"):
+    assert read_metrics(tmp_path / "v2.json") == unrecorded and metrics.acc_standard is None
+    (tmp_path / "v3.json").write_text(json.dumps({**version_3, "schema_version": 3}))
+    assert read_metrics(tmp_path / "v3.json") == unrecorded
+    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 5}))
+    with pytest.raises(ValueError, match="schema_version 5 .* upgrade zoomeval"):
         read_metrics(tmp_path / "new.json")
     del old["n_classes"]
     (tmp_path / "partial.json").write_text(json.dumps(old))

@@ -28,3 +28,6 @@ def test_the_synthetic_files_score_as_synthesized_and_their_parts_merge_back(tmp
     assert bench.step("matrix", tmp_path, 200, 30)["acc_max"] == found["acc_max"]  # and writes correct.npz
     exact = bench.step("exact", tmp_path, 200, 30)
     assert exact["status"] == "optimal" and exact["gap_to_bound"] == 0 and exact["exact_size"] <= exact["greedy_size"]
+    assert bench.step("analyze", tmp_path, 200, 30)["acc_max"] == found["acc_max"]  # and writes metrics.json
+    policies = bench.step("policies", tmp_path, 200, 30)  # the zoom_policies job on them
+    assert policies["one_crop@1"] == round(found["acc_1crop"], 2) and policies["max_conf@324"] <= found["acc_max"]

@@ -17,6 +17,7 @@ from zoomeval.analysis.matrix import read_matrix, write_matrix
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.core.config import DatasetConfig, InputSpec
 from zoomeval.core.io import write_parquet
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record, write_manifest
 from zoomeval.core.zoom import Transform, transforms, zoom_crop
 from zoomeval.datasets.build import build_records
@@ -29,7 +30,7 @@ from zoomeval.report.browser_data import (
 )
 from zoomeval.report.browser_images import write_crops, write_thumbnails
 from zoomeval.report.browser_site import write_site
-from zoomeval.report.hard_set import summary_rows, write_hard_set
+from zoomeval.report.hard_set import summary_rows, write_hard_set, write_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = [64, 224, 256]
@@ -102,7 +103,7 @@ def build_browser(files: dict, out: Path, page_size: int = 2) -> None:
     write_browser_data(
         out / "data" / "toy", scored="toy", dataset="toy", label_set="in", records=files["records"],
         correctness=correctness, covers=covers, predictions={m: files["predictions"][m, "original"] for m in MODELS},
-        max_images=100, page_size=page_size, predictions_shown=2, shard_images=2,
+        max_images=100, page_size=page_size, predictions_shown=2, shard_images=2, bad={"unreadable": 1},
     )  # fmt: skip
     write_thumbnails(files["records"], out / "thumbnails" / "toy", max_images=100, size=32)
     original = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
@@ -151,6 +152,8 @@ def test_index_and_pages_hold_the_matrices(built):
     assert index["models"] == MODELS and index["variants"] == VARIANTS and index["scales"] == SCALES
     assert index["origins"] == ["alpha", "beta"] and index["origin"] == [0, 0, 0, 1, 1]
     assert index["one_crop"] == ORDER.index(Transform(256, 1, 1))
+    assert index["schema_version"] == 2 and index["left_out"] == {
+        "n_bad": 1, "n_unscored": 0, "why": "1 bad (1 unreadable, listed in results/datasets/toy/bad_images.csv)"}
     # m1 original: image 0 by 256 and 224 (neither flag), 2 by two zoom-outs, 3 by two zoom-ins
     assert index["codes"][0][0] == [8, 0, 8 + 2, 8 + 1, 0]
     assert index["codes"][1][1] == [0, 4 + 2, 0, 0, 0]  # m2 fgset
@@ -197,7 +200,9 @@ def test_hard_set_reads_back_through_the_imagenet_hard_adapter(built, tmp_path):
     files, _ = built
     correctness = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
     path = tmp_path / "toy.parquet"
-    assert write_hard_set(path, files["records"], "in", correctness, name="toy", dataset="toy") == len(UNSOLVED)
+    bad = {"unreadable": 1}  # one more image of the dataset was left out as bad
+    assert write_hard_set(path, files["records"], "in", correctness, name="toy", dataset="toy",
+                          bad=bad) == len(UNSOLVED)  # fmt: skip
     table = pq.read_table(path)
     assert str(table.schema.field("image").type) == "struct<bytes: binary, path: string>"
     assert str(table.schema.field("label").type) == "list<element: int64>"
@@ -210,11 +215,17 @@ def test_hard_set_reads_back_through_the_imagenet_hard_adapter(built, tmp_path):
     assert [Path(r.path).read_bytes() for r in records] == [Path(r.path).read_bytes() for r in hard]
     assert [(r.width, r.height) for r in records] == [(r.width, r.height) for r in hard]
     # composition: one of the three alpha images, one of the two beta images
-    assert summary_rows([path]) == [
+    rows, lefts = summary_rows([path])
+    assert rows == [
         ["toy", "alpha", "3", "1", "33.33", "50.00"],
         ["toy", "beta", "2", "1", "50.00", "50.00"],
         ["toy", "all", "5", "2", "40.00", "100.00"],
     ]
+    assert lefts == {"toy": LeftOut("toy", bad, {})}
+    write_summary([path], tmp_path / "s.csv", tmp_path / "s.md")
+    why = "1 bad (1 unreadable, listed in results/datasets/toy/bad_images.csv)"
+    assert (tmp_path / "s.csv").read_text().splitlines()[1:2] == [f'toy,alpha,3,1,33.33,50.00,1,0,"{why}"']
+    assert f"toy: {why}." in (tmp_path / "s.md").read_text()
 
 
 def test_hard_set_refuses_a_matrix_of_other_images(built, tmp_path):
@@ -263,7 +274,9 @@ def shown_on_all_pages(chrome: Chromium) -> list[str]:
 
 @needs_chromium
 def test_first_page_loads_without_errors(page):
-    assert page.evaluate("document.getElementById('status').textContent") == "5 of 5 images · page 1 of 3"
+    assert page.evaluate("document.getElementById('status').textContent") == (
+        "5 of 5 images · page 1 of 3 · left out of toy: 1 bad (1 unreadable, listed in "
+        "results/datasets/toy/bad_images.csv)")  # fmt: skip
     assert page.evaluate("[...document.querySelectorAll('article.card')].map(a => a.dataset.image)") == ["img0", "img1"]
     page.wait_for("[...document.images].every(i => i.complete)")
     # two thumbnails and the crops of image 0 (both models solve it; nothing solves image 1)

@@ -16,7 +16,7 @@ from torch import nn
 from tests.test_config import validated
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, ModelSpec
-from zoomeval.inference.models import IMAGENET_MEAN, LoadedModel, check_model, fetch_weights, load_model
+from zoomeval.inference.models import IMAGENET_MEAN, LoadedModel, check_model, fetch_weights, load_model, weights_folder
 
 ARCH = "mobilenet_v3_small"  # a small torchvision architecture with BatchNorm; the paper's is resnet50
 FORMATS = {"zip": True, "legacy": False}  # torch >= 1.6 files, and the older format of the 2020-2021 checkpoints
@@ -179,3 +179,14 @@ def test_the_config_requires_a_checkpoint_and_a_sha256_and_a_local_checkpoint_th
     validated(lambda c: c["models"].update(m=entry | {"weights": "0" * 64}))
     with pytest.raises(ConfigError, match="models.m.weights: the placeholder sha256 names no file"):
         validated(lambda c: c["models"].update(m=entry | {"weights": "0" * 64}), check_paths=True)
+
+
+def test_a_local_checkpoint_is_kept_in_a_folder_named_by_its_content(network, tmp_path) -> None:
+    """Named by the file's sha256, which the onstart check compares with the pinned one; a URL by the pinned one."""
+    path = tmp_path / "w.pth"
+    sha = save(network.state_dict(), path, "zip")
+    res = str(tmp_path / "res")
+    assert weights_folder(spec(path, sha), res) == f"{res}/weights/checkpoint/{ARCH}.{sha}"
+    assert weights_folder(spec(path, "1" * 64), res) == f"{res}/weights/checkpoint/{ARCH}.{sha}"
+    url = {"url": "https://example.org/w.pth"}
+    assert weights_folder(spec(url, "1" * 64), res) == f"{res}/weights/checkpoint/{ARCH}.{'1' * 64}"

@@ -247,12 +247,13 @@ def test_hf_snapshot_finds_a_cached_repo_offline(hf_cache: Path) -> None:
         assert path == snapshot.parent and (path / "real.json").read_text() == "[1, 2]"
 
 
-def test_hf_snapshot_offline_without_cache_says_what_to_do(hf_cache: Path) -> None:
+def test_hf_snapshot_offline_without_cache_says_what_to_do(hf_cache: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "resources" / "hard" / "parquet.hf"
     with pytest.raises(DownloadError) as err:
-        hf_snapshot("someone/labels", "*.parquet")
+        hf_snapshot("someone/labels", "*.parquet", dest=dest)
     message = str(err.value)
-    assert "someone/labels" in message and "*.parquet" in message
-    assert "HF_HUB_OFFLINE=0" in message and "HF_HOME" in message
+    assert "someone/labels" in message and "*.parquet" in message and f"into {dest}, keeping their paths" in message
+    assert "HF_HOME=<folder> HF_HUB_OFFLINE=1" in message and "--until fetch_url fetch_hf fetch_weights" in message
 
 
 def test_a_hugging_face_input_is_placed_in_its_declared_folder_as_links_to_the_cache(hf_cache: Path, tmp_path) -> None:

@@ -34,11 +34,11 @@ def test_rows_carry_the_card_and_the_origins(tmp_path):
     write_table_imagenet_hard(metrics, MODELS, tmp_path / "h.csv", tmp_path / "h.md")
     assert (tmp_path / "h.csv").read_text().splitlines() == [
         "dataset,model,selection,n_images,acc_standard,acc_1crop,acc_max,card_model,card_accuracy,card_diff,"
-        "acc_standard:imagenet_sketch,acc_standard:objectnet",
-        "imagenet_hard,r50,study,10980,14.00,1.00,3.00,ResNet-50,14.74,-0.74,10.00,20.50",
-        "imagenet_hard,vgg19,held_out,10980,12.50,1.00,3.00,VGG-16 (run as VGG-19),11.99,+0.51,,1.00",
-        "imagenet_hard,clip336,held_out,10980,,1.00,3.00,CLIP-ViT-L/14@336,2.02,,,",
-        "imagenet_hard,lite0,held_out,10980,30.00,1.00,3.00,,,,10.00,20.50",
+        "acc_standard:imagenet_sketch,acc_standard:objectnet,n_bad,n_unscored,left_out",
+        "imagenet_hard,r50,study,10980,14.00,1.00,3.00,ResNet-50,14.74,-0.74,10.00,20.50,0,0,none",
+        "imagenet_hard,vgg19,held_out,10980,12.50,1.00,3.00,VGG-16 (run as VGG-19),11.99,+0.51,,1.00,0,0,none",
+        "imagenet_hard,clip336,held_out,10980,,1.00,3.00,CLIP-ViT-L/14@336,2.02,,,,0,0,none",
+        "imagenet_hard,lite0,held_out,10980,30.00,1.00,3.00,,,,10.00,20.50,0,0,none",
     ]
     md = (tmp_path / "h.md").read_text()
     never, study = md.index("## Models that never saw the selection"), md.index("## Models of the zoom study")

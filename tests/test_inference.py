@@ -11,6 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from PIL import Image
+from torch.overrides import TorchFunctionMode
+from torch.utils.data import DataLoader
 
 from zoomeval.core.config import InferenceSettings as Settings
 from zoomeval.core.config import ModelSpec
@@ -19,6 +21,7 @@ from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
 from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
+from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import batches
 from zoomeval.inference.models import LoadedModel
 from zoomeval.inference.parts import merge_parts, merged_metadata, part_range
@@ -52,15 +55,15 @@ def test_batches_regroup_crops_across_images_in_order():
 def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkeypatch):
     settings = Settings(batch_size=16, num_workers=0, threads=2, shard_images=2)
     out = tmp_path / "pred.parquet"
-    real_run, calls, kill = inference.run_shard, [], [True]
+    real_run, calls, kill = inference.infer_shard, [], [True]
 
-    def dies_on_second_shard(classifier, chunk, *args):
+    def dies_on_second_shard(classifier, images, chunk, *args):
         calls.append([r.image_id for r in chunk])
         if kill[0] and len(calls) == 2:
             raise RuntimeError("killed")
-        return real_run(classifier, chunk, *args)
+        return real_run(classifier, images, chunk, *args)
 
-    monkeypatch.setattr(inference, "run_shard", dies_on_second_shard)
+    monkeypatch.setattr(inference, "infer_shard", dies_on_second_shard)
     with pytest.raises(RuntimeError, match="killed"):
         predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, SCALES, settings, "toy")
     assert not out.exists() and not (tmp_path / "agg.parquet").exists()  # nothing under the final names
@@ -73,7 +76,7 @@ def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkey
     assert calls == [["img2", "img3"], ["img4"]]  # the first shard was reused
     assert not (tmp_path / ".pred.parquet.shards").exists()
 
-    monkeypatch.setattr(inference, "run_shard", real_run)
+    monkeypatch.setattr(inference, "infer_shard", real_run)
     clean = tmp_path / "clean.parquet"
     fresh_settings = Settings(batch_size=7, num_workers=1, threads=2)
     predict_to_file(clean, tmp_path / "clean_agg.parquet", records, SPEC, SCALES, fresh_settings, "toy")
@@ -90,6 +93,21 @@ def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkey
         meta["n_images"] == 5
         and read_metadata(out)["model"]["weights_sha256"] == read_metadata(clean)["model"]["weights_sha256"]
     )
+
+
+def test_one_dataloader_serves_every_shard_of_a_job(tmp_path, records, monkeypatch):
+    loaders = []
+
+    def counted(*args, **kwargs):
+        loaders.append(kwargs["num_workers"])
+        return DataLoader(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "DataLoader", counted)
+    settings = Settings(batch_size=5, num_workers=1, threads=1, shard_images=2)
+    predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records, SPEC, [32], settings, "toy")
+    assert loaders == [1] and pq.read_table(tmp_path / "p.parquet")["image_id"].to_pylist() == [
+        r.image_id for r in records for _ in range(9)
+    ]  # 3 shards, in order
 
 
 def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
@@ -115,6 +133,42 @@ def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
     assert meta["model"]["name"] == "lite0" and len(meta["model"]["weights_sha256"]) == 64
 
 
+class HostWaits(TorchFunctionMode):
+    """Counts the tensor calls that make the host wait for a GPU (a copy to the host, a value read into Python), and
+    the softmaxes, to show that it was watching the loop."""
+
+    WAITS = frozenset({"cpu", "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__",
+                       "nonzero", "unique", "masked_select", "synchronize"})  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[str] = []
+        self.softmaxes = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        self.waits += [name] if name in self.WAITS else []
+        self.softmaxes += name == "softmax"
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("backend", ["pil", "device"])
+def test_a_shards_loop_never_waits_for_the_device_before_the_shard_ends(records, backend):
+    settings = Settings(batch_size=7, num_workers=0, threads=2, store_top5=True, resize_backend=backend)
+    classifier = Classifier(SPEC, settings, [1, 281, 967])
+    shard = records[:2]
+    images = inference.crop_stream(classifier, shard, SCALES, "original", None, 224)
+    with HostWaits() as spy:
+        copy = inference.infer_shard(classifier, images, shard, SCALES)
+    assert spy.waits == [] and spy.softmaxes == 8  # a batch of 7 crops at a time, of 2 x 27 views
+    predictions, aggregates = inference.shard_tables(classifier, shard, SCALES, copy)
+    expected = inference.run_shard(classifier, shard, SCALES, "original", None, 224)
+    assert predictions.equals(expected[0]) and aggregates.equals(expected[1])
+    with HostWaits() as spy, torch.inference_mode():  # the spy does see the copies of the per-batch path
+        classifier.columns(classifier.logits(torch.zeros((2, 224, 224, 3), dtype=torch.uint8)))
+    assert spy.waits.count("cpu") == 5 and spy.waits.count("numpy") == 5
+
+
 class NanWhereBright(torch.nn.Module):
     """Logits that are NaN for crops with a bright pixel (normalised value above 0.5), else zero."""
 
@@ -135,9 +189,14 @@ def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transfo
     loaded = LoadedModel(NanWhereBright(), None, embedded.MEAN, embedded.STD)
     monkeypatch.setattr(classifiers, "load_model", lambda spec, weights, head: loaded)
     spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
-    settings = Settings(batch_size=4, num_workers=0, threads=1)
+    settings = Settings(batch_size=4, num_workers=0, threads=1, shard_images=1)
     with pytest.raises(FloatingPointError) as info:
         predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", out, spec, [256], settings, "toy")
+    # found when shard 1 is written, in the background while shard 2 ran; shard 0 was written before
+    assert [p.name for p in sorted((tmp_path / ".p.parquet.shards").glob("*.parquet"))] == [
+        "00000.aggregates.parquet",
+        "00000.parquet",
+    ]
     # Resized to 256 the bright part starts at row/column 170; crops of anchor 0 end at 154, those of anchor 1
     # start at 15, so the first crop in the authors' order that contains it is LOC:1_1_Size:256.
     assert str(info.value).startswith(
@@ -264,11 +323,16 @@ def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, reco
 def test_merged_metadata_sums_the_timings_and_refuses_parts_computed_differently():
     shared = {"kind": "predictions", "precision": "fp32", "scales": [256]}
     metas = [
-        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0},
-        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0},
-    ]
+        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0,
+         "zoomeval_commit": "abc"},
+        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0,
+         "zoomeval_commit": "abc"},
+    ]  # fmt: skip
     merged = merged_metadata(metas)
-    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5}
+    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5,
+                      "zoomeval_commit": "abc"}  # fmt: skip
+    metas[1]["zoomeval_commit"] = "abc-dirty"  # parts run at two commits: both recorded
+    assert merged_metadata(metas)["zoomeval_commit"] == "abc,abc-dirty"
     metas[1]["precision"] = "bf16"
     with pytest.raises(ValueError, match=r"prediction parts 1 and 2 were computed differently \(\['precision'\]\)"):
         merged_metadata(metas)

@@ -13,7 +13,7 @@ from tests.test_adapters import image_bytes
 from zoomeval.core import checksums
 from zoomeval.core.config import ConfigError, InputSpec
 from zoomeval.datasets.adapters.imagefolder import imagenet_a
-from zoomeval.datasets.inputs import extract, fetch, local_path, plan, plan_all
+from zoomeval.datasets.inputs import extract, fetch, local_file_sha256, local_path, plan, plan_all
 from zoomeval.registries import load_config
 
 
@@ -156,3 +156,18 @@ def test_a_file_changed_just_before_hashing_is_hashed_again(tmp_path, monkeypatc
     for _ in range(2):
         assert checksums.sha256(data, tmp_path / "cache") == hashlib.sha256(b"fresh").hexdigest()
     assert hashed == [data, data] and not (tmp_path / "cache").exists()
+
+
+def test_a_local_file_input_is_hashed_by_content_and_a_replaced_file_again(tmp_path, settled):
+    """What the sam_masks param records: the file's sha256, hashed again once the file at the path is another."""
+    resources = str(tmp_path / "resources")
+    path, new = tmp_path / "sam.pth", tmp_path / "new.pth"
+    path.write_bytes(b"old weights")
+    new.write_bytes(b"new weights")
+    item = plan("sam", "checkpoint", InputSpec(path=str(path)), resources, unpack=False)
+    assert local_file_sha256(item, resources) == hashlib.sha256(b"old weights").hexdigest()
+    assert (tmp_path / "resources" / "sam" / checksums.CACHE_NAME).is_file()
+    os.replace(new, path)  # mv: same path, same size, new inode
+    assert local_file_sha256(item, resources) == hashlib.sha256(b"new weights").hexdigest()
+    url = plan("sam", "checkpoint", InputSpec(url="https://example.org/sam.pth"), resources, unpack=False)
+    assert local_file_sha256(url, resources) is None  # a download: its sha256 is the config's

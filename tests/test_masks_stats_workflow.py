@@ -1,6 +1,8 @@
 """Masks, object counts and the Mann-Whitney test through the workflow (no inference needed)."""
 
 import csv
+import os
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -66,3 +68,12 @@ def test_sam_masks_counts_and_contact_sheets_end_to_end(tmp_path, snakemake_run,
     # FGSet/BGSet inference would read the SAM mask file
     plan = snakemake_run(tmp_path, "results/predictions/demo/fgset/efficientnet_lite0.parquet", "--dry-run")
     assert "results/masks/demo/sam_box.parquet" in plan.stdout + plan.stderr
+    # a checkpoint replaced at its path by an older file (mv keeps its mtime) reruns the masks: its sha256 is a param
+    torch.manual_seed(1)
+    new = tmp_path / "new_sam.pth"
+    torch.save(build_tiny_sam().state_dict(), new)
+    os.utime(new, (0, 0))
+    os.replace(new, checkpoint)
+    plan = snakemake_run(tmp_path, *targets, "--dry-run")
+    out = plan.stdout + plan.stderr
+    assert re.search(r"^sam_masks +2$", out, re.MULTILINE), out  # Job stats: both mask files again

@@ -1,14 +1,13 @@
 """The real fetching and loading code of the model sources, run offline against random-init checkpoints.
 
-torchvision: a checkpoint placed in the weights folder under its published name (``resnet18-<prefix>.pth``), or
-``torch.hub``'s download with its network call replaced; timm: a huggingface_hub cache (``refs/main``,
+torchvision: a checkpoint placed in the weights folder under its published name (``resnet18-<prefix>.pth``)
+(downloads: tests/test_weight_downloads.py); timm: a huggingface_hub cache (``refs/main``,
 ``blobs/<sha256>``, ``snapshots/<commit>/model.safetensors``) for ``timm/<model>``, from which the fetch places the
 file in the weights folder. Every test blocks sockets, so any attempt to reach the network fails the test.
 """
 
 from __future__ import annotations
 
-import email.message
 import hashlib
 import io
 import os
@@ -27,7 +26,9 @@ import torchvision
 from huggingface_hub.errors import LocalEntryNotFoundError
 from torchvision.models._api import WeightsEnum
 
+import zoomeval.datasets.download
 from zoomeval.core.config import ConfigError, ModelSpec
+from zoomeval.datasets.download import DownloadError
 from zoomeval.inference.models import LoadedModel, check_model, fetch_weights, load_model, weights_folder
 from zoomeval.inference.sources import embedded
 from zoomeval.inference.sources.torchvision_models import checkpoint
@@ -89,15 +90,16 @@ def r18_state() -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture
-def downloads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
-    """Calls to ``torch.hub.download_url_to_file``; each one raises (tests that expect one replace this)."""
-    calls: list[tuple[str, str, str | None]] = []
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path, str | None]]:
+    """Calls to :func:`zoomeval.datasets.download.download`; each one raises (tests/test_weight_downloads.py serves
+    real ones on 127.0.0.1)."""
+    calls: list[tuple[str, Path, str | None]] = []
 
-    def refuse(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
-        calls.append((url, dst, hash_prefix))
+    def refuse(url: str, dest: Path, sha256: str | None = None, *args: object, **kwargs: object) -> None:
+        calls.append((url, dest, sha256))
         raise AssertionError(f"download attempted: {url}")
 
-    monkeypatch.setattr(torch.hub, "download_url_to_file", refuse)
+    monkeypatch.setattr(zoomeval.datasets.download, "download", refuse)
     return calls
 
 
@@ -154,68 +156,6 @@ def test_torchvision_is_refused_before_its_weights_are_fetched(folder: Path, dow
     with pytest.raises(FileNotFoundError, match=r"model 'r18': expected one weights file .* fetch_weights job"):
         load_model(R18, folder)
     assert downloads == []
-
-
-def test_torchvision_fetch_downloads_atomically(
-    folder: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    data = checkpoint_bytes(r18_state)
-    final = publish_r18(monkeypatch, folder, data)
-    calls: list[tuple[str, str, str | None]] = []
-
-    def fake_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
-        calls.append((url, dst, hash_prefix))
-        assert not final.exists()  # written beside the final name, renamed only when complete
-        Path(dst).write_bytes(data)
-
-    monkeypatch.setattr(torch.hub, "download_url_to_file", fake_download)
-
-    fetch_weights(R18, folder)
-
-    assert len(calls) == 1
-    url, dst, hash_prefix = calls[0]
-    prefix = hashlib.sha256(data).hexdigest()[:8]
-    assert (url, hash_prefix) == (f"https://download.pytorch.org/models/resnet18-{prefix}.pth", prefix)
-    assert Path(dst).parent == final.parent and Path(dst) != final
-    assert sorted(p.name for p in folder.iterdir()) == [final.name]  # the temporary file is gone
-    assert_state_equal(load_model(R18, folder).module, r18_state)
-
-
-def test_failed_download_leaves_no_file(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken_download(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True) -> None:
-        Path(dst).write_bytes(b"partial")
-        raise ConnectionError("connection reset")
-
-    monkeypatch.setattr(torch.hub, "download_url_to_file", broken_download)
-    with pytest.raises(ConnectionError):
-        fetch_weights(R18, folder)
-    assert list(folder.iterdir()) == []
-
-
-class FakeResponse(io.BytesIO):
-    """What ``urlopen`` returns: a body and (empty) headers."""
-
-    def info(self) -> email.message.Message:
-        return email.message.Message()
-
-
-def test_real_download_checks_the_hash_prefix_of_the_file_name(
-    folder: Path, r18_state: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # torch.hub's own download_url_to_file, with urlopen serving a checkpoint whose sha256 is not f37072fd...
-    served = checkpoint_bytes(r18_state)
-    assert not hashlib.sha256(served).hexdigest().startswith("f37072fd")
-    requested: list[str] = []
-
-    def fake_urlopen(request: Any) -> FakeResponse:
-        requested.append(request.full_url)
-        return FakeResponse(served)
-
-    monkeypatch.setattr(torch.hub, "urlopen", fake_urlopen)
-    with pytest.raises(RuntimeError, match=r'invalid hash value \(expected "f37072fd"'):
-        fetch_weights(R18, folder)
-    assert requested == [R18_URL]
-    assert list(folder.iterdir()) == []
 
 
 class Marker:
@@ -343,12 +283,15 @@ def test_timm_refuses_a_tag_without_hugging_face_weights(tmp_path: Path) -> None
         fetch_weights(ModelSpec(name="t", source="timm", architecture="gcvit_base", weights="in1k"), tmp_path)
 
 
-def test_timm_offline_without_cache_fails_without_network(
+def test_timm_offline_without_cache_fails_without_network_saying_what_to_do(
     hf_cache: Path, tmp_path: Path, no_network: list[object]
 ) -> None:
-    with pytest.raises(LocalEntryNotFoundError):
+    with pytest.raises(DownloadError, match="not in huggingface_hub's cache") as info:
         fetch_weights(TIMM, tmp_path / "weights")
-    assert no_network == []
+    assert isinstance(info.value.__cause__, LocalEntryNotFoundError) and no_network == []
+    message = str(info.value)
+    for part in (f"timm/{TIMM_ARCH}.{TIMM_TAG}", "model.safetensors", str(tmp_path / "weights"), "HF_HUB_OFFLINE=1"):
+        assert part in message, part
 
 
 # config checks (run when a workflow run starts)

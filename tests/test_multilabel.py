@@ -152,7 +152,9 @@ def table_scores(tmp_path, top5=True, model="m"):
         write_dataset_labels(labels_path := tmp_path / f"{dataset}.parquet", labels, coverage, dataset, "0" * 64)
         path = tmp_path / f"{dataset}.{model}.predictions.parquet"
         predictions = write_predictions(path, records, dataset, model, top5)
-        analysis = analyze_predictions(predictions, records, top_k=1, label_set="multilabel", labels_path=labels_path)
+        bad = {"unreadable": 1} if dataset == "imagenet" else {}  # one val image was left out as bad
+        analysis = analyze_predictions(predictions, records, top_k=1, label_set="multilabel", labels_path=labels_path,
+                                       n_excluded=sum(bad.values()), bad=bad)  # fmt: skip
         scores.append(score(dataset, one_crop_predictions(predictions), records, read_dataset_labels(labels_path),
                             coverage, class_groups(), analysis.metrics))  # fmt: skip
     return scores
@@ -186,7 +188,13 @@ def test_every_table_cell_by_hand(tmp_path):
     write_table_multilabel(scores, {"imagenet": "imagenet_val", "v2": "imagenet_v2"}, tmp_path / "t.csv",
                            tmp_path / "t.md")  # fmt: skip
     rows = read_csv(tmp_path / "t.csv")
-    assert list(rows[0]) == COLUMNS
+    assert list(rows[0]) == [*COLUMNS, "n_bad", "n_unscored", "left_out"]
+    unscored = "not scored (not annotated by Shankar et al., or problematic)"
+    assert [(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows] == [
+        ("1", "2", f"1 bad (1 unreadable, listed in results/datasets/imagenet/bad_images.csv) and 2 {unscored}"),
+        ("0", "1", f"1 {unscored}"),
+    ]  # val: 7 images, 5 scored (one problematic, one not annotated); V2: c is not annotated
+    rows = [{k: v for k, v in r.items() if k in COLUMNS} for r in rows]
     # val, scored images 1, 2, 5, 6, 7: top-1 only 2 (151); top-5 1, 2, 5 (6's 1 and 7's 0 are not in theirs);
     # multi-label only 1; ImageNet-M 2 and 3 of 2, 3, 5. Slices (original label): organisms 1, 2, 6, 7 (1 right);
     # objects 5; no dogs 1, 5, 6, 7
@@ -206,6 +214,7 @@ def test_every_table_cell_by_hand(tmp_path):
         "acc_no_dogs": "100.00", "notes": NO_IMAGENET_M,
     }  # fmt: skip
     md = (tmp_path / "t.md").read_text()
+    assert f"v2: 1 {unscored}." in md
     assert "| multi-label - top-1 | imagenet | +0.00 (median of 1 model) | +8.9 (median of 72 models" in md
     assert "| top-5 - multi-label | imagenet | +40.00 (median of 1 model) | +7.4" in md
     assert "| multi-label - top-1 | v2 | +50.00 (median of 1 model) | (reported for ImageNet val only) |" in md

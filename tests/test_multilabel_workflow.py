@@ -10,6 +10,7 @@ import pytest
 
 from tests.multilabel_fixture import document, v2_id, val
 from tests.test_adapters import VAL, save_image, voc_xml
+from tests.test_integrity_workflow import bad_note, truncated_jpeg
 from tests.test_real_datasets_workflow import served  # noqa: F401 (a fixture)
 from zoomeval.core.classes import wnids
 from zoomeval.report.multilabel_table import NO_IMAGENET_M
@@ -24,7 +25,7 @@ def build_inputs(src, www):
     annotations. Every label list names all 1000 classes, so what the model predicts cannot change the multi-label
     and ImageNet-M results: val 1 is always right, val 2 (only unclear) always wrong for multi-label and right for
     ImageNet-M, val 3 problematic (left out of multi-label, counted in ImageNet-M); V2 a is always right, b always
-    wrong, c not annotated. Returns the annotations' sha256."""
+    wrong, c not annotated, e a truncated JPEG (left out as bad). Returns the annotations' sha256."""
     for number, size, objects in VAL:
         stem = f"ILSVRC2012_val_{number:08d}"
         save_image(src / "val" / f"{stem}.JPEG", size)
@@ -32,6 +33,8 @@ def build_inputs(src, www):
         (src / "bbox" / "val" / f"{stem}.xml").write_text(voc_xml(stem, size, objects))
     for image_id in V2:
         save_image(src / "v2" / f"{image_id}.jpeg", (24, 20))
+    (src / "v2" / "3").mkdir()
+    (src / "v2" / "3" / f"{v2_id('e')}.jpeg").write_bytes(truncated_jpeg(4))  # a bad image, left out
     every = wnids()
     annotations = document(
         {val(1): {"correct": every}, val(2): {"unclear": every}, val(3): {"correct": every},
@@ -93,6 +96,11 @@ def test_the_multilabel_table_end_to_end(tmp_path, served, snakemake_run, config
         www / "human_accuracy_v3.0.0.json"
     ).read_bytes()
     val_row, v2_row = read_rows(tmp_path / "results/table_multilabel.csv")
+    unscored = "not scored (not annotated by Shankar et al., or problematic)"
+    assert [(r.pop("n_bad"), r.pop("n_unscored"), r.pop("left_out")) for r in (val_row, v2_row)] == [
+        ("0", "1", f"1 {unscored}"), ("1", "1", f"{bad_note('imagenet_v2')} and 1 {unscored}")]  # fmt: skip
+    assert f"imagenet_v2: {bad_note('imagenet_v2')} and 1 {unscored}." in (
+        tmp_path / "results/table_multilabel.md").read_text()  # fmt: skip
     top1, top5 = one_crop_accuracies(tmp_path, "imagenet")
     assert val_row == {
         "model": "efficientnet_lite0", "dataset": "imagenet", "n_images": "3", "n_annotated": "3",

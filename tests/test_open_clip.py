@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,14 @@ from zoomeval.core.manifest import Record
 from zoomeval.datasets.adapters.imagefolder import _timm_synsets
 from zoomeval.inference import zero_shot
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.models import MODEL_SOURCES, check_model, fetch_weights, head_name, load_model
+from zoomeval.inference.models import (
+    MODEL_SOURCES,
+    check_model,
+    fetch_weights,
+    head_name,
+    load_model,
+    weights_folder,
+)
 from zoomeval.inference.sources.open_clip_models import build_head, create
 from zoomeval.inference.tta import run_tta_to_file
 from zoomeval.inference.tta_views import standard_view
@@ -331,24 +339,54 @@ def test_open_clip_keys_on_another_source_are_refused():
 
 
 def test_the_head_file_name_changes_with_what_the_head_depends_on(tiny, tmp_path):
-    name = head_name(spec_of(tiny))
-    assert name.startswith(f"{ARCH}.tiny.") and name == head_name(spec_of({**tiny, "mean": [0.5] * 3}))
-    assert name != head_name(spec_of({**tiny, "duplicate_names": "wordnet_lemmas"}))
-    assert name != head_name(spec_of({k: v for k, v in tiny.items() if k != "templates"}))
+    res = str(tmp_path / "res")
+    name = head_name(spec_of(tiny), res)
+    assert name.startswith(f"{ARCH}.tiny.") and name == head_name(spec_of({**tiny, "mean": [0.5] * 3}), res)
+    assert name != head_name(spec_of({**tiny, "duplicate_names": "wordnet_lemmas"}), res)
+    assert name != head_name(spec_of({k: v for k, v in tiny.items() if k != "templates"}), res)
     (tmp_path / "t.txt").write_text("a photo of a {}.\n")
-    assert name != head_name(spec_of({**tiny, "templates": str(tmp_path / "t.txt")}))
+    assert name != head_name(spec_of({**tiny, "templates": str(tmp_path / "t.txt")}), res)
     clip = spec_of({"source": "open_clip", "architecture": "ViT-L-14", "weights": "openai"})
-    assert head_name(clip).startswith("ViT-L-14.openai.") and head_name(spec_of(tiny, "other")) == name
+    assert head_name(clip, res).startswith("ViT-L-14.openai.") and head_name(spec_of(tiny, "other"), res) == name
     with pytest.raises(ConfigError, match="models.tiny.templates: /nonexistent does not exist"):
-        head_name(spec_of({**tiny, "templates": "/nonexistent"}))
+        head_name(spec_of({**tiny, "templates": "/nonexistent"}), res)
 
 
-def test_the_checkpoint_key_is_a_local_file_for_open_clip(tiny):
+def test_a_local_checkpoint_is_kept_and_its_head_named_by_its_content_not_its_path(tiny, tmp_path):
+    """Two files under one ``weights`` name get two folders and two heads; a copy of one file elsewhere shares
+    them; a file replaced at its path gets new ones (its sha256 is hashed again: inode and ctime changed)."""
+    res = str(tmp_path / "res")
+    copy = tmp_path / "copy.safetensors"
+    copy.write_bytes(Path(tiny["checkpoint"]).read_bytes())
+    other = write_tiny_clip(tmp_path / "other", seed=1)
+    sha, other_sha = (hashlib.sha256(Path(e["checkpoint"]).read_bytes()).hexdigest() for e in (tiny, other))
+    folder = weights_folder(spec_of(tiny), res)
+    assert folder == f"{res}/weights/open_clip/{ARCH}.{sha}"
+    assert weights_folder(spec_of({**tiny, "checkpoint": str(copy)}), res) == folder
+    assert head_name(spec_of({**tiny, "checkpoint": str(copy)}), res) == head_name(spec_of(tiny), res)
+    assert weights_folder(spec_of(other), res) == f"{res}/weights/open_clip/{ARCH}.{other_sha}"
+    assert head_name(spec_of(other), res) != head_name(spec_of(tiny), res)
+    replaced = spec_of({**tiny, "checkpoint": str(copy)})
+    os.replace(other["checkpoint"], copy)
+    assert weights_folder(replaced, res) == f"{res}/weights/open_clip/{ARCH}.{other_sha}"
+    with pytest.raises(ConfigError, match=r"models.tiny.checkpoint: .*gone.safetensors is not a file"):
+        weights_folder(spec_of({**tiny, "checkpoint": str(tmp_path / "gone.safetensors")}), res)
+    # the fetch_weights job refuses a file replaced since the workflow was planned (its folder named the old one)
+    with pytest.raises(ValueError, match=rf"copy.safetensors changed since the workflow was planned .*{other_sha}"):
+        fetch_weights(replaced, Path(folder), res)
+    assert not Path(folder).exists()
+    fetch_weights(replaced, Path(weights_folder(replaced, res)), res)
+    assert [p.name for p in Path(weights_folder(replaced, res)).iterdir()] == [f"{other_sha}.safetensors"]
+
+
+def test_the_checkpoint_key_is_a_local_file_for_open_clip(tiny, tmp_path):
     """``checkpoint`` is the key the checkpoint source reads too: ``{path}`` is the same file as a bare path, and a
     URL is refused, since an open_clip ``weights`` is a name, not a sha256 that a download could be checked against."""
-    assert head_name(spec_of({**tiny, "checkpoint": {"path": tiny["checkpoint"]}})) == head_name(spec_of(tiny))
+    res = str(tmp_path / "res")
+    given_as_path = spec_of({**tiny, "checkpoint": {"path": tiny["checkpoint"]}})
+    assert head_name(given_as_path, res) == head_name(spec_of(tiny), res)
     with pytest.raises(ConfigError, match="models.tiny.checkpoint: an open_clip checkpoint must be a local file"):
-        head_name(spec_of({**tiny, "checkpoint": {"url": "https://example.org/tiny.safetensors"}}))
+        head_name(spec_of({**tiny, "checkpoint": {"url": "https://example.org/tiny.safetensors"}}), res)
 
 
 def test_memo_and_the_baseline_run_an_open_clip_model_with_its_head(tiny, tiny_weights, tiny_head, tmp_path):

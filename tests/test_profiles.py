@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from zoomeval.core.cluster import PLACEHOLDER, refuse_placeholders
+from zoomeval.core.config import ConfigError
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "profiles" / "default" / "config.yaml"
 SLURM = ROOT / "profiles" / "slurm" / "config.yaml"
@@ -22,6 +25,14 @@ NO_SLURM_PLUGIN = "snakemake-executor-plugin-slurm is not installed (pip install
 
 def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
+
+
+def filled_in(path: Path, folder: Path) -> Path:
+    """A copy of the profile at ``path`` (its folder) in ``folder``, with a partition where it ships the placeholder,
+    as a user edits it before the first run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(path.read_text().replace(PLACEHOLDER, "batch"))
+    return folder / "config.yaml"
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
@@ -115,12 +126,36 @@ def test_dry_run_with_the_default_profile(tmp_path):
     assert "predict" in job_blocks(proc.stdout)
 
 
+def test_the_shipped_placeholders_are_refused_naming_the_profile_key():
+    profile = load(SLURM)
+    with pytest.raises(ConfigError, match=r"^default-resources.slurm_partition: 'CHANGE_ME' is the workflow profile"):
+        refuse_placeholders(profile["default-resources"], profile["set-resources"])
+    partition = {"slurm_partition": "'batch'"}
+    refuse_placeholders(partition, profile["set-resources"])  # filled in: accepted
+    refuse_placeholders(None, {})  # no resources at all (a local run without a profile)
+    for default, per_rule, key in [
+        ({**partition, "slurm_account": "'CHANGE_ME'"}, {}, "default-resources.slurm_account"),
+        (partition, {"predict": {"slurm_partition": "'CHANGE_ME_GPU'"}}, "set-resources.predict.slurm_partition"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: 'CHANGE_ME(_GPU)?' is the .* \(`s"):
+            refuse_placeholders(default, per_rule)
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
+def test_a_dry_run_with_the_shipped_slurm_profile_is_refused_naming_the_placeholder(tmp_path):
+    proc = snakemake(demo_workdir(tmp_path), "--workflow-profile", str(SLURM.parent), "-n", "results/table_a8.csv")
+    assert proc.returncode != 0 and not job_blocks(proc.stdout)
+    assert "default-resources.slurm_partition: 'CHANGE_ME' is the workflow profile's placeholder" in proc.stdout
+
+
 @pytest.mark.workflow
 @pytest.mark.skipif(not HAS_SLURM_PLUGIN, reason=NO_SLURM_PLUGIN)
 @pytest.mark.parametrize("path", [SLURM, SLURM_CI], ids=["slurm", "slurm-ci"])
 def test_dry_run_with_a_slurm_profile(tmp_path, path):
     """A dry run does not contact SLURM; it evaluates every resource of the profile, which each job shows."""
-    workdir = demo_workdir(tmp_path)
+    workdir = demo_workdir(tmp_path / "work")
+    path = filled_in(path, tmp_path / "profile")
     proc = snakemake(workdir, "--workflow-profile", str(path.parent), "-n", "results/table_a8.csv")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     blocks = job_blocks(proc.stdout)
@@ -166,12 +201,17 @@ def test_slurm_profile_builds_the_expected_sbatch_calls(tmp_path):
         (bin_dir / name).chmod(stat.S_IRWXU)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     target = "results/predictions/demo/original/efficientnet_lite0.parquet"
-    proc = snakemake(workdir, "--workflow-profile", str(SLURM.parent), target,
+    shipped = snakemake(workdir, "--workflow-profile", str(SLURM.parent), target, env=env)
+    message = shipped.stdout + shipped.stderr
+    assert shipped.returncode != 0 and "slurm_partition: 'CHANGE_ME' is the" in message, message
+    assert not log.exists()  # refused before anything was submitted
+    path = filled_in(SLURM, tmp_path / "profile")
+    proc = snakemake(workdir, "--workflow-profile", str(path.parent), target,
                      "--slurm-init-seconds-before-status-checks", "1", env=env)  # fmt: skip
     assert proc.returncode != 0  # every submission is refused
     assert log.exists(), proc.stdout + proc.stderr
     calls = log.read_text().splitlines()
-    profile = load(SLURM)
+    profile = load(path)
     assert len(calls) == 1 + profile["retries"], calls
     for attempt, call in enumerate(calls, start=1):
         head = call.split("--wrap", 1)[0]

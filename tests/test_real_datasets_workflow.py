@@ -115,6 +115,13 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
         ("imagenet_in_real", "original"): "3", ("imagenet_in_real", "bgset"): "3",
         ("imagenet_a", "original"): "2", ("objectnet", "original"): "1", ("hard", "original"): "2",
     }  # fmt: skip
+    # and each row says what it left out: ReaL's image without a label, ImageNet-Hard's undecodable row
+    left = {k[0]: (r["n_bad"], r["n_unscored"], r["left_out"]) for k, r in rows.items() if k[1] == "original"}
+    assert left == {
+        "imagenet": ("0", "0", "none"), "imagenet_real": ("0", "1", "1 not scored (no ReaL label)"),
+        "imagenet_in_real": ("0", "0", "none"), "imagenet_a": ("0", "0", "none"), "objectnet": ("0", "0", "none"),
+        "hard": ("1", "0", "1 bad (1 unreadable, listed in results/datasets/hard/bad_images.csv)"),
+    }  # fmt: skip
     # the subset policy restricts pred to each dataset's classes
     a = pq.read_table(tmp_path / "results/predictions/imagenet_a/original/efficientnet_lite0.parquet")
     (extracted,) = (tmp_path / "resources" / "imagenet_a" / "root.extracted").glob(f"imagenet-a.tar.{sha}.d")

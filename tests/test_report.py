@@ -24,6 +24,8 @@ def workdir(tmp_path_factory) -> Path:
     from profiles/default, as for a user who types the plain call."""
     workdir = tmp_path_factory.mktemp("report")
     write_config(workdir, scales=[256], top_k=3)
+    early = run_snakemake(workdir, "--report", "report.html", cores=None, check=False)  # before `all` is built
+    (workdir / "early_report.log").write_text(f"{early.returncode}\n{early.stdout}{early.stderr}")
     old = os.umask(0o022)  # the subprocess inherits it
     try:
         run_snakemake(workdir, "all")
@@ -31,6 +33,14 @@ def workdir(tmp_path_factory) -> Path:
         os.umask(old)
     run_snakemake(workdir, "--report", "report.html", cores=None)
     return workdir
+
+
+def test_a_report_before_all_is_built_says_to_build_all_first(workdir):
+    returncode, out = (workdir / "early_report.log").read_text().split("\n", 1)
+    assert returncode != "0"
+    assert "snakemake --report: all is not built yet (results/table_a8.csv, results/table_a8.md" in out
+    assert "without --report: `snakemake --cores N all`; then run --report again" in out
+    assert "marked for report but does not exist" not in out
 
 
 def test_the_plain_report_call_lists_every_result(workdir):

@@ -13,6 +13,7 @@ from PIL import Image
 from tests.test_config import refusal, validated
 from zoomeval.core.config import MemoSettings, ModelSpec
 from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.inference import tta
 from zoomeval.inference.models import load_model
@@ -145,13 +146,17 @@ def test_table_5_rows_means_differences_and_the_papers_numbers(tmp_path) -> None
     assert rows[4]["paper"] == {"in": None, "ina": None} and rrc_all["paper_mean"] is None  # "mine" is not the paper's
     assert rrc_all["paper_seconds_per_image"] == 0.65
 
-    write_table_tta(results, adapters, {"r50": "resnet50"}, tmp_path / "t.csv", tmp_path / "t.md")
+    left_out = {"in": LeftOut("in", {"unreadable": 1}), "ina": LeftOut("ina")}
+    write_table_tta(results, adapters, {"r50": "resnet50"}, tmp_path / "t.csv", tmp_path / "t.md", left_out)
     table = list(csv.DictReader((tmp_path / "t.csv").open()))
+    why = "in: 1 bad (1 unreadable, listed in results/datasets/in/bad_images.csv); ina: none"
     assert table[3] == {
         "method": "memo_rrc", "model": "r50", "in": "72.00", "ina": "14.00", "mean": "43.00", "std": "41.01",
         "diff_baseline": "3.00", "seconds_per_image": "1.000", "paper_in": "77.50", "paper_ina": "1.31",
         "paper_mean": "39.41", "paper_std": "53.87", "paper_diff_baseline": "1.34", "paper_seconds_per_image": "",
+        "n_bad:in": "1", "n_unscored:in": "0", "n_bad:ina": "0", "n_unscored:ina": "0", "left_out": why,
     }  # fmt: skip
+    assert f"max_resized_pixels): {why}." in (tmp_path / "t.md").read_text()
     md = (tmp_path / "t.md").read_text()
     assert "| MEMO + RRC | r50 | 72.00 (77.50) | 14.00 (1.31) | 43.00 ± 41.01 (39.41 ± 53.87) | 3.00 (1.34) |" in md
     assert "in (IN)" in md and "ina (IN-A)" in md
@@ -195,3 +200,4 @@ def test_a_killed_job_resumes_at_its_last_finished_shard_with_identical_output(r
     assert meta["n_images"] == 2 and not (tmp_path / ".resumed.parquet.shards").exists()
     other = run_tta_to_file(tmp_path / "seed.parquet", records[:1], LITE0, "memo_rrc", "toy", FAST, seed=1, threads=2)
     assert other["settings"]["seed"] == 1  # the seed is part of the shards' identity, like every MEMO setting
+

@@ -2,6 +2,11 @@
 
 import csv
 import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -41,11 +46,39 @@ def test_the_demo_builds_table_tta_and_a_memo_setting_reruns_only_the_memo_jobs(
         assert meta["method"] == method and meta["n_images"] == 12
         assert (method == "none") == ("views" not in meta["settings"]) and meta["settings"].get("views", 2) == 2
     assert "MEMO + RRC: K = 2 views" in (tmp_path / "results" / "table_tta.md").read_text()
+    assert_a_killed_forced_rerun_is_completed_without_forcerun(tmp_path, snakemake_run)
 
     config_writer(tmp_path, datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original"]}},
                   stats={"pairs": []}, tta={**demo["tta"], "views": 2, "lr": 0.001})  # fmt: skip
     plan = snakemake_run(tmp_path, "results/table_tta.csv", "--dry-run")
     assert job_counts(plan.stdout + plan.stderr) == {"tta": 2, "table_tta": 1, "total": 3}
+
+
+def assert_a_killed_forced_rerun_is_completed_without_forcerun(workdir, snakemake_run):
+    """``--forcerun tta`` killed while a tta job runs: its file is still the old one (Snakemake removed it before
+    the fix, leaving the table of a file that was gone and "Nothing to be done"), and the same command without
+    ``--forcerun`` reruns the killed job and the table."""
+    files = [workdir / "results" / "tta" / "demo" / m / "efficientnet_lite0.parquet"
+             for m in ("none", "memo_augmix", "memo_rrc")]  # fmt: skip
+    # the target first: --forcerun takes every argument after it
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(workdir / "config.yaml"), "--cores", "2", "results/table_tta.csv",
+           "--forcerun", "tta"]  # fmt: skip
+    with open(workdir / "forced.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    # a tta job holds its .shards folder while it runs
+    while not list((workdir / "results" / "tta").glob("*/*/.*.shards")) and time.monotonic() < deadline:
+        assert proc.poll() is None, (workdir / "forced.log").read_text()[-3000:]
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert all(f.exists() for f in files) and (workdir / "results" / "table_tta.csv").exists()
+    snakemake_run(workdir, "--unlock")
+    again = snakemake_run(workdir, "results/table_tta.csv")
+    assert job_counts(again.stdout + again.stderr) == {"tta": 1, "table_tta": 1, "total": 2}
+    plan = snakemake_run(workdir, "results/table_tta.csv", "--dry-run")
+    assert "Nothing to be done" in plan.stdout + plan.stderr
 
 
 def test_the_papers_tta_config_plans_three_methods_for_three_resnets_on_five_datasets(tmp_path, snakemake_run,
@@ -75,4 +108,6 @@ def test_the_papers_tta_config_plans_three_methods_for_three_resnets_on_five_dat
     assert refused.returncode != 0
     assert f"{tmp_path}/moex_cutmix.pth.tar: sha256 " in refused.stdout + refused.stderr
     assert "(pinned in models.moex_cutmix.weights)" in refused.stdout + refused.stderr
-    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+    # no job ran: no results and no weights, only the local checkpoints' remembered sha256 (hashed with the DAG)
+    made = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "resources").rglob("*") if p.is_file()]
+    assert not (tmp_path / "results").exists() and made == ["resources/weights/.sha256.json"]

@@ -55,9 +55,27 @@ def recompute_max_rule(workdir, dataset, model, member):
     return f"{100 * np.mean([best[r.image_id][1] in r.labels for r in records]):.2f}"
 
 
+def check_zoom_policies(workdir, table_a8):
+    """The zoom-policy curves start at the 1-crop accuracy and end at acc_max, per Table A8 row."""
+    with open(workdir / "results/table_zoom_policies.csv") as fh:
+        points = list(csv.DictReader(fh))
+    for row in table_a8:
+        mine = [p for p in points if (p["model"], p["variant"], p["dataset"]) == (row["model"], row["variant"],
+                                                                                   row["dataset"])]  # fmt: skip
+        first = {p["acc"] for p in mine if p["budget"] == "1" and p["policy"] != "oracle_top_k"}
+        assert first == {row["acc_1crop"]}, row  # every policy, cross-validated or transferred, and the 1-crop
+        assert [p["acc"] for p in mine if p["policy"] == "oracle_max"] == [row["acc_max"]]
+        assert [p["acc"] for p in mine if p["policy"] == "oracle_top_k"][-1] == row["acc_max"]
+        assert {p["protocol"] for p in mine} == {"cv3", "in_sample"} | (
+            {"transfer:demo"} if row["dataset"] == "demo_clutter" else set())  # fmt: skip
+    assert (workdir / "results/figures/demo/zoom_policies.png").stat().st_size > 10_000
+
+
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
-    config = config_writer(tmp_path, scales=SCALES, top_k=3)
-    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv")
+    policies = {"folds": 3, "transfer": [["demo", "demo_clutter"]]}
+    config = config_writer(tmp_path, scales=SCALES, top_k=3, policies=policies)
+    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv",
+                  "results/table_zoom_policies.csv", "results/figures/demo/zoom_policies.png")  # fmt: skip
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
@@ -72,21 +90,31 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "cover_size_exact",
         "cover_gap",
         "acc_standard",
+        "architecture",
+        "n_scales",
+        "n_bad",
+        "n_unscored",
+        "left_out",
     ]
+    assert {(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows} == {("0", "0", "none")}
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
     ]
+    lite0 = "tf_efficientnet_lite0.efficientnet-lite0-57934424.pth"
+    assert {(r["architecture"], r["n_scales"]) for r in rows} == {(lite0, str(len(SCALES)))}
     for row in rows:
         expected = recompute_table_a8(tmp_path, row["dataset"], row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]
     assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
     with open(tmp_path / "results/table_1.csv") as fh:
         table_1 = list(csv.reader(fh))
-    assert table_1[0] == ["panel", "model", "demo", "demo_clutter"]
-    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"]]
-    assert table_1[2] == ["b", "Random", "0.30", "0.30"]  # top_k = 3 guesses among 1000 classes
-    assert table_1[4] == ["c", "Random", "1.80", "1.80"]  # 18 transforms
+    left_out = ["0", "0", "0", "0", "demo: none; demo_clutter: none"]  # the demo leaves no image out
+    assert table_1[0] == ["panel", "model", "demo", "demo_clutter", "n_bad:demo", "n_unscored:demo",
+                          "n_bad:demo_clutter", "n_unscored:demo_clutter", "left_out"]  # fmt: skip
+    assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"], *left_out]
+    assert table_1[2] == ["b", "Random", "0.30", "0.30", *left_out]  # top_k = 3 guesses among 1000 classes
+    assert table_1[4] == ["c", "Random", "1.80", "1.80", *left_out]  # 18 transforms
     # the standard evaluation: one prediction per image, scored on the original images only
     for row in rows:
         standard = tmp_path / f"results/standard/{row['dataset']}/efficientnet_lite0.parquet"
@@ -94,7 +122,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         preds = dict(pl.read_parquet(standard).select("image_id", "pred").iter_rows())
         correct = [preds[r.image_id] in r.labels for r in records]
         assert row["acc_standard"] == (f"{100 * np.mean(correct):.2f}" if row["variant"] == "original" else "")
-    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"]]
+    assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"], *left_out]
     with open(tmp_path / "results/table_aggregation.csv") as fh:
         aggregation = list(csv.DictReader(fh))
     assert [(r["dataset"], r["acc_1crop"]) for r in aggregation] == [
@@ -106,6 +134,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         assert row["zoom_out_max"] == recompute_max_rule(tmp_path, row["dataset"], row["model"], lambda s: s < 224)
         assert row["zoom_224_max"] == row["zoom_224_mean"] == ""  # no S = 224 among the scales
         assert all(row[f"{m}_{r}"] for m in ("zoom_in", "zoom_out", "five_crop", "ten_crop") for r in ("max", "mean"))
+    check_zoom_policies(tmp_path, rows)
     for variant in ("original", "fgset", "bgset"):
         path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
@@ -202,19 +231,36 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, snakemake_run,
     assert not (tmp_path / "results").exists()
 
 
-def test_an_unknown_architecture_is_refused_when_the_run_starts_before_any_job(tmp_path, snakemake_run, config_writer):
-    """Checking architectures and weights tags imports torchvision or timm, so it runs in onstart: not in a dry run
-    (which checks the schema and the structure only), and before the first job of a real one."""
+def test_an_unknown_architecture_is_refused_by_a_dry_run_with_the_closest_names(tmp_path, snakemake_run, config_writer):
+    """Architectures and tags are checked against the libraries' name lists (cached per library version, written by
+    a child process) when the DAG is built: `snakemake -n` refuses a misspelt one, naming the key and the closest."""
     config = config_writer(tmp_path)
     config["models"]["r50"] = {"source": "torchvision", "architecture": "resnet5", "weights": "IMAGENET1K_V1"}
     config_writer(tmp_path, **config)
-    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
-    assert "resources/weights/torchvision/resnet5.IMAGENET1K_V1" in plan.stdout  # its fetch_weights job
-    proc = snakemake_run(tmp_path, "results/table_a8.csv", check=False)
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
     assert proc.returncode != 0
-    assert "models.r50.architecture: 'resnet5' is not a torchvision model" in proc.stdout + proc.stderr
+    message = "models.r50.architecture: 'resnet5' is not a torchvision model (zoomeval list models torchvision); "
+    message += "closest: resnet50, "
+    assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
-    assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake" / "locks").iterdir())
+    config["models"]["r50"] = {"source": "timm", "architecture": "resnet50.a1_in1"}
+    config_writer(tmp_path, **config)
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "models.r50.weights: 'a1_in1' is not a pretrained tag of resnet50 [" in out
+    assert "closest: a1_in1k, " in out
+    # timm's own arch.tag spelling and torchvision's weight enum plan the run, each with its weights' fetch job
+    config["models"]["r50"] = {"source": "timm", "architecture": "resnet50.a1_in1k"}
+    config["models"]["tv50"] = {"source": "torchvision", "architecture": "resnet50",
+                                "weights": "ResNet50_Weights.IMAGENET1K_V2"}  # fmt: skip
+    config["models"]["clip"] = {"source": "open_clip", "architecture": "hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"}
+    config_writer(tmp_path, **config)
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    assert "resources/weights/timm/resnet50.a1_in1k" in plan.stdout
+    assert "resources/weights/torchvision/resnet50.IMAGENET1K_V2" in plan.stdout
+    assert "resources/weights/open_clip/ViT-B-32.laion2b_s34b_b79k" in plan.stdout
+    assert "results/zero_shot/ViT-B-32.laion2b_s34b_b79k." in plan.stdout
+    assert "results/analysis/demo/original/r50/metrics.json" in plan.stdout
 
 
 def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(
@@ -281,10 +327,14 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = everything.stdout + everything.stderr
     counts = job_counts(out)
     assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
+    # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
+    assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
+    assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
     for path in ("predictions/objectnet/original/clip_vit_l_14.parquet", "standard/imagenet_hard/clip_vit_l_14.parquet",
                  "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
                  "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png", "table_imagenet_hard.md",
-                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv"):  # fmt: skip
+                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv", "table_zoom_policies.csv",
+                 "figures/imagenet_real/zoom_policies.png"):  # fmt: skip
         assert f"results/{path}" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr
@@ -332,8 +382,9 @@ def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_r
     assert [line.split(",")[0] for line in bad] == ["image_id", "n01440764/cut", "n01440764/empty"]
     with open(tmp_path / "results/table_a8.csv") as fh:
         (row,) = list(csv.DictReader(fh))
-    assert row["n_images"] == "2"
-    assert "mine: 2" in (tmp_path / "results/table_a8.md").read_text()
+    why = "2 bad (2 unreadable, listed in results/datasets/mine/bad_images.csv)"
+    assert (row["n_images"], row["n_bad"], row["n_unscored"], row["left_out"]) == ("2", "2", "0", why)
+    assert f"mine: {why}." in (tmp_path / "results/table_a8.md").read_text()
 
     config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []}, on_bad_image="fail")
     proc = snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "dataset_manifest", check=False)

@@ -10,13 +10,14 @@ from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import Config, Registries, resolve
+from zoomeval.core.provenance import CHECKOUT
 from zoomeval.core.validate import validate_config
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES, check_model
 
 REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LABEL_SETS)
 #: The config's JSON schema, beside the Snakefile.
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def load_config(config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA) -> Config:
@@ -27,6 +28,22 @@ def load_config(config: dict[str, Any], check_paths: bool = True, schema: str | 
 def typed_config(config: dict[str, Any]) -> Config:
     """The typed form of a config that :func:`load_config` validated (what a job's script reads)."""
     return resolve(config, REGISTRIES)
+
+
+def check_model_names(config: Config, cache: Path) -> None:
+    """Every model's architecture and tag against its library's catalogue (:mod:`zoomeval.inference.catalogue`), read
+    from JSON files under ``cache`` so that building the DAG imports no ML library; entries whose weights are a local
+    checkpoint or whose architecture a model_config defines are left to :func:`check_models`, and so are libraries
+    that are not installed."""
+    from zoomeval.inference.catalogue import cached_catalogue, check_names
+
+    for spec in config.models.values():
+        if MODEL_SOURCES.get(spec.source).names is None or spec.checkpoint is not None:
+            continue
+        if getattr(spec.options, "model_config", None) is not None:
+            continue
+        if (catalogue := cached_catalogue(spec.source, cache)) is not None:
+            check_names(spec, catalogue, spec.source)
 
 
 def check_models(config: Config) -> None:

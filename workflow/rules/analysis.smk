@@ -7,6 +7,7 @@ rule analyze:
         predictions=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
         aggregates=lambda wc: f"results/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.aggregates.parquet",
         manifest=lambda wc: f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet",
+        bad_images=bad_images_input,
         labels=labels_input,
         standard=lambda wc: (
             f"results/standard/{SCORED[wc.scored][0]}/{wc.model}.parquet" if wc.variant == "original" else []

@@ -48,6 +48,7 @@ rule browser_crops:
 rule browser_data:
     input:
         manifest=browser_manifest,
+        bad_images=bad_images_input,
         matrices=browser_matrices,
         covers=original_analysis("cover.json"),
         predictions=lambda wc: [f"results/predictions/{SCORED[wc.scored][0]}/original/{m}.parquet" for m in MODELS],

@@ -4,16 +4,38 @@ import os
 import re
 
 from zoomeval.analysis.label_sets import LABEL_SETS
+from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.devices import claims_gpu
-from zoomeval.datasets.inputs import plan_all
+from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
-from zoomeval.inference.models import head_name, weights_folder
+from zoomeval.inference.catalogue import CACHE as CATALOGUES
+from zoomeval.inference.models import head_name, local_checkpoint, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
-from zoomeval.registries import load_config
+from zoomeval.registries import check_model_names, load_config
+from zoomeval.report.report_check import check_built
 
-CFG = load_config(config, schema=os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"))
+# Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
+for path in workflow.configfiles:
+    load_yaml(path)
+CFG = load_config(config, schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"))
+# A workflow profile's placeholder partition or account (profiles/slurm ships 'CHANGE_ME') is refused here, when the
+# workflow is parsed: before any job is submitted, and by a dry run.
+refuse_placeholders(workflow.resource_settings.default_resources, workflow.resource_settings.overwrite_resources)
+# Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
+if workflow.is_main_process:
+    check_model_names(CFG, CATALOGUES)
 R = CFG.resources
+
+
+def start_checks():
+    """The checks that import the model libraries (the Snakefile's onstart, and a study directory's)."""
+    from zoomeval.registries import check_models
+
+    check_models(CFG)
+
+
 DATASETS = list(CFG.datasets)
 MODELS = list(CFG.models)
 # Scored datasets: name -> (dataset, label set); the dataset's own labels keep its name.
@@ -41,12 +63,12 @@ INPUTS = plan_all(CFG)
 URLS = _under(R, {i.fetched: i for i in INPUTS.values() if i.spec.url})
 SNAPSHOTS = _under(R, {i.fetched: i for i in INPUTS.values() if i.spec.hf})
 EXTRACTIONS = _under(R, {i.extracted: i for i in INPUTS.values() if i.extracted})
-WEIGHTS = {}  # weights folder -> the first model that uses it
+WEIGHTS = {}  # weights folder (named by the content of a local checkpoint) -> the first model that uses it
 for spec in CFG.models.values():
     if (folder := weights_folder(spec, R)) is not None:
         WEIGHTS.setdefault(os.path.relpath(folder, R), spec)
 # Zero-shot heads (open_clip models, workflow/rules/inference.smk): model -> head; head -> the first model using it.
-HEAD_OF_MODEL = {m: name for m, spec in CFG.models.items() if (name := head_name(spec)) is not None}
+HEAD_OF_MODEL = {m: name for m, spec in CFG.models.items() if (name := head_name(spec, R)) is not None}
 HEADS = {}
 for m, name in HEAD_OF_MODEL.items():
     HEADS.setdefault(name, CFG.models[m])
@@ -85,6 +107,11 @@ def weights_input(wc):
     return weights_folder(CFG.models[wc.model], R) or []
 
 
+def checkpoint_input(wc):
+    """The local checkpoint file a fetch_weights job places (none for a download): a newer file reruns it."""
+    return str(local_checkpoint(WEIGHTS[wc.weights]) or "") or []
+
+
 def head_input(wc):
     """The zero-shot head a predict, standard_eval or tta job of an open_clip model reads (none for other models)."""
     return f"results/zero_shot/{HEAD_OF_MODEL[wc.model]}.safetensors" if wc.model in HEAD_OF_MODEL else []
@@ -97,8 +124,16 @@ def head_job_inputs(wc):
 
 
 def sam_checkpoint_input(wc):
-    """The downloaded SAM checkpoint (none for a local path)."""
-    return INPUTS["sam", "checkpoint"].fetched or []
+    """The SAM checkpoint the masks read: the download, or the local file (a newer one reruns them)."""
+    item = INPUTS["sam", "checkpoint"]
+    return item.fetched or str(item.spec.path)
+
+
+def sam_params(wc):
+    """The sam section and a local checkpoint's sha256 (a file replaced by an older one reruns the masks too; a
+    download's is the section's)."""
+    sha256 = local_file_sha256(INPUTS["sam", "checkpoint"], R)
+    return CFG.sam.entry() | ({"checkpoint_sha256": sha256} if sha256 else {})
 
 
 def masks_input(wc):
@@ -141,6 +176,11 @@ def final_outputs():
 BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
 
 
+def bad_images_input(wc):
+    """The bad_images.csv of a scored dataset (the images its tables note as left out)."""
+    return f"results/datasets/{SCORED[wc.scored][0]}/bad_images.csv"
+
+
 def browser_manifest(wc):
     return f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
 
@@ -165,3 +205,16 @@ def labels_input(wc):
     dataset, label_set = SCORED[wc.scored]
     labels_file = LABEL_SETS[label_set].labels_file
     return f"results/labels/{dataset}/{labels_file}" if labels_file else []
+
+
+# `snakemake --report` before its targets are built says which to build first (Snakemake would name one missing file).
+create_report = workflow.create_report
+
+
+def create_report_when_built(*args, **kwargs):
+    builds = {r.name: [str(f) for f in r.output or r.input] for r in workflow.rules if not r.has_wildcards()}
+    check_built(workflow.dag_settings.targets, builds)
+    create_report(*args, **kwargs)
+
+
+workflow.create_report = create_report_when_built

@@ -62,6 +62,8 @@ rule extract_archive:
 
 
 rule fetch_weights:
+    input:
+        checkpoint=checkpoint_input,
     output:
         directory(f"{R}/{{weights}}"),
     log:

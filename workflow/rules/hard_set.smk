@@ -5,6 +5,7 @@
 rule hard_set:
     input:
         manifest=browser_manifest,
+        bad_images=bad_images_input,
         matrices=original_analysis("correct.npz"),
         labels=labels_input,
     output:

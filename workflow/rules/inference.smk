@@ -29,7 +29,7 @@ rule predict:
         class_set=lambda wc: CFG.datasets[wc.dataset].class_set,
         scales=list(CFG.scales),
         precision=CFG.inference.precision,
-        resize_backend=CFG.inference.resize_backend,
+        resize_backend=CFG.inference.crop_pixels,
         store_top5=CFG.inference.store_top5,
     script:
         "../scripts/predict.py"

@@ -30,7 +30,7 @@ rule sam_masks:
     resources:
         gpu=SAM_GPU,
     params:
-        sam=CFG.sam.entry() if CFG.sam else None,
+        sam=sam_params,
     script:
         "../scripts/sam_masks.py"
 

@@ -16,6 +16,9 @@ rule table_a8:
         "logs/tables/table_a8.log",
     conda:
         CONDA_ENV
+    params:
+        # the resolved arch.tag beside the config's name (timm's resnet50.a1_in1k, torchvision's weight enums)
+        architectures={m: CFG.models[m].arch_tag for m in MODELS},
     script:
         "../scripts/table_a8.py"
 
@@ -96,3 +99,24 @@ rule table_imagenet_hard:
         models={m: CFG.models[m].entry() for m in MODELS},
     script:
         "../scripts/table_imagenet_hard.py"
+
+
+# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies).
+rule leaderboard:
+    input:
+        metrics=[
+            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            for v in variants(d)
+        ],
+    output:
+        csv="results/leaderboard.csv",
+        md="results/leaderboard.md",
+        html="results/leaderboard.html",
+    log:
+        "logs/tables/leaderboard.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/leaderboard.py"

@@ -16,7 +16,10 @@ rule tta:
         weights=weights_input,
         head=head_input,
     output:
-        "results/tta/{dataset}/{method}/{model}.parquet",
+        # update: Snakemake keeps the old file until the job renames the new one onto it (tta writes atomically),
+        # so a killed forced rerun never leaves Table 5 without a file it read; the file is marked incomplete
+        # instead, and the next run reruns the job (rerun-incomplete, profiles/default) and then the table.
+        update("results/tta/{dataset}/{method}/{model}.parquet"),
     log:
         "logs/tta/{dataset}/{method}/{model}.log",
     wildcard_constraints:
@@ -44,6 +47,7 @@ rule table_tta:
             for d in TTA_DATASETS
         ],
         manifests=[f"results/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
+        bad_images=[f"results/datasets/{d}/bad_images.csv" for d in TTA_DATASETS],
     output:
         csv=report("results/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
         md="results/table_tta.md",
@@ -53,5 +57,6 @@ rule table_tta:
         CONDA_ENV
     params:
         paper_models=dict(CFG.tta.paper_models),
+        datasets=TTA_DATASETS,
     script:
         "../scripts/table_tta.py"

@@ -1,4 +1,5 @@
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
+from zoomeval.core.images import bad_kinds
 from zoomeval.core.io import read_metadata
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
@@ -14,6 +15,7 @@ with to_file(sm.log[0]):
         label_set=sm.params.label_set,
         time_limit=config.cover_time_limit,
         n_excluded=read_metadata(sm.input.manifest).get("n_excluded", 0),
+        bad=bad_kinds(sm.input.bad_images),
         aggregates_path=sm.input.aggregates,
         labels_path=sm.input.labels or None,  # only label sets with a labels file have one
         standard_path=str(sm.input.standard) if sm.input.standard else None,

@@ -1,5 +1,6 @@
 import logging
 
+from zoomeval.core.images import bad_kinds
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
 from zoomeval.registries import typed_config
@@ -22,5 +23,6 @@ with to_file(sm.log[0]):
         page_size=browser.page_size,
         predictions_shown=browser.predictions_shown,
         labels_path=sm.input.labels or None,  # only label sets with a labels file have one
+        bad=bad_kinds(sm.input.bad_images),
     )
     logging.info("%d images in %s", n, sm.output[0])

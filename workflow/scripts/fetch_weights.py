@@ -6,4 +6,5 @@ from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    fetch_weights(typed_config(sm.config).models[sm.params.model], Path(sm.output[0]))
+    config = typed_config(sm.config)
+    fetch_weights(config.models[sm.params.model], Path(sm.output[0]), config.resources)

@@ -1,5 +1,6 @@
 import logging
 
+from zoomeval.core.images import bad_kinds
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
 from zoomeval.report.browser_data import read_correctness
@@ -10,5 +11,5 @@ with to_file(sm.log[0]):
     paths = {(m, "original"): p for m, p in zip(sm.params.models, sm.input.matrices, strict=True)}
     n = write_hard_set(sm.output[0], read_manifest(sm.input.manifest), sm.params.label_set, read_correctness(paths),
                        name=sm.wildcards.scored, dataset=sm.params.dataset,
-                       labels_path=sm.input.labels or None)  # fmt: skip
+                       labels_path=sm.input.labels or None, bad=bad_kinds(sm.input.bad_images))  # fmt: skip
     logging.info("%d hard images in %s", n, sm.output[0])

@@ -1,4 +1,6 @@
+from zoomeval.core.images import bad_kinds
 from zoomeval.core.io import read_metadata
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
 from zoomeval.registries import typed_config
@@ -10,4 +12,6 @@ with to_file(sm.log[0]):
     manifests = {read_metadata(path)["dataset"]: read_manifest(path) for path in sm.input.manifests}
     results = [score_tta(path, manifests[read_metadata(path)["dataset"]]) for path in sm.input.predictions]
     adapters = {name: entry.adapter for name, entry in config.datasets.items()}
-    write_table_tta(results, adapters, dict(config.tta.paper_models), sm.output.csv, sm.output.md)
+    # a tta job scores every image of its manifest: only the bad images are left out
+    left = {d: LeftOut(d, bad_kinds(path)) for d, path in zip(sm.params.datasets, sm.input.bad_images, strict=True)}
+    write_table_tta(results, adapters, dict(config.tta.paper_models), sm.output.csv, sm.output.md, left)

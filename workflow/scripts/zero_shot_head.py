@@ -14,7 +14,7 @@ sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]), ExitStack() as stack:
     config = typed_config(sm.config)
     torch.set_num_threads(config.inference.for_job(sm.threads).threads)
-    spec = next(s for s in config.models.values() if head_name(s) == sm.wildcards.head)
+    spec = next(s for s in config.models.values() if head_name(s, config.resources) == sm.wildcards.head)
     slot = stack.enter_context(gpu_slot(config.inference.device, torch.cuda.device_count()))
     head, provenance = build_head(spec, Path(sm.input.weights), resolve_device(slot, "inference.device"))
     write_head(sm.output.head, head, provenance)

@@ -14,11 +14,12 @@ config checks of a dataset that uses it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from zoomeval.core.config import scored_name as core_scored_name
+from zoomeval.core.left_out import LeftOut, left_out
 from zoomeval.core.registry import Registry
 from zoomeval.datasets import multilabel
 
@@ -45,6 +46,8 @@ class LabelSet:
     #: ``check(config, dataset, index, check_paths)``: the config checks of a dataset whose ``label_sets[index]``
     #: is this one (raising :class:`zoomeval.core.config.ConfigError`)
     check: Callable[..., None] | None = None
+    #: why an image of the manifest is not scored, for the tables' left-out columns (empty: every image is)
+    unscored: str = ""
 
 
 #: Every label set, by name, in registration order.
@@ -64,6 +67,12 @@ def scored_name(dataset: str, label_set: str) -> str:
     """The ``dataset`` value of a Table A8 row: the dataset's name, suffixed ``_<label set>`` unless ``in``."""
     get(label_set)  # refuses an unknown label set
     return core_scored_name(dataset, label_set)
+
+
+def left_out_of(dataset: str, bad: Mapping[str, int], records: Sized, scored: Sized, label_set: str) -> LeftOut:
+    """What a row of ``dataset`` under ``label_set`` leaves out: the manifest's bad images (``bad``, by kind) and
+    the ``records`` that :func:`relabel` left out of ``scored``."""
+    return left_out(dataset, bad, len(records), len(scored), get(label_set).unscored)
 
 
 def relabel(records: list[Record], label_set: str, labels_path: str | os.PathLike[str] | None = None) -> list[Record]:
@@ -89,7 +98,7 @@ def own_labels(records: list[Record]) -> list[Record]:
     return records
 
 
-@register("real", "ImageNet-ReaL labels", needs="real_labels")
+@register("real", "ImageNet-ReaL labels", needs="real_labels", unscored="no ReaL label")
 def real_labels(records: list[Record]) -> list[Record]:
     """ImageNet-ReaL's labels; images whose ReaL list is empty are left out."""
     return [replace(r, labels=list(r.real_labels)) for r in records if r.real_labels]
@@ -105,7 +114,7 @@ SHANKAR = {"source": "Shankar et al.'s multi-label annotations", "labels_file": 
            "check": multilabel.check_dataset}  # fmt: skip
 
 
-@register("multilabel", **SHANKAR)
+@register("multilabel", **SHANKAR, unscored="not annotated by Shankar et al., or problematic")
 def multilabel_correct(records: list[Record], labels_path: str | os.PathLike[str]) -> list[Record]:
     """Shankar et al. 2020: correct if the prediction is one of the labels judged correct, over the annotated images
     that are not problematic. An image whose annotation has no correct label is never correct."""
@@ -114,7 +123,7 @@ def multilabel_correct(records: list[Record], labels_path: str | os.PathLike[str
             if r.image_id in labels and not labels[r.image_id].problematic]  # fmt: skip
 
 
-@register("imagenet_m", **SHANKAR)
+@register("imagenet_m", **SHANKAR, unscored="not an ImageNet-M image")
 def imagenet_m_correct_or_unclear(records: list[Record], labels_path: str | os.PathLike[str]) -> list[Record]:
     """ImageNet-M (Vasudevan et al. 2022) as TensorFlow Datasets and Shift Happens score it: correct if the
     prediction is a correct or an unclear label, over the ImageNet-M images, problematic or not."""

@@ -4,6 +4,7 @@ predictions, saved bit-packed beside the metrics so that figures need not re-rea
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -26,30 +27,54 @@ def correctness_matrix(predictions_path: str | os.PathLike[str], records: list[R
     are ignored; every (image, transform) pair must be predicted exactly once, so that no image is dropped
     silently. The file is read ``batch_rows`` rows at a time (50,000 images x 324 transforms are 16.2 M rows).
     """
-    n_t, n_i = len(order), len(records)
-    ids = pa.array([r.image_id for r in records], pa.string())
-    keys = np.array([_key(t.scale, t.row, t.col) for t in order], dtype=np.int64)
-    sorter = np.argsort(keys)
-    labels = np.full((n_i, max([1, *(len(r.labels) for r in records)])), -1, dtype=np.int32)
+    labels = np.full((len(records), max([1, *(len(r.labels) for r in records)])), -1, dtype=np.int32)
     for i, r in enumerate(records):
         labels[i, : len(r.labels)] = r.labels
-    matrix, seen, found = np.zeros((n_t, n_i), dtype=bool), np.zeros((n_t, n_i), dtype=bool), 0
-    columns = ["image_id", "scale", "row", "col", "pred"]
-    for batch in pq.ParquetFile(predictions_path).iter_batches(batch_size=batch_rows, columns=columns):
+    matrix = np.zeros((len(order), len(records)), dtype=bool)
+    for t, i, values in prediction_batches(predictions_path, [r.image_id for r in records], order, ["pred"],
+                                           batch_rows):  # fmt: skip
+        matrix[t, i] = (labels[i] == values["pred"][:, None]).any(axis=1)
+    return matrix
+
+
+def prediction_columns(predictions_path: str | os.PathLike[str], image_ids: list[str], order: list[Transform],
+                       columns: list[str], batch_rows: int = BATCH_ROWS) -> dict[str, np.ndarray]:  # fmt: skip
+    """``(len(image_ids), len(order))`` arrays of the prediction file's ``columns`` (e.g. ``pred``, ``conf``), read
+    once in batches and checked as :func:`correctness_matrix` checks them."""
+    schema = pq.read_schema(predictions_path)
+    out = {c: np.zeros((len(image_ids), len(order)), schema.field(c).type.to_pandas_dtype()) for c in columns}
+    for t, i, values in prediction_batches(predictions_path, image_ids, order, columns, batch_rows):
+        for c in columns:
+            out[c][i, t] = values[c]
+    return out
+
+
+def prediction_batches(predictions_path: str | os.PathLike[str], image_ids: list[str], order: list[Transform],
+                       columns: list[str], batch_rows: int = BATCH_ROWS
+                       ) -> Iterator[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]:  # fmt: skip
+    """The prediction file ``batch_rows`` rows at a time: each batch's transform and image indices and ``columns``,
+    for the rows of ``image_ids`` under ``order``. Once read, refuses a file that does not predict every (image,
+    transform) pair."""
+    n_t, n_i = len(order), len(image_ids)
+    ids = pa.array(image_ids, pa.string())
+    keys = np.array([_key(t.scale, t.row, t.col) for t in order], dtype=np.int64)
+    sorter = np.argsort(keys)
+    seen, found = np.zeros((n_t, n_i), dtype=bool), 0
+    file = pq.ParquetFile(predictions_path)
+    for batch in file.iter_batches(batch_size=batch_rows, columns=["image_id", "scale", "row", "col", *columns]):
         image = _image_index(batch.column("image_id"), ids)
         key = _key(*(batch.column(c).to_numpy().astype(np.int64) for c in ("scale", "row", "col")))
         pos = np.minimum(np.searchsorted(keys, key, sorter=sorter), n_t - 1)
         keep = (image >= 0) & (keys[sorter[pos]] == key)
-        i, t, pred = image[keep], sorter[pos[keep]], batch.column("pred").to_numpy()[keep]
+        i, t = image[keep], sorter[pos[keep]]
         found += int(keep.sum())
         seen[t, i] = True
-        matrix[t, i] = (labels[i] == pred[:, None]).any(axis=1)
+        yield t, i, {c: batch.column(c).to_numpy()[keep] for c in columns}
     if found != n_t * n_i or not seen.all():
         raise ValueError(
-            f"predictions cover {found} (image, transform) pairs of the expected {n_t} x {n_i}; "
+            f"{predictions_path}: predictions cover {found} (image, transform) pairs of the expected {n_t} x {n_i}; "
             "the prediction file does not match the manifest or the configured scales"
         )
-    return matrix
 
 
 def _key(scale: np.ndarray | int, row: np.ndarray | int, col: np.ndarray | int) -> np.ndarray | int:
@@ -85,8 +110,14 @@ def read_matrix(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[Transfor
     """The matrix, transform order and image ids saved by :func:`write_matrix`."""
     with np.load(path) as data:
         matrix = np.unpackbits(data["packed"], axis=1, count=int(data["n_images"])).astype(bool)
+    return matrix, *read_index(path)
+
+
+def read_index(path: str | os.PathLike[str]) -> tuple[list[Transform], list[str]]:
+    """The transform order and image ids saved by :func:`write_matrix`, without reading the matrix (the labels)."""
+    with np.load(path) as data:
         order = [Transform(int(s), int(r), int(c)) for s, r, c in data["transforms"]]
-        return matrix, order, [str(i) for i in data["image_ids"]]
+        return order, [str(i) for i in data["image_ids"]]
 
 
 def read_geometry(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:

@@ -8,11 +8,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from zoomeval.core.io import read_json, write_json
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import Transform
 
 #: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k``; 3: ``acc_standard``
-#: added (also per origin). Versions 1 and 2 are still read, without a standard evaluation.
-METRICS_SCHEMA_VERSION = 3
+#: added (also per origin); 4: ``left_out`` added. Older versions are still read, without what they lack.
+METRICS_SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,16 +62,18 @@ class Metrics(Scores):
     #: top-1 accuracy (%) of the standard evaluation (the model's own transform, one view per image; original
     #: images only, else None)
     acc_standard: float | None = None
+    #: the dataset's images left out as bad (by kind) and those the label set does not score (None: not known)
+    left_out: LeftOut | None = None
 
 
 #: Column order of metrics.json (the order of the version 1 files, acc_top_k in acc_top36's place).
 METRICS_KEYS = (
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
     "cover_gap", "zoom_groups", "top_k_centre_share", "n_transforms", "n_classes", "n_excluded", "by_origin",
-    "aggregation", "top_k", "acc_standard",
+    "aggregation", "top_k", "acc_standard", "left_out",
 )  # fmt: skip
 #: Keys added by a schema version, with the value that stands in for them in older files.
-ADDED_KEYS = {3: {"acc_standard": None}}
+ADDED_KEYS = {3: {"acc_standard": None}, 4: {"left_out": None}}
 
 
 def metrics_document(metrics: Metrics) -> dict[str, Any]:
@@ -102,6 +105,8 @@ def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     missing = sorted(set(METRICS_KEYS) - document.keys())
     if missing:
         raise ValueError(f"{path}: no {missing}; re-run the analysis (snakemake --forcerun analyze)")
+    if document["left_out"] is not None:
+        document["left_out"] = LeftOut.from_document(document["left_out"])
     return Metrics(**{key: document[key] for key in METRICS_KEYS})
 
 

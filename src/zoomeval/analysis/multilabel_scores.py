@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from zoomeval.analysis.metrics import Metrics
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP
 from zoomeval.datasets.multilabel import Coverage, MultiLabels
@@ -36,6 +37,8 @@ class MultilabelScores:
     top_k: int
     acc_multilabel_top_k: float
     acc_multilabel_max: float
+    #: what the multilabel analysis left out (bad images, images not annotated or problematic)
+    left_out: LeftOut | None = None
 
 
 def one_crop_predictions(path: str | os.PathLike[str]) -> pl.DataFrame:
@@ -95,4 +98,5 @@ def score(dataset: str, one_crop: pl.DataFrame, records: list[Record], labels: d
         top_k=multilabel.top_k,
         acc_multilabel_top_k=multilabel.acc_top_k,
         acc_multilabel_max=multilabel.acc_max,
+        left_out=multilabel.left_out,
     )

@@ -4,6 +4,7 @@ correctness matrix under a label set, computed apart from saving them (:func:`wr
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from zoomeval.analysis.aggregation_scores import aggregation_accuracy
 from zoomeval.analysis.cover import Pick, greedy_cover
 from zoomeval.analysis.cover_breakdown import top_k_locations, zoom_groups
 from zoomeval.analysis.exact_cover import ExactCover, exact_cover
-from zoomeval.analysis.label_sets import relabel, scored_name
+from zoomeval.analysis.label_sets import left_out_of, relabel, scored_name
 from zoomeval.analysis.matrix import correctness_matrix, write_matrix
 from zoomeval.analysis.metrics import Metrics, Scores, write_metrics
 from zoomeval.analysis.standard_scores import standard_correct
@@ -131,6 +132,7 @@ def analyze_predictions(
     label_set: str = "in",
     time_limit: float = 30.0,
     n_excluded: int = 0,
+    bad: Mapping[str, int] | None = None,
     aggregates_path: str | os.PathLike[str] | None = None,
     labels_path: str | os.PathLike[str] | None = None,
     standard_path: str | os.PathLike[str] | None = None,
@@ -138,11 +140,16 @@ def analyze_predictions(
     """Score one prediction file under ``label_set``: its Table A8 row, cover document and correctness matrix
     (see :func:`analyze`); with ``aggregates_path``, the aggregation methods' accuracies too, and with
     ``standard_path`` the standard evaluation's accuracy. ``labels_path`` is the label set's own labels file, for
-    those that have one. Writes nothing."""
+    those that have one. ``n_excluded`` bad images were left out of ``records``, ``bad`` gives them by kind
+    (:func:`zoomeval.core.images.bad_kinds` of the dataset's bad_images.csv). Writes nothing."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
     classes = n_classes(meta["class_set"], records)
-    records = relabel(records, label_set, labels_path)
+    scored = relabel(records, label_set, labels_path)
+    if bad is None:  # kinds not given
+        bad = {"unclassified": n_excluded} if n_excluded else {}
+    left_out = left_out_of(meta["dataset"], bad, records, scored, label_set)
+    records = scored
     matrix = correctness_matrix(predictions_path, records, order)
     scores, cover = analyze(matrix, order, top_k, time_limit)
     aggregates = None if aggregates_path is None else pl.read_parquet(aggregates_path)
@@ -159,6 +166,7 @@ def analyze_predictions(
         aggregation=None if aggregates is None else aggregation_accuracy(aggregates, records),
         top_k=top_k,
         acc_standard=None if standard is None or not len(standard) else 100 * float(standard.mean()),
+        left_out=left_out,
     )
     return Analysis(metrics, cover, matrix, order, records, meta["crop_size"])
 

@@ -2,13 +2,15 @@
 
 A dataset's object count per image comes from its boxes (``bbox``) or from SAM's automatic masks
 (``sam_auto``). Two datasets are compared with the two-sided Mann-Whitney U test, reported with the
-rank-biserial correlation as its effect size.
+rank-biserial correlation as its effect size. Accuracies get Wilson score intervals (:func:`wilson_interval`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -126,3 +128,25 @@ def write_mann_whitney_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[
     """Write :func:`mann_whitney_table` rows as CSV with the columns of ``MANN_WHITNEY_COLUMNS``."""
     formatted = ([_CSV_FORMATS.get(c, str)(row[c]) for c in MANN_WHITNEY_COLUMNS] for row in rows)
     write_csv(path, MANN_WHITNEY_COLUMNS, formatted)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion, as fractions: ``(c - h, c + h)`` with
+    ``c = (k + z²/2) / (n + z²)`` and ``h = z / (n + z²) * sqrt(k (n - k) / n + z²/4)``, ``z`` the normal quantile
+    of ``(1 + confidence) / 2`` (scipy's ``binomtest(k, n).proportion_ci(method='wilson')``)."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"a Wilson interval needs 0 <= successes <= n and n > 0, not {successes} of {n}")
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    centre = (successes + z * z / 2) / (n + z * z)
+    half = z / (n + z * z) * math.sqrt(successes * (n - successes) / n + z * z / 4)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_interval(percent: float, n: int, what: str) -> tuple[float, float]:
+    """The 95 % Wilson interval, in percent, of an accuracy of ``percent`` % over ``n`` images; refused (``what``
+    names it) when the percentage is no count of the images."""
+    count = round(percent * n / 100)
+    if n <= 0 or abs(100 * count / n - percent) > 1e-6:
+        raise ValueError(f"{what} {percent} is not a count of {n} images")
+    low, high = wilson_interval(count, n)
+    return 100 * low, 100 * high

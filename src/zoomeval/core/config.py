@@ -111,8 +111,10 @@ class ModelSpec:
         """The typed entry; ``sources`` (the model-source registry) types the keys only the entry's source reads and
         gives the input size where the source's default is not 224."""
         common = {f.name for f in fields(cls)} - {"name", "options"}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         source = sources[entry["source"]] if sources is not None else None
+        if getattr(source, "canonical", None) is not None:  # the library's own spelling of a model
+            entry = source.canonical(name, dict(entry))
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         own = {k: v for k, v in entry.items() if k not in common}
         if own and getattr(source, "options", None) is None:
             readers = [s.name for s in (sources or {}).values() if s.options and next(iter(own)) in _names(s.options)]
@@ -123,6 +125,11 @@ class ModelSpec:
         if "input_size" not in entry and getattr(source, "input_size", None) is not None:
             spec = replace(spec, input_size=source.input_size(spec))
         return spec
+
+    @property
+    def arch_tag(self) -> str:
+        """The architecture and weights as one name, timm's ``arch.tag`` spelling (``resnet50.a1_in1k``)."""
+        return f"{self.architecture}.{self.weights}"
 
     def entry(self) -> dict[str, Any]:
         """The config entry with its defaults and sorted keys (a rule param: any change reruns the model's jobs)."""
@@ -147,8 +154,9 @@ class InferenceSettings:
     #: torch threads; 0: the job's threads
     threads: int = 0
     precision: str = "fp32"
-    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops)
-    resize_backend: str = "pil"
+    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops) |
+    #: auto (device on CUDA, pil on a CPU)
+    resize_backend: str = "auto"
     compile: bool = False
     #: the model's weights and inputs in NHWC memory order (faster convolutions on CPU and GPU)
     channels_last: bool = True
@@ -156,6 +164,12 @@ class InferenceSettings:
     shard_images: int = 500
     #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged
     parts: int = 1
+
+    @property
+    def crop_pixels(self) -> str:
+        """What the crops' pixels depend on: PIL's arithmetic (``pil``, ``device`` and ``auto`` give the same crops, bit
+        for bit) or torch's (``torch``); a rule param, so that switching between the first three reruns nothing."""
+        return "torch" if self.resize_backend == "torch" else "pil"
 
     def for_job(self, job_threads: int) -> InferenceSettings:
         """The settings a job runs with: ``threads: 0`` becomes the job's threads (at most the CPUs)."""
@@ -276,6 +290,29 @@ class TTAConfig(MemoSettings):
 
 
 @dataclass(frozen=True)
+class PoliciesConfig:
+    """The ``policies`` section: label-free zoom policies held out from their calibration images
+    (:mod:`zoomeval.analysis.policies`) and results/table_zoom_policies.csv."""
+
+    #: views per image of the fixed-set policies and the cascade's budgets; every view is always added
+    budgets: tuple[int, ...] = (1, 2, 4, 9, 18, 36, 72, 144, 324)
+    #: k of the k-fold cross-validation over images, and the seed of the folds and of the selector's sample
+    folds: int = 5
+    seed: int = 0
+    #: most (image, view) pairs the selector's logistic regression is fitted on per fold and budget
+    selector_rows: int = 200_000
+    #: (source, target) scored datasets: fitted on every source image, scored on every target image
+    transfer: tuple[tuple[str, str], ...] = ()
+    #: MEMO's rows from results/table_tta.csv beside the policies (builds the tta stage)
+    memo: bool = False
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> PoliciesConfig:
+        values = {k: tuple(map(tuple, v)) if k == "transfer" else v for k, v in section.items()}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole config."""
 
@@ -295,6 +332,7 @@ class Config:
     #: Shankar et al.'s human_accuracy_v3.0.0.json, read by the multilabel and imagenet_m label sets
     multilabel: InputSpec = MULTILABEL_ANNOTATIONS
     tta: TTAConfig = TTAConfig()
+    policies: PoliciesConfig = PoliciesConfig()
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -306,6 +344,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "browser": lambda section: BrowserConfig(**section),
     "multilabel": InputSpec.from_config,
     "tta": TTAConfig.from_config,
+    "policies": PoliciesConfig.from_config,
 }
 
 

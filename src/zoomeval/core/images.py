@@ -21,9 +21,11 @@ listed with their ``source`` (shard and row).
 
 from __future__ import annotations
 
+import csv
 import logging
 import os
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
@@ -108,6 +110,21 @@ def find_bad_images(
     else:
         reasons = [check(r) for r in records]
     return [(r, why) for r, why in zip(records, reasons, strict=True) if why is not None]
+
+
+def bad_kind(reason: str) -> str:
+    """The kind of a bad image's reason (as :func:`problem` and :func:`too_large` word them), for the tables."""
+    if reason.startswith("decoded size"):
+        return "size differs from its annotation"
+    if "over max_resized_pixels" in reason:
+        return "over max_resized_pixels"
+    return "unreadable"
+
+
+def bad_kinds(report: str | os.PathLike[str]) -> dict[str, int]:
+    """The images of a ``bad_images.csv`` that :func:`screen` wrote, counted by kind (:func:`bad_kind`)."""
+    with open(report, newline="") as fh:
+        return dict(Counter(bad_kind(row["reason"]) for row in csv.DictReader(fh)))
 
 
 def screen(

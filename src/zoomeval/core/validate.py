@@ -1,12 +1,12 @@
 """The workflow config's validation, run by the Snakefile before any job starts (see :func:`validate_config`).
 
-Values are first normalised (numbers and booleans given as strings, as ``--config`` passes lists and
-mappings; integral floats; upper-case checksums), then validated against the JSON schema
-(``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and values out of range.
-The config is then resolved into its typed form (:mod:`zoomeval.core.config`, where the defaults are) and
-:func:`check_config` checks what needs the registries: required inputs, missing local paths, variants that need
-boxes on a dataset without boxes, label sets the adapter cannot give, names whose outputs would collide,
-devices that do not exist. Every message starts with the key it concerns.
+Values are first normalised (numbers, booleans and nulls given as strings where the schema allows no string,
+as ``--config`` passes the items of lists and mappings; integral floats; upper-case checksums), then validated
+against the JSON schema (``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and
+values out of range. The config is then resolved into its typed form (:mod:`zoomeval.core.config`, where the
+defaults are) and :func:`check_config` checks what needs the registries: required inputs, missing local paths,
+variants that need boxes on a dataset without boxes, label sets the adapter cannot give, names whose outputs
+would collide, devices that do not exist. Every message starts with the key it concerns.
 
 Checks that need torchvision or timm (architectures and weights tags) are not made here: they run when a run
 starts (:func:`zoomeval.registries.check_models`, from the Snakefile's ``onstart``), so that parsing the workflow
@@ -22,10 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from zoomeval.core.config import Config, ConfigError, InputSpec, Registries, resolve, scored_name
 from zoomeval.core.devices import check_device
+from zoomeval.core.strict_yaml import load_yaml
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
@@ -35,6 +34,8 @@ CHECKPOINT_SOURCES = ("checkpoint", "open_clip")
 RESERVED = {"sam": "SAM checkpoint", "weights": "model weights", "labels": "multi-label annotations"}
 #: Schema keywords whose jsonschema message does not say what is expected; the schema's description is added.
 HINTED = {"pattern", "oneOf", "not", "minimum", "maximum", "exclusiveMinimum"}
+#: How YAML spells null (what ``--config`` passes for ``key: null`` or ``key: ~`` within a mapping or list).
+NULLS = {"null", "Null", "NULL", "~", ""}
 
 
 def validate_config(
@@ -47,7 +48,7 @@ def validate_config(
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    normalise(config, yaml.safe_load(Path(schema).read_text()))
+    normalise(config, load_yaml(schema))
     try:
         validate(config, str(Path(schema).resolve()), set_default=False)
     except WorkflowError as error:
@@ -60,9 +61,10 @@ def validate_config(
 
 
 def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
-    """Turn values that spell the schema's type into it, in place: integers, numbers and booleans given as
-    strings (``--config`` passes the items of lists and mappings as strings), integral floats where the
-    schema wants integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
+    """Turn values that spell the schema's type into it, in place: integers, numbers, booleans and nulls given
+    as strings where the key's schema (its ``type``, or its ``oneOf`` / ``anyOf`` alternatives) allows no string
+    (``--config`` passes the items of lists and mappings as strings), integral floats where the schema wants
+    integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
     cannot: NaN passes every bound)."""
     _normalise(config, schema, schema, ())
     for entry in [*_mappings(config.get("datasets")), config.get("sam"), {"multilabel": config.get("multilabel")}]:
@@ -77,11 +79,8 @@ def _mappings(value: Any) -> list[dict[str, Any]]:
 
 
 def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: tuple[str | int, ...]) -> Any:
-    if "$ref" in schema:  # only local references ("#/$defs/...") occur in the schema
-        target = root
-        for part in schema["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        schema = {**target, **schema}
+    if "$ref" in schema:
+        schema = {**_target(root, schema["$ref"]), **schema}
     if isinstance(value, dict):
         properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
         for key, item in value.items():
@@ -95,14 +94,39 @@ def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: t
             at = (*path, i)
             value[i] = _normalise(item, items, root, at) if isinstance(items, dict) else _finite(item, at)
         return value
-    kind = schema.get("type")
-    if isinstance(value, str) and kind in ("integer", "number"):
-        value = _number(value)
-    elif isinstance(value, str) and kind == "boolean":
-        value = {"true": True, "false": False}.get(value.strip().lower(), value)
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
+    kinds = _kinds(schema, root)
+    if isinstance(value, str) and "string" not in kinds:  # a string has one meaning only where none is allowed
+        if "null" in kinds and value.strip() in NULLS:
+            value = None
+        elif kinds & {"integer", "number"}:
+            value = _number(value)
+        if isinstance(value, str) and "boolean" in kinds:
+            value = {"true": True, "false": False}.get(value.strip().lower(), value)
+    if "integer" in kinds and "number" not in kinds and isinstance(value, float) and value.is_integer():
         value = int(value)
     return _finite(value, path)
+
+
+def _kinds(schema: dict[str, Any], root: dict[str, Any]) -> set[str]:
+    """The JSON types a value may have under ``schema``: its ``type``, else those of its ``oneOf`` / ``anyOf``
+    alternatives (after local references); empty: any type, or an ``enum`` (of strings, in this schema)."""
+    if "$ref" in schema:
+        schema = {**_target(root, schema["$ref"]), **schema}
+    if "type" in schema:
+        return set([schema["type"]] if isinstance(schema["type"], str) else schema["type"])
+    branches = schema.get("oneOf") or schema.get("anyOf")
+    if branches:
+        kinds = [_kinds(branch, root) for branch in branches]
+        return set() if set() in kinds else set().union(*kinds)
+    return set()
+
+
+def _target(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    """The schema a local reference (``#/$defs/...``, the only kind the schema uses) points at."""
+    target = root
+    for part in ref.removeprefix("#/").split("/"):
+        target = target[part]
+    return target
 
 
 def _number(text: str) -> str | int | float:
@@ -188,6 +212,22 @@ def check_config(config: Config, registries: Registries, check_paths: bool = Tru
         if check_paths and model.checkpoint is not None:
             check_local_input(f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint))
     check_tta(config)
+    check_policies(config)
+
+
+def check_policies(config: Config) -> None:
+    """``policies.transfer`` names two different scored datasets of the config that share a variant."""
+    scored = {scored_name(d, ls): entry for d, entry in config.datasets.items() for ls in entry.label_sets}
+    for k, (source, target) in enumerate(config.policies.transfer):
+        for name in (source, target):
+            if name not in scored:
+                raise ConfigError(f"policies.transfer[{k}]: {name!r} is not a scored dataset of this config; use one "
+                                  f"of {list(scored)}")  # fmt: skip
+        if source == target:
+            raise ConfigError(f"policies.transfer[{k}]: source and target are both {source!r}; cross-validation "
+                              "already holds images out within a dataset")  # fmt: skip
+        if not set(scored[source].variants) & set(scored[target].variants):
+            raise ConfigError(f"policies.transfer[{k}]: {source!r} and {target!r} share no variant")
 
 
 def check_tta(config: Config) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -131,9 +130,9 @@ def _cut(pixels: np.ndarray, left: int, top: int, size: int) -> np.ndarray:
     return out
 
 
-def _paste(out: Any, pixels: Any, left: int, top: int) -> None:
+def _paste(out: np.ndarray, pixels: np.ndarray, left: int, top: int) -> None:
     """Copy the crop of ``pixels`` with top-left corner (left, top) into the zeroed square ``out``, leaving
-    outside pixels black. Arrays and torch tensors alike (the device path cuts its crops with this too)."""
+    outside pixels black."""
     height, width, size = pixels.shape[0], pixels.shape[1], out.shape[0]
     x0, y0 = max(left, 0), max(top, 0)
     x1, y1 = min(left + size, width), min(top + size, height)
@@ -199,19 +198,33 @@ def all_crops(
     return cut_all(out, (resize_array(pixels, scale, backend) for scale in scales), scales)
 
 
-def cut_all(out: Any, resized: Iterable[Any], scales: list[int]) -> Any:
+def cut_all(out: np.ndarray, resized: Iterable[np.ndarray], scales: list[int]) -> np.ndarray:
     """Fill the zeroed ``out`` (``(n_views, size, size, 3)``) with the crops of :func:`all_crops` from the
-    image resized to each of ``scales`` in turn; arrays and torch tensors alike."""
-    n, size = len(scales), out.shape[1]
+    image resized to each of ``scales`` in turn."""
+    n, size, extra_views = len(scales), out.shape[1], len(out) > 9 * len(scales)
     for k, (scale, pixels) in enumerate(zip(scales, resized, strict=True)):
         height, width = pixels.shape[0], pixels.shape[1]
-        for anchor in range(9):
-            _paste(out[anchor * n + k], pixels, *crop_box(width, height, anchor // 3, anchor % 3, size)[:2])
-        if len(out) > 9 * n and scale == ONE_CROP[0]:
-            for j, (x, y) in enumerate((x, y) for y in (0, height - size) for x in (0, width - size)):
-                _paste(out[9 * n + j], pixels, x, y)  # the corner crops
-            one_crop = (3 * ONE_CROP[1] + ONE_CROP[2]) * n + k
-            for j, view in enumerate((9 * n, 9 * n + 1, one_crop, 9 * n + 2, 9 * n + 3)):
-                # torch has no negative slice steps, numpy arrays no flip method
-                out[9 * n + 4 + j] = out[view].flip(1) if hasattr(out, "flip") else out[view][:, ::-1]
+        for slot, left, top, mirrored in scale_views(k, n, scale, width, height, size, extra_views):
+            _paste(out[slot], pixels, left, top)
+            if mirrored:
+                out[slot] = out[slot][:, ::-1]
     return out
+
+
+def scale_views(
+    k: int, n: int, scale: int, width: int, height: int, size: int, extra_views: bool
+) -> list[tuple[int, int, int, bool]]:
+    """The views :func:`all_crops` cuts from scale ``k`` of its ``n`` scales, resized to ``width x height``:
+    ``(slot in the output, left, top, mirrored)``, a mirrored view being the horizontal mirror image of the crop
+    at (left, top). The nine anchors go to slots ``anchor * n + k``; the 1-crop scale adds the four corner crops
+    and the five mirror images after the ``9 * n`` transforms."""
+    views = []
+    for anchor in range(9):
+        views.append((anchor * n + k, *crop_box(width, height, anchor // 3, anchor % 3, size)[:2], False))
+    if extra_views and scale == ONE_CROP[0]:
+        corners = [(x, y) for y in (0, height - size) for x in (0, width - size)]
+        views += [(9 * n + j, x, y, False) for j, (x, y) in enumerate(corners)]
+        one_crop = views[3 * ONE_CROP[1] + ONE_CROP[2]][1:3]
+        mirrored = [corners[0], corners[1], one_crop, corners[2], corners[3]]
+        views += [(9 * n + 4 + j, x, y, True) for j, (x, y) in enumerate(mirrored)]
+    return views

@@ -82,7 +82,7 @@ def fetch(item: Input) -> None:
     if spec.url:
         download(spec.url, dest, spec.sha256)
         return
-    snapshot = hf_snapshot(str(spec.hf), spec.pattern, spec.revision)
+    snapshot = hf_snapshot(str(spec.hf), spec.pattern, spec.revision, dest=dest)
     # offline, huggingface_hub answers the whole cached snapshot: keep the pattern's files, as it does online
     files = [p.relative_to(snapshot) for p in sorted(snapshot.rglob("*")) if p.is_file()]
     found = [f for f in files if fnmatch(f.as_posix(), spec.pattern or "*")]
@@ -141,6 +141,15 @@ def _local_file(item: Input) -> Path:
     if item.spec.sha256:
         _pinned(item, path, sha256_file(path))
     return path
+
+
+def local_file_sha256(item: Input, resources: str) -> str | None:
+    """The sha256 of a local file input (remembered under ``<resources>/<owner>`` while the file is unchanged), so
+    that a file replaced at the same path reruns what reads it; None for a download or a folder."""
+    path = Path(str(item.spec.path))
+    if item.spec.path is None or not path.is_file():
+        return None
+    return checksums.sha256(path, Path(resources) / item.owner)
 
 
 def _dataset_root(folder: Path, archive: Path) -> Path:

@@ -60,24 +60,38 @@ def membership(order: Sequence[Transform]) -> tuple[list[str], np.ndarray]:
 
 
 class MeanSoftmax:
-    """Running sums, on the model's device, of the softmax vectors of each (image, method)."""
+    """Running sums, on the model's device, of the softmax vectors of each (image, method) of a shard whose crops come
+    in order: image by image, every image's ``len(members)`` views in order. Crop ``p`` of that sequence is view
+    ``p % n_views`` of image ``p // n_views``, so the sums need no index from the host: what they use is built on
+    the device once."""
 
-    def __init__(self, n_images: int, members: np.ndarray, n_classes: int, device: torch.device) -> None:
-        self.members = torch.from_numpy(members).to(device=device, dtype=torch.float32)
-        self.sums = torch.zeros(n_images, members.shape[1], n_classes, device=device)
+    def __init__(self, n_images: int, members: torch.Tensor, n_classes: int) -> None:
+        """``members``: :func:`membership`'s matrix on the device, as floats."""
+        device, (n_views, n_methods) = members.device, members.shape
+        self.n_views = n_views
+        self.sums = torch.zeros(n_images, n_methods, n_classes, device=device)
+        positions = torch.arange(n_images * n_views, device=device)
+        self.image = positions // n_views
+        self.weights = members[positions % n_views].T  # (methods, crops): which methods average crop p
+        self.local = torch.arange(n_images, device=device)
+        self.counts = members.sum(dim=0)
 
-    def add(self, images: np.ndarray, views: np.ndarray, probs: torch.Tensor) -> None:
-        """Add a batch: crop ``b`` is view ``views[b]`` of image ``images[b]``, with softmax ``probs[b]``."""
-        device = self.sums.device
-        local, inverse = np.unique(images, return_inverse=True)
-        n_local, n_crops, n_methods = len(local), len(images), self.members.shape[1]
-        # weights[j, m, b] = 1 where crop b is a view of image local[j] that method m averages; a matrix
-        # product (deterministic, unlike index_add_ on CUDA) then sums each group's vectors.
-        one_hot = torch.zeros(n_local, n_crops, device=device)
-        one_hot[torch.from_numpy(inverse).to(device), torch.arange(n_crops, device=device)] = 1
-        weights = one_hot[:, None, :] * self.members[torch.from_numpy(views).to(device)].T[None]
-        summed = weights.reshape(n_local * n_methods, n_crops) @ probs.float()
-        self.sums[torch.from_numpy(local).to(device)] += summed.reshape(n_local, n_methods, -1)
+    def add(self, start: int, probs: torch.Tensor) -> None:
+        """Add the softmax vectors ``probs`` of crops ``start``, ``start + 1``, ... of the sequence."""
+        stop = start + len(probs)
+        first, last = start // self.n_views, (stop - 1) // self.n_views + 1
+        # weights[j, m, b] = 1 where crop b is a view of image first + j that method m averages; a matrix product
+        # (deterministic, unlike index_add_ on CUDA) then sums each group's vectors.
+        one_hot = self.image[None, start:stop] == self.local[first:last, None]
+        weights = one_hot[:, None, :] * self.weights[None, :, start:stop]
+        summed = weights.reshape((last - first) * self.weights.shape[0], len(probs)) @ probs.float()
+        self.sums[first:last] += summed.reshape(last - first, self.weights.shape[0], -1)
+
+    def predictions(self, class_indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``mean`` rule's ``(pred, conf)``, each ``(n_images, n_methods)``, on the device: the argmax of each
+        group's mean softmax (``class_indices`` maps its columns to ImageNet classes) and its probability."""
+        conf, arg = (self.sums / self.counts[None, :, None]).max(dim=2)
+        return class_indices[arg].to(torch.int16), conf
 
 
 def aggregate(
@@ -86,19 +100,17 @@ def aggregate(
     members: np.ndarray,
     pred: np.ndarray,
     conf: np.ndarray,
-    sums: torch.Tensor,
-    class_indices: torch.Tensor,
+    mean_pred: np.ndarray,
+    mean_conf: np.ndarray,
 ) -> pa.Table:
     """The aggregates of one shard: a row per (image, method), images in order, then methods.
 
     ``pred`` and ``conf`` are ``(n_images, n_views)`` (every view's prediction and softmax probability),
-    ``sums`` is :attr:`MeanSoftmax.sums` and ``class_indices`` maps its columns to ImageNet classes.
+    ``mean_pred`` and ``mean_conf`` the ``mean`` rule's, :meth:`MeanSoftmax.predictions` on the host.
     """
     n_images, n_methods = len(image_ids), len(methods)
     masked = np.where(members.T[None], conf[:, None, :], -np.inf)  # (image, method, view)
     best = masked.argmax(axis=2)  # the first view with the highest probability
-    means = sums / torch.from_numpy(members.sum(axis=0)).to(sums.device, torch.float32)[None, :, None]
-    conf_mean, arg = means.max(dim=2)
     data = {
         "image_id": pa.DictionaryArray.from_arrays(
             pa.array(np.repeat(np.arange(n_images, dtype=np.int32), n_methods)), pa.array(list(image_ids))
@@ -108,7 +120,7 @@ def aggregate(
         ),
         "pred_max": np.take_along_axis(pred, best, axis=1).ravel().astype(np.int16),
         "conf_max": np.take_along_axis(conf, best, axis=1).ravel().astype(np.float32),
-        "pred_mean": class_indices[arg].cpu().numpy().ravel().astype(np.int16),
-        "conf_mean": conf_mean.cpu().numpy().ravel().astype(np.float32),
+        "pred_mean": mean_pred.ravel().astype(np.int16),
+        "conf_mean": mean_conf.ravel().astype(np.float32),
     }
     return pa.table(data, schema=pa.schema(FIELDS))

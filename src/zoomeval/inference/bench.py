@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import psutil
 import torch
-import yaml
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
@@ -43,9 +42,10 @@ from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
+from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetch_weights, weights_folder
 from zoomeval.inference.predict import run_shard
 from zoomeval.inference.tables import BASE_FIELDS
@@ -148,7 +148,7 @@ def _paths(classifier: Classifier, records: list[Record], scales: list[int], siz
             for x in _naive_loader(classifier, records[:naive_images], scales):
                 classifier.model(x.to(classifier.device).contiguous(memory_format=classifier.memory_format)).argmax(1)
 
-    # The device backend is for GPUs: on a CPU its float resize in the main process is slower than the workers'.
+    # The device backend is for GPUs: on a CPU its float64 matrix products are about 10x slower than PIL.
     backends = BACKENDS if classifier.device.type == "cuda" else RESIZE_BACKENDS
     data = {
         f"data_{b}": (len(records) * n_t, lambda b=b: _drain(_data_batches(classifier, records, scales, size, b)))
@@ -257,14 +257,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parity-images", type=int, default=0, help="images for the torch-vs-PIL resize parity")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--num-workers", type=int)
-    parser.add_argument("--resize-backend", choices=BACKENDS)
+    parser.add_argument("--resize-backend", choices=(*BACKENDS, AUTO_BACKEND), help="for the end-to-end path")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--allocator", choices=["tuned", "default"], default="tuned",
                         help="tuned: keep freed memory as the model jobs do (zoomeval.core.allocator)")  # fmt: skip
     args = parser.parse_args(argv)
     allocator = "tuned" if args.allocator == "tuned" and keep_freed_memory() else "default"
 
-    config = yaml.safe_load(Path(args.config).read_text())
+    config = load_yaml(args.config)
     settings = _settings(config, args)
     torch.set_num_threads(settings.threads or os.cpu_count() or 1)
     classifier, spec = _classifier(config, args, settings)

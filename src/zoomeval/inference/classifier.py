@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,7 +29,9 @@ class Classifier:
     """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns.
 
     The model is ``spec``'s with the weights fetched into ``weights`` (and ``head``, the derived file of a source that
-    declares one), or ``loaded`` (e.g. a random-init network for a benchmark)."""
+    declares one), or ``loaded`` (e.g. a random-init network for a benchmark); ``compile_options`` are inductor's with
+    ``compile: true`` (``bench/gpu_check.py`` measures ``freezing``, which folds BatchNorm into the convolutions,
+    and ``triton.cudagraphs``)."""
 
     def __init__(
         self,
@@ -38,6 +41,7 @@ class Classifier:
         weights: Path | None = None,
         loaded: LoadedModel | None = None,
         head: Path | None = None,
+        compile_options: dict[str, Any] | None = None,
     ) -> None:
         self.device = resolve_device(settings.device, "inference.device")
         self.settings = settings
@@ -48,27 +52,38 @@ class Classifier:
         self.provenance = loaded.provenance
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
         self.memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
-        model = loaded.module.to(self.device).to(memory_format=self.memory_format)
-        self.model = torch.compile(model) if settings.compile else model
+        self.model = loaded.module.to(self.device).to(memory_format=self.memory_format)
         self.mean = torch.tensor(loaded.mean, device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
         indices = class_indices if class_indices is not None else range(1000)
         self.subset = torch.tensor(list(indices), device=self.device)
         self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
+        # Compiled, the conversion and normalisation of the uint8 crops are fused into the model's first kernels.
+        self.forward = torch.compile(self._forward, options=compile_options) if settings.compile else self._forward
 
     def logits(self, crops: torch.Tensor) -> torch.Tensor:
-        x = crops.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
+        """The fp32 logits of a batch of uint8 NHWC crops (on any device)."""
+        return self.forward(crops.to(self.device, non_blocking=True))
+
+    def _forward(self, crops: torch.Tensor) -> torch.Tensor:
+        x = crops.permute(0, 3, 1, 2).float()
         x = ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.model(x).float()
 
-    def check_finite(self, logits: torch.Tensor, where: Callable[[int], str]) -> None:
-        """Refuse non-finite logits (fp16 overflow, broken weights), naming what the first bad row is (``where``)."""
-        if (finite := torch.isfinite(logits).all(dim=1)).all():
+    @staticmethod
+    def finite(logits: torch.Tensor) -> torch.Tensor:
+        """Which rows of ``logits`` are all finite, on the device (no wait for it)."""
+        return torch.isfinite(logits).all(dim=1)
+
+    def check_finite(self, finite: np.ndarray, where: Callable[[int], str]) -> None:
+        """Refuse non-finite logits (fp16 overflow, broken weights): ``finite`` is :meth:`finite` of the rows on the
+        host; the error names what the first bad row is (``where``)."""
+        if finite.all():
             return
         raise FloatingPointError(
             f"model {self.name!r} at precision {self.settings.precision} gave non-finite logits (NaN or inf) for "
-            f"{where(int((~finite).nonzero()[0]))}; with fp16 or bf16 use precision: fp32, else check the model's "
+            f"{where(int(np.argmin(finite)))}; with fp16 or bf16 use precision: fp32, else check the model's "
             "weights and its mean/std"
         )
 
@@ -76,16 +91,17 @@ class Classifier:
         """Softmax over the dataset's class set."""
         return logits[:, self.subset].softmax(dim=1)
 
-    def columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, np.ndarray]:
-        """The prediction columns of a batch; ``probs`` is :meth:`probabilities` if already computed."""
+    def device_columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The prediction columns of a batch, on the device in their file's types; ``probs`` is :meth:`probabilities`
+        if already computed."""
         prob, arg = (self.probabilities(logits) if probs is None else probs).max(dim=1)
-        out = {
-            "pred": self.subset[arg].cpu().numpy().astype(np.int16),
-            "pred_full": logits.argmax(dim=1).cpu().numpy().astype(np.int16),
-            "conf": prob.cpu().numpy().astype(np.float32),
-        }
+        out = {"pred": self.subset[arg].to(torch.int16), "pred_full": logits.argmax(dim=1).to(torch.int16),
+               "conf": prob.float()}  # fmt: skip
         if self.settings.store_top5:
             values, indices = logits.topk(5, dim=1)
-            out["top5"] = indices.cpu().numpy().astype(np.int16)
-            out["top5_logit"] = values.cpu().numpy().astype(np.float32)
+            out |= {"top5": indices.to(torch.int16), "top5_logit": values.float()}
         return out
+
+    def columns(self, logits: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+        """:meth:`device_columns` copied to the host."""
+        return {name: values.cpu().numpy() for name, values in self.device_columns(logits, probs).items()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from PIL import Image
@@ -25,6 +26,12 @@ class EvalTransform:
     std: tuple[float, ...]
     #: the library's own description of the whole transform, for the metadata
     description: str
+    #: img_size, crop_pct and interpolation as the library states them (timm's data config); None: read off the steps
+    settings: dict[str, Any] | None = None
+
+    def crop_settings(self) -> dict[str, Any] | None:
+        """timm's results-CSV columns of this transform (:func:`geometry_settings` unless the library states them)."""
+        return self.settings or geometry_settings(self.geometry)
 
 
 def split_normalize(transform: T.Compose, source: str) -> EvalTransform:
@@ -47,3 +54,18 @@ def reference(mean: tuple[float, ...], std: tuple[float, ...]) -> EvalTransform:
     """torchvision's reference evaluation with the weights' normalisation."""
     steps = [T.Resize(REFERENCE_RESIZE, T.InterpolationMode.BILINEAR), T.CenterCrop(REFERENCE_CROP)]
     return EvalTransform(T.Compose(steps), mean, std, f"torchvision reference: {steps}")
+
+
+def geometry_settings(geometry: Callable[[Image.Image], Image.Image]) -> dict[str, Any] | None:
+    """timm's results-CSV columns of a Resize + CenterCrop evaluation: ``img_size`` (the crop), ``crop_pct`` (crop
+    over the resized shorter side) and ``interpolation``; None for any other layout (nothing to report truly)."""
+    steps = list(getattr(geometry, "transforms", ()))
+    if [type(step).__name__ for step in steps] != ["Resize", "CenterCrop"]:
+        return None
+    resize, crop = steps
+    sizes = [resize.size] if isinstance(resize.size, int) else list(resize.size)
+    crops = [crop.size] if isinstance(crop.size, int) else list(crop.size)
+    if len(sizes) != 1 or len(set(crops)) != 1:
+        return None
+    crop_pct = round(crops[0] / sizes[0], 4)
+    return {"img_size": crops[0], "crop_pct": crop_pct, "interpolation": resize.interpolation.value}

@@ -16,28 +16,42 @@ sha256 against the published one: every load, not only the download, so a corrup
 A source may also declare ``options``, a frozen dataclass of the config keys only it reads (with their defaults);
 ``input_size(spec)``, the input size of an entry that gives none, where it is not 224; ``evaluation(spec,
 module)``, the weights' own evaluation transform (:mod:`zoomeval.inference.eval_transform`, for the standard
-evaluation); and ``head(spec)``, the name of a derived file every job of the model reads (open_clip: its zero-shot
-head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``).
+evaluation); ``head(spec, resources)``, the name of a derived file every job of the model reads (open_clip: its
+zero-shot head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``head=``); ``local(spec)``, the
+local checkpoint file an entry names (its ``checkpoint`` key), if the source reads one; ``names()``, the catalogue
+of the library's architectures and pretrained tags (:mod:`zoomeval.inference.catalogue`), with ``library`` the PyPI
+distribution it comes from; ``canonical(name, entry)``, the config entry with the library's usual spellings of a
+model (timm's ``arch.tag``, torchvision's ``Enum.TAG``) turned into the ``architecture``/``weights`` pair.
+
+Weights are kept by content, never by name alone: a local checkpoint's folder is
+``<resources>/weights/<source>/<architecture>.<sha256 of the file>`` (:func:`weights_folder`, hashed when the DAG is
+built and remembered while the file is unchanged), so two entries whose files share a ``weights`` name never share
+a folder, and a file replaced at the same path gets a new folder, which reruns every job that reads it. Downloads
+are kept under the tag that pins them (``<architecture>.<weights>``, timm's ``arch.tag``) and named by the hash
+their publisher gives.
 
 No source imports torch when it is registered: building the workflow's DAG reads the registry.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoomeval.core import checksums
 from zoomeval.core.checksums import sha256_file
-from zoomeval.core.config import ModelSpec, Triple
+from zoomeval.core.config import ConfigError, ModelSpec, Triple
+from zoomeval.core.io import link_or_copy
 from zoomeval.core.registry import Registry
 
 if TYPE_CHECKING:
     import torch
+
+log = logging.getLogger(__name__)
 
 #: ImageNet's mean and std of pixels in [0, 1].
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -66,31 +80,63 @@ class ModelSource:
     options: type | None = None
     input_size: Callable[[ModelSpec], int] | None = None
     evaluation: Callable[[ModelSpec, Any], Any] | None = None
-    head: Callable[[ModelSpec], str] | None = None
+    head: Callable[[ModelSpec, str], str] | None = None
+    local: Callable[[ModelSpec], Path | None] | None = None
+    #: the library's catalogue of architectures and tags (:mod:`zoomeval.inference.catalogue`; imports it) and the
+    #: distribution whose version keys its cache
+    names: Callable[[], Any] | None = None
+    library: str | None = None
+    canonical: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
 
 
 MODEL_SOURCES: Registry[ModelSource] = Registry("model source", ModelSource)
 
 
+def local_checkpoint(spec: ModelSpec) -> Path | None:
+    """The local checkpoint file ``spec`` names (None: its weights are downloaded or ship in a package)."""
+    local = MODEL_SOURCES.get(spec.source).local
+    return None if local is None else local(spec)
+
+
+def local_sha256(spec: ModelSpec, resources: str) -> str | None:
+    """The sha256 of ``spec``'s local checkpoint file, remembered in ``<resources>/weights`` while the file is
+    unchanged (:func:`zoomeval.core.checksums.sha256`); None: it names none."""
+    if (path := local_checkpoint(spec)) is None:
+        return None
+    if not path.is_file():
+        raise ConfigError(f"models.{spec.name}.checkpoint: {path} is not a file; point the key at the checkpoint")
+    return checksums.sha256(path, Path(resources) / "weights")
+
+
 def weights_folder(spec: ModelSpec, resources: str) -> str | None:
-    """Where the workflow keeps ``spec``'s downloaded weights (None: its source downloads nothing)."""
+    """Where the workflow keeps ``spec``'s weights (None: its source fetches nothing): named by the sha256 of a local
+    checkpoint, else by the tag that pins the download."""
     if MODEL_SOURCES.get(spec.source).fetch is None:
         return None
-    return f"{resources}/weights/{spec.source}/{spec.architecture}.{spec.weights}"
+    return f"{resources}/weights/{spec.source}/{spec.architecture}.{local_sha256(spec, resources) or spec.weights}"
 
 
-def head_name(spec: ModelSpec) -> str | None:
+def head_name(spec: ModelSpec, resources: str) -> str | None:
     """The name of the derived file every job of ``spec`` reads (open_clip: its zero-shot head); None: none."""
     head = MODEL_SOURCES.get(spec.source).head
-    return None if head is None else head(spec)
+    return None if head is None else head(spec, resources)
 
 
-def fetch_weights(spec: ModelSpec, folder: Path) -> None:
-    """Download ``spec``'s weights into ``folder`` (a source without downloads has nothing to do)."""
+def fetch_weights(spec: ModelSpec, folder: Path, resources: str | None = None) -> None:
+    """Download ``spec``'s weights into ``folder`` (a source without downloads has nothing to do); with
+    ``resources`` (the workflow's job), ``folder`` must still be :func:`weights_folder`'s, so a local checkpoint
+    replaced since the workflow was planned is refused rather than placed in the folder named by the old one."""
     fetch = MODEL_SOURCES.get(spec.source).fetch
-    if fetch is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        fetch(spec, folder)
+    if fetch is None:
+        return
+    if resources is not None and Path(planned := str(weights_folder(spec, resources))) != folder:
+        raise ValueError(
+            f"models.{spec.name}.checkpoint: {local_checkpoint(spec)} changed since the workflow was planned (its "
+            f"weights now go to {planned}, not {folder}); run the same command again"
+        )
+    log.info("fetching the weights of model %r into %s", spec.name, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fetch(spec, folder)
 
 
 def check_model(spec: ModelSpec) -> None:
@@ -145,14 +191,3 @@ def place_hub_file(path: Path, what: str, folder: Path) -> None:
     source = f"the sha256 the hub published for {what}, under which huggingface_hub stored it"
     verified_sha256(blob, blob.name, source, "delete it to download it again")
     link_or_copy(blob, folder / f"{blob.name}{path.suffix}")
-
-
-def link_or_copy(source: Path, dest: Path) -> None:
-    """Hard-link ``source`` as ``dest``, or copy it atomically where links are not allowed."""
-    from zoomeval.core.io import atomic_path  # pyarrow: not at DAG time
-
-    try:
-        os.link(source, dest)
-    except OSError:  # another file system, or links not allowed
-        with atomic_path(dest) as tmp:
-            shutil.copyfile(source, tmp)

@@ -1,26 +1,31 @@
 """Run one model over every zoom transform of every image of one dataset variant.
 
-Each image is decoded once in a DataLoader worker, resized once per scale and cut nine times
-(:mod:`zoomeval.inference.crops`); the main process batches uint8 crops across images, moves them to the
-device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over the
-dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the softmax
-vectors for the aggregation methods (:mod:`zoomeval.inference.aggregation`).
+Each image is decoded once in a DataLoader worker (one per job, for all its shards), resized once per scale and cut
+nine times, there or on the device (:mod:`zoomeval.inference.crops`); the main process batches uint8 crops across
+images, moves them to the device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax
+over the dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the
+softmax vectors for the aggregation methods (:mod:`zoomeval.inference.aggregation`). All of it stays on the device
+until the end of a shard, so the loop never waits for a GPU; then the shard's results are copied back once and
+made into tables and written in a background thread while the device goes on with the next shard.
 
 Results are written in shards of ``shard_images`` images that a rerun reuses (:mod:`zoomeval.inference.shards`).
 Before any work the job refuses images that would exceed the pixel budget at the largest scale (the
-manifest step leaves them out, :mod:`zoomeval.core.images`); during it, non-finite logits (fp16 overflow, a
-normalisation that overflows) stop the job naming the model, the precision and the first image affected.
+manifest step leaves them out, :mod:`zoomeval.core.images`); at the end of each shard, non-finite logits (fp16
+overflow, a normalisation that overflows) stop the job naming the model, the precision and the first image affected.
 Each job writes two files: the predictions (a row per image and transform, :mod:`zoomeval.inference.tables`)
 and the aggregates (a row per image and aggregation method).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -34,12 +39,13 @@ from zoomeval import __version__
 from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpec
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
+from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, on_device
+from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, on_device, resolve_backend
 from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
@@ -77,6 +83,111 @@ def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int,
     )
 
 
+def crop_stream(classifier: Classifier, records: Sequence[Record], scales: list[int], variant: str,
+                masks: dict[str, bytes] | None, crop_size: int) -> Iterator[tuple[int, torch.Tensor]]:  # fmt: skip
+    """``(index, crops)`` of each of ``records`` in order, from one DataLoader (its workers start once per job, and
+    keep decoding across shard boundaries); with the ``device`` backend, cut on the classifier's device."""
+    backend = resolve_backend(classifier.settings.resize_backend, classifier.device)
+    dataset = ZoomCrops(records, scales, variant, masks, crop_size, backend, extra_views=True)
+    stream: Iterator[tuple[int, torch.Tensor]] = iter(_loader(classifier, dataset))
+    if backend == DEVICE_BACKEND:
+        stream = on_device(stream, classifier.device, scales, crop_size, True)
+    return stream
+
+
+@functools.lru_cache(maxsize=4)
+def _members(scales: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """:func:`membership`'s matrix on ``device``, copied there once per job."""
+    return torch.from_numpy(membership(transforms(list(scales)))[1]).to(device=device, dtype=torch.float32)
+
+
+class ShardResults:
+    """One shard's results while its batches run: every crop's prediction columns, whether its logits were finite,
+    and the aggregation sums, all on the device and filled without waiting for it; crop ``p`` is view
+    ``p % n_views`` of image ``p // n_views``."""
+
+    def __init__(self, classifier: Classifier, n_images: int, scales: list[int]) -> None:
+        members = _members(tuple(scales), classifier.device)
+        self.classifier, self.n_crops = classifier, n_images * len(members)
+        self.columns: dict[str, torch.Tensor] = {}
+        self.finite = torch.empty(self.n_crops, dtype=torch.bool, device=classifier.device)
+        self.means = MeanSoftmax(n_images, members, len(classifier.subset))
+
+    def add(self, start: int, logits: torch.Tensor) -> None:
+        """The results of crops ``start``, ``start + 1``, ... (a batch's ``logits``)."""
+        probs = self.classifier.probabilities(logits)
+        stop = start + len(logits)
+        for name, values in self.classifier.device_columns(logits, probs).items():
+            if name not in self.columns:
+                self.columns[name] = values.new_empty((self.n_crops, *values.shape[1:]))
+            self.columns[name][start:stop] = values
+        self.finite[start:stop] = self.classifier.finite(logits)
+        self.means.add(start, probs)
+
+    def to_host(self) -> HostCopy:
+        """Start the one copy of the shard's results to the host."""
+        mean_pred, mean_conf = self.means.predictions(self.classifier.subset)
+        return HostCopy({**self.columns, "finite": self.finite, "mean_pred": mean_pred, "mean_conf": mean_conf})
+
+
+class HostCopy:
+    """Tensors being copied to the host: into pinned memory and asynchronously from a GPU, so that the device goes
+    on with the next shard; :meth:`wait` waits for the copy only."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        cuda = any(t.is_cuda for t in tensors.values())
+        self.host = {k: torch.empty(t.shape, dtype=t.dtype, pin_memory=cuda) for k, t in tensors.items()}
+        for name, t in tensors.items():
+            self.host[name].copy_(t, non_blocking=cuda)
+        self.done = torch.cuda.Event() if cuda else None
+        if self.done is not None:
+            self.done.record()
+
+    def wait(self) -> dict[str, np.ndarray]:
+        if self.done is not None:
+            self.done.synchronize()
+        return {name: t.numpy() for name, t in self.host.items()}
+
+
+def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor]], records: Sequence[Record],
+                scales: list[int], progress: _Progress | None = None) -> HostCopy:  # fmt: skip
+    """Run the model over one shard: ``images`` yields ``(index in records, crops)`` in order (``progress`` logs
+    the crops done). Nothing waits for the device until the shard's results are copied back, at the end."""
+    results = ShardResults(classifier, len(records), scales)
+    n_views, start = results.n_crops // len(records), 0
+    with torch.inference_mode():
+        for images_of, views, batch in batches(images, classifier.settings.batch_size):
+            if images_of[0] * n_views + views[0] != start:  # the results' layout depends on it
+                raise RuntimeError(f"crops came out of order: image {images_of[0]} view {views[0]} at crop {start}")
+            results.add(start, classifier.logits(batch))
+            start += len(views)
+            if progress is not None:
+                progress.advance(len(views))
+        if start != results.n_crops:
+            raise RuntimeError(f"the shard's images gave {start} crops, expected {results.n_crops}")
+        return results.to_host()
+
+
+def shard_tables(classifier: Classifier, records: Sequence[Record], scales: list[int], copy: HostCopy
+                 ) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+    """The predictions and aggregates tables of a shard from its results (:func:`infer_shard`) once on the host;
+    non-finite logits are refused here, naming the first image and view affected."""
+    methods, members = membership(transforms(scales))
+    values, n_views = copy.wait(), len(members)
+
+    def where(crop: int) -> str:
+        record = records[crop // n_views]
+        return f"image {record.image_id} ({record.path}) under {_view_name(scales, crop % n_views)}"
+
+    classifier.check_finite(values.pop("finite"), where)
+    mean_pred, mean_conf = values.pop("mean_pred"), values.pop("mean_conf")
+    columns = {name: v.reshape(len(records), n_views, *v.shape[1:]) for name, v in values.items()}
+    ids = [r.image_id for r in records]
+    aggregates = aggregate(ids, methods, members, columns["pred"], columns["conf"], mean_pred, mean_conf)
+    predictions = prediction_table(records, scales, {name: v[:, : 9 * len(scales)] for name, v in columns.items()})
+    return predictions, aggregates
+
+
 def run_shard(
     classifier: Classifier,
     records: Sequence[Record],
@@ -86,44 +197,12 @@ def run_shard(
     crop_size: int,
 ) -> tuple[pa.Table, pa.Table, float]:
     """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
-    seconds it took."""
-    methods, members = membership(transforms(scales))
-    n_t, n_v, n_i = 9 * len(scales), len(members), len(records)
-    columns: dict[str, np.ndarray] = {}
-    means = MeanSoftmax(n_i, members, len(classifier.subset), classifier.device)
-    backend = classifier.settings.resize_backend
-    loader = iter(_loader(classifier, ZoomCrops(records, scales, variant, masks, crop_size, backend, True)))
-    if backend == DEVICE_BACKEND:
-        loader = on_device(loader, classifier.device, scales, crop_size, True)
-    progress = _Progress(n_v * n_i, n_v)
-
-    def collect(images: np.ndarray, views: np.ndarray, logits: torch.Tensor, probs: torch.Tensor) -> None:
-        def where(k: int) -> str:
-            record = records[images[k]]
-            return f"image {record.image_id} ({record.path}) under {_view_name(scales, views[k])}"
-
-        classifier.check_finite(logits, where)
-        means.add(images, views, probs)
-        for name, values in classifier.columns(logits, probs).items():
-            if name not in columns:
-                columns[name] = np.empty((n_i, n_v, *values.shape[1:]), values.dtype)
-            columns[name][images, views] = values
-        progress.advance(len(views))
-
-    with torch.inference_mode():
-        pending = None
-        for images, views, batch in batches(loader, classifier.settings.batch_size):
-            logits = classifier.logits(batch)
-            # The previous batch's results are copied to the host (which waits for the device) only once this
-            # batch is queued, so a GPU never idles while Python prepares the next one.
-            if pending is not None:
-                collect(*pending)
-            pending = (images, views, logits, classifier.probabilities(logits))
-        if pending is not None:
-            collect(*pending)
-    ids = [r.image_id for r in records]
-    aggregates = aggregate(ids, methods, members, columns["pred"], columns["conf"], means.sums, classifier.subset)
-    predictions = prediction_table(records, scales, {name: values[:, :n_t] for name, values in columns.items()})
+    seconds it took, with a DataLoader of their own (the benchmarks' shard)."""
+    n_views = len(membership(transforms(scales))[1])
+    progress = _Progress(len(records) * n_views, n_views)
+    images = crop_stream(classifier, records, scales, variant, masks, crop_size)
+    predictions, aggregates = shard_tables(classifier, records, scales,
+                                           infer_shard(classifier, images, records, scales, progress))  # fmt: skip
     return predictions, aggregates, time.perf_counter() - progress.start
 
 
@@ -150,7 +229,7 @@ def model_metadata(classifier: Classifier, spec: ModelSpec) -> dict[str, Any]:
     """What a prediction file records of its model: the entry, the normalisation fed, the weights' sha256 and what
     the source adds (open_clip: the zero-shot head's templates, class-name file sha256 and duplicate-name policy)."""
     return {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256,
-            **classifier.provenance}  # fmt: skip
+            "param_count": sum(p.numel() for p in classifier.model.parameters()), **classifier.provenance}  # fmt: skip
 
 
 def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[int], settings: InferenceSettings,
@@ -167,7 +246,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "variant": job["variant"],
         "scales": scales,
         "crop_size": spec.input_size,
-        "resize_backend": settings.resize_backend,
+        "resize_backend": resolve_backend(settings.resize_backend, classifier.device),
         "precision": settings.precision,
         "compile": settings.compile,
         "channels_last": settings.channels_last,
@@ -217,19 +296,47 @@ def predict_to_file(
         if part is not None:
             metadata["part"] = list(part)
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
-        seconds, computed, size = 0.0, 0, settings.shard_images
-        for index, chunk, identity in store.pending(records, size, metadata, masks_digest):
-            predictions, aggregates, took = run_shard(classifier, chunk, scales, variant, masks, spec.input_size)
-            store.write(index, identity, predictions, aggregates)
-            seconds, computed = seconds + took, computed + len(chunk)
+        size = settings.shard_images
+        pending = list(store.pending(records, size, metadata, masks_digest))
+        computed = sum(len(chunk) for _, chunk, _ in pending)
+        seconds = run_shards(classifier, store, pending, scales, variant, masks, spec.input_size) if pending else 0.0
         views = len(membership(transforms(scales))[1])
-        metadata |= {
+        metadata |= {  # after the shards' identity: a rerun at another commit reuses them
+            "zoomeval_commit": workflow_commit(),
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * views / seconds, 2) if seconds else None,
         }
         store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, scales))
         return metadata
+
+
+def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tuple[int, Sequence[Record], str]],
+               scales: list[int], variant: str, masks: dict[str, bytes] | None, crop_size: int) -> float:  # fmt: skip
+    """Compute and write the ``pending`` shards (:meth:`ShardStore.pending`) from one DataLoader; returns the
+    seconds it took."""
+    views, start = len(membership(transforms(scales))[1]), time.perf_counter()
+    images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], scales, variant, masks, crop_size)
+    # Each shard's results are copied back, made into tables and written in the background while the device goes
+    # on with the next shard; one shard at a time, so that an error (non-finite logits) stops the job.
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        written: Future[None] | None = None
+        offset = 0
+        for index, chunk, identity in pending:
+            own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
+            copy = infer_shard(classifier, own, chunk, scales, _Progress(len(chunk) * views, views))  # a log per shard
+            if written is not None:
+                written.result()
+            written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)
+            offset += len(chunk)
+        if written is not None:
+            written.result()
+    return time.perf_counter() - start
+
+
+def _write_shard(store: ShardStore, index: int, identity: str, classifier: Classifier, records: Sequence[Record],
+                 scales: list[int], copy: HostCopy) -> None:  # fmt: skip
+    store.write(index, identity, *shard_tables(classifier, records, scales, copy))
 
 
 def predict_part(path: str | os.PathLike[str], aggregates_path: str | os.PathLike[str], records: Sequence[Record],

@@ -39,6 +39,7 @@ from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
+from zoomeval.core.provenance import workflow_commit
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.eval_transform import EvalTransform
 from zoomeval.inference.models import MODEL_SOURCES
@@ -97,7 +98,8 @@ def _predict(classifier: Classifier, loader: DataLoader, records: Sequence[Recor
     with torch.inference_mode():
         for indices, images in loader:
             logits = classifier.logits(images)
-            classifier.check_finite(logits, lambda k, ids=indices: _image(records[int(ids[k])]))
+            finite = classifier.finite(logits).cpu().numpy()
+            classifier.check_finite(finite, lambda k, ids=indices: _image(records[int(ids[k])]))
             parts.append(classifier.columns(logits))
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
@@ -136,9 +138,11 @@ def evaluate_to_file(
         "kind": "standard_predictions",
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
+        "zoomeval_commit": workflow_commit(),
         "torch": torch.__version__,
         "model": model_metadata(classifier, spec),
         "transform": transform.description,
+        "geometry": transform.crop_settings(),
         "dataset": dataset,
         "precision": settings.precision,
         "class_set": "full" if class_indices is None else "subset",

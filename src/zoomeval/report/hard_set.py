@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +21,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoomeval import __version__
-from zoomeval.analysis.label_sets import relabel
+from zoomeval.analysis.label_sets import left_out_of, relabel
 from zoomeval.core.classes import description
 from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.report.browser_data import Correctness
+from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 
-HARD_SCHEMA_VERSION = 1
+#: 2: the metadata records what the set leaves out of the dataset (``left_out``); version 1 files are still read.
+HARD_SCHEMA_VERSION = 2
 HARD_SCHEMA = pa.schema(
     [
         ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
@@ -53,12 +56,15 @@ def unsolved(correctness: Correctness, variant: str = "original") -> np.ndarray:
 
 
 def write_hard_set(path: str | os.PathLike[str], records: list[Record], label_set: str, correctness: Correctness,
-                   *, name: str, dataset: str, labels_path: str | None = None) -> int:  # fmt: skip
+                   *, name: str, dataset: str, labels_path: str | None = None,
+                   bad: Mapping[str, int] | None = None) -> int:  # fmt: skip
     """Write the hard set of the scored dataset ``name`` (``dataset`` under ``label_set``; ``records`` its
     manifest, ``correctness`` the original variant's matrix of every configured model, ``labels_path`` the label
-    set's labels file if it has one); returns its size. The metadata records the models and the images scored per
-    origin, from which :func:`write_summary` works."""
+    set's labels file if it has one, ``bad`` the manifest's bad images by kind); returns its size. The metadata
+    records the models, the images scored per origin and what was left out, from which :func:`write_summary`
+    works."""
     scored = relabel(records, label_set, labels_path)
+    left_out = left_out_of(dataset, bad or {}, records, scored, label_set)
     if [r.image_id for r in scored] != correctness.image_ids:
         raise ValueError(f"{name}: the correctness matrices do not belong to the manifest; re-run the analysis")
     hard = [r for r, h in zip(scored, unsolved(correctness), strict=True) if h]
@@ -73,19 +79,23 @@ def write_hard_set(path: str | os.PathLike[str], records: list[Record], label_se
     )
     meta = {"kind": "hard_set", "schema_version": HARD_SCHEMA_VERSION, "zoomeval": __version__, "name": name,
             "dataset": dataset, "label_set": label_set, "variant": "original", "models": correctness.models,
-            "n_images": dict(sorted(Counter(r.origin for r in scored).items()))}  # fmt: skip
+            "n_images": dict(sorted(Counter(r.origin for r in scored).items())),
+            "left_out": left_out.document()}  # fmt: skip
     write_parquet(path, table, meta, use_dictionary=["origin"], row_group_size=256)
     return len(hard)
 
 
-def summary_rows(paths: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
+def summary_rows(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[list[str]], dict[str, LeftOut | None]]:
     """Per hard set and origin (then ``all``): images scored, hard images, their percentage, and the origin's
-    share of the hard set (the composition the paper gives for ImageNet-Hard)."""
-    rows = []
+    share of the hard set (the composition the paper gives for ImageNet-Hard); and what each set left out of its
+    dataset (None: a version 1 file, which did not record it)."""
+    rows, lefts = [], {}
     for path in paths:
         meta = read_metadata(path)
-        if meta.get("kind") != "hard_set" or meta.get("schema_version") != HARD_SCHEMA_VERSION:
-            raise ValueError(f"{path} is not a hard set of schema version {HARD_SCHEMA_VERSION}; re-run hard_set")
+        if meta.get("kind") != "hard_set" or meta.get("schema_version") not in (1, HARD_SCHEMA_VERSION):
+            raise ValueError(f"{path} is not a hard set of schema version 1 to {HARD_SCHEMA_VERSION}; re-run "
+                             "hard_set")  # fmt: skip
+        lefts[meta["name"]] = LeftOut.from_document(meta["left_out"]) if "left_out" in meta else None
         hard = Counter(pq.read_table(path, columns=["origin"])["origin"].to_pylist())
         scored: dict[str, int] = meta["n_images"]
         total = sum(hard.values())
@@ -93,7 +103,7 @@ def summary_rows(paths: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
             k = total if origin == "all" else hard[origin]
             rows.append([meta["name"], origin, str(n), str(k), f"{100 * k / n:.2f}" if n else "",
                          f"{100 * k / total:.2f}" if total else ""])  # fmt: skip
-    return rows
+    return rows, lefts
 
 
 def write_summary(paths: Sequence[str | os.PathLike[str]], csv_path: str | os.PathLike[str],
@@ -101,4 +111,6 @@ def write_summary(paths: Sequence[str | os.PathLike[str]], csv_path: str | os.Pa
     title = "Hard sets: images no configured model solves under any zoom transform (original images)"
     note = ("n_images: images scored; n_hard: of them, images in results/hard/<name>.parquet; percent_hard: "
             "n_hard / n_images; share_of_hard: the origin's share of the hard set (its composition).")  # fmt: skip
-    write_table(csv_path, md_path, title, SUMMARY_COLUMNS, summary_rows(paths), [note])
+    rows, lefts = summary_rows(paths)
+    header, rows = append_left_out(SUMMARY_COLUMNS, rows, [lefts[row[0]] for row in rows])
+    write_table(csv_path, md_path, title, header, rows, [note, left_out_note(lefts)])

@@ -18,7 +18,8 @@ from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
-from zoomeval.report.tables import STANDARD_NOTE, _percent, markdown_table
+from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.tables import STANDARD_NOTE, _percent, lefts, markdown_table
 
 #: Images in the card's (final) release.
 CARD_IMAGES = 10_980
@@ -76,7 +77,7 @@ def card_row(entry: Mapping[str, Any]) -> CardRow | None:
 def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]]
                        ) -> tuple[list[str], list[list[str]]]:  # fmt: skip
     """Header and rows: one row per (dataset, model) of the original images, then the standard evaluation's
-    accuracy per origin (one column per origin, sorted)."""
+    accuracy per origin (one column per origin, sorted) and what the row leaves out."""
     original = [m for m in metrics if m.variant == "original"]
     origins = sorted({o for m in original for o in (m.by_origin or {})})
     rows = []
@@ -91,7 +92,8 @@ def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[
             "" if diff is None else f"{diff:+.2f}",
             *(_percent(by_origin[o]["acc_standard"]) if o in by_origin else "" for o in origins),
         ])  # fmt: skip
-    return [*COLUMNS, *(f"{ORIGIN_PREFIX}{o}" for o in origins)], rows
+    header = [*COLUMNS, *(f"{ORIGIN_PREFIX}{o}" for o in origins)]
+    return append_left_out(header, rows, [m.left_out for m in original])
 
 
 def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]],
@@ -116,4 +118,5 @@ def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, M
                      "different image sets.")  # fmt: skip
     used = {row.name: row.note for row in CARD if row.note and any(r[7] == row.name for r in rows)}
     notes += [f"{name}: {note}." for name, note in used.items()]
+    notes.append(left_out_note(lefts([m for m in metrics if m.variant == "original"])))
     write_text(md_path, "\n".join([*lines, *notes, ""]))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from zoomeval.analysis.class_groups import SOURCE as GROUPS_SOURCE
 from zoomeval.analysis.multilabel_scores import MultilabelScores
+from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import _percent, markdown_table
 
 SLICES = ("objects", "organisms", "no_dogs")
@@ -74,13 +75,13 @@ def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[st
     ``adapters`` gives each dataset's adapter (which datasets are ImageNet val, which ImageNet-V2)."""
     from zoomeval.core.io import write_csv, write_text
 
-    rows = [_row(s) for s in scores]
-    write_csv(csv_path, COLUMNS, rows)
+    header, rows = append_left_out(COLUMNS, [_row(s) for s in scores], [s.left_out for s in scores])
+    write_csv(csv_path, header, rows)
     top_k = sorted({s.top_k for s in scores})
     lines = [
         "# Multi-label accuracy (Shankar et al. 2020) beside top-1, top-5 and ImageNet-M, 1 crop (%)",
         "",
-        *markdown_table(COLUMNS, rows),
+        *markdown_table(header, rows),
         "",
         "n_scored: annotated images that are not problematic, the images of acc_top1, acc_top5, acc_multilabel and "
         "the slices. acc_top1: the prediction is the original ImageNet label; acc_top5: the original label is among "
@@ -89,6 +90,8 @@ def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[st
         f"{'/'.join(map(str, top_k))} greedy-cover transforms / any transform. acc_imagenet_m: the n_imagenet_m "
         "ImageNet-M images, problematic or not, correct if the prediction is judged correct or unclear. Slices (by "
         f"the image's original label; multi-label accuracy): objects, organisms and no_dogs, from {GROUPS_SOURCE}.",
+        "",
+        left_out_note({s.dataset: s.left_out for s in scores}),
         "",
         "## Shankar et al. 2020's effects, recomputed for these models",
         "",

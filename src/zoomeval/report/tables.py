@@ -1,22 +1,29 @@
 """The tables, written from typed metrics: Table A8 (maximum possible top-1 accuracy on original, object-only and
-background-only images), Table 1, the zoom-group table and the aggregation table."""
+background-only images), Table 1, the zoom-group table and the aggregation table. Each appends what it leaves
+out (:mod:`zoomeval.report.left_out`)."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
+from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
+from zoomeval.report.left_out import append_left_out, append_left_out_by_dataset, left_out_note
 
-#: acc_standard was appended in metrics schema 3, after the columns that were there before.
+#: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
+#: model's resolved arch.tag, beside its config name in ``model``) and n_scales (the scales searched) after it.
 TABLE_A8_COLUMNS = [
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
-    "cover_gap", "acc_standard",
+    "cover_gap", "acc_standard", "architecture", "n_scales",
 ]  # fmt: skip
+#: Zoom transforms per scale (3 x 3 anchors): n_transforms = 9 x the number of scales.
+ANCHORS = 9
 PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
 #: What the paper's 1-crop is and what the standard evaluation is, for the tables' notes (README, pitfall 6).
 STANDARD_NOTE = (
@@ -42,32 +49,54 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 
 
 def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], title: str,
-                header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str]) -> None:  # fmt: skip
-    """A table as CSV, and as Markdown under ``# title`` followed by a paragraph per note."""
+                header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str],
+                md_rows: Sequence[Sequence[str]] | None = None) -> None:  # fmt: skip
+    """A table as CSV, and as Markdown (``md_rows``, default the CSV's) under ``# title`` followed by a paragraph per
+    note."""
     write_csv(csv_path, header, rows)
-    lines = [f"# {title}", "", *markdown_table(header, rows), ""]
+    lines = [f"# {title}", "", *markdown_table(header, rows if md_rows is None else md_rows), ""]
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
 
 
-def table_a8_rows(metrics: Sequence[Metrics]) -> list[list[str]]:
-    """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell)."""
-    return [[_cell(c, getattr(m, c)) for c in TABLE_A8_COLUMNS] for m in metrics]
+def lefts(metrics: Sequence[Metrics]) -> dict[str, LeftOut | None]:
+    """What the rows of each dataset (scored name) leave out, for :func:`left_out_note`."""
+    return {m.dataset: m.left_out for m in metrics}
 
 
-def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                   md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+def table_a8_rows(metrics: Sequence[Metrics], architectures: Mapping[str, str] | None = None,
+                  intervals: bool = False) -> list[list[str]]:  # fmt: skip
+    """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell); ``architectures``:
+    each model's resolved ``arch.tag`` (empty where not given); ``intervals``: each accuracy with its 95 % Wilson
+    interval (the Markdown's)."""
+    names, cell = architectures or {}, _with_interval if intervals else lambda m, c: _cell(c, getattr(m, c))
+    return [[cell(m, c) for c in TABLE_A8_COLUMNS[:-2]] + [names.get(m.model, ""), str(m.n_transforms // ANCHORS)]
+            for m in metrics]  # fmt: skip
+
+
+def _with_interval(m: Metrics, column: str) -> str:
+    """``41.67 [19.33, 68.05]``: an accuracy and its 95 % Wilson interval over the row's images."""
+    value = getattr(m, column)
+    if column not in PERCENT_COLUMNS or value is None or not m.n_images:
+        return _cell(column, value)
+    low, high = accuracy_interval(value, m.n_images, f"{m.model} {m.variant} {m.dataset}: {column}")
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
+                   architectures: Mapping[str, str] | None = None) -> None:  # fmt: skip
     notes = [
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
         "cover_size_exact: minimum set cover (HiGHS, see cover.json for its status and dual bound); "
-        "cover_gap: cover_size - cover_size_exact. " + STANDARD_NOTE
+        "cover_gap: cover_size - cover_size_exact; architecture: the model's architecture and weights tag as its "
+        "source resolved them (model is its name in the config); n_scales: the scales searched. Accuracies here with "
+        "their 95 % Wilson interval [low, high] over n_images. " + STANDARD_NOTE
     ]
-    excluded = {m.dataset: m.n_excluded for m in metrics if m.n_excluded}
-    if excluded:
-        notes.append("Images left out as bad (see results/datasets/<dataset>/bad_images.csv for why): "
-                     + ", ".join(f"{d}: {n}" for d, n in excluded.items()) + ".")  # fmt: skip
     title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
-    write_table(csv_path, md_path, title, TABLE_A8_COLUMNS, table_a8_rows(metrics), notes)
+    left = [m.left_out for m in metrics]
+    header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
+    _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)
+    write_table(csv_path, md_path, title, header, rows, [*notes, left_out_note(lefts(metrics))], md_rows)
 
 
 #: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every
@@ -79,12 +108,14 @@ TABLE_1_PANELS = (
 TABLE_1_MARKDOWN_ORDER = ("a", "s", "b", "c")
 
 
-def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]]:
-    """Table 1 from the metrics of the original images: one row per (panel, model), datasets as columns.
+def table_1_rows(metrics: Sequence[Metrics], intervals: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Table 1 from the metrics of the original images: one row per (panel, model), datasets as columns
+    (``intervals``: each model's accuracy with its 95 % Wilson interval, the Markdown's).
 
     Panels (b) and (c) start with the "Random" row: the chance that N random guesses include the right
     class, ``min(100, 100 N / n_classes)`` with N = ``top_k`` or the number of transforms.
     """
+    shown = _with_interval if intervals else lambda m, c: _cell(c, getattr(m, c))
     original = [m for m in metrics if m.variant == "original"]
     datasets = list(dict.fromkeys(m.dataset for m in original))
     models = list(dict.fromkeys(m.model for m in original))
@@ -100,7 +131,7 @@ def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
         for model in models:
             rows.append(
                 [panel, model]
-                + [_cell(column, getattr(cell[(model, d)], column)) if (model, d) in cell else "" for d in datasets]
+                + [shown(cell[(model, d)], column) if (model, d) in cell else "" for d in datasets]
             )
     return ["panel", "model", *datasets], rows
 
@@ -108,14 +139,18 @@ def table_1_rows(metrics: Sequence[Metrics]) -> tuple[list[str], list[list[str]]
 def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                   md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
-    write_csv(csv_path, header, rows)
+    left = lefts([m for m in metrics if m.variant == "original"])
+    write_csv(csv_path, *append_left_out_by_dataset(header, rows, left))
+    _, md_rows = table_1_rows(metrics, intervals=True)
     lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
         lines += [f"({panel}) {titles[panel]}", "",
-                  *markdown_table(header[1:], [row[1:] for row in rows if row[0] == panel])]  # fmt: skip
+                  *markdown_table(header[1:], [row[1:] for row in md_rows if row[0] == panel])]  # fmt: skip
         lines.append("")
-    lines += [STANDARD_NOTE, ""]
+    scales = sorted({m.n_transforms // ANCHORS for m in metrics if m.variant == "original"})
+    lines += [f"Scales searched: {', '.join(map(str, scales))}. Accuracies with their 95 % Wilson interval [low, high] "
+              "over the dataset's images.", "", STANDARD_NOTE, "", left_out_note(left), ""]  # fmt: skip
     write_text(md_path, "\n".join(lines))
 
 
@@ -129,6 +164,7 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
     rows = [[m.model, m.variant, m.dataset, *(f"{m.zoom_groups[c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
              _percent(m.top_k_centre_share)] for m in metrics]  # fmt: skip
+    header, rows = append_left_out(header, rows, [m.left_out for m in metrics])
     shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
@@ -140,6 +176,8 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
         "ub_*: images solved by at least one cover transform of the group; excl_*: images that group solves and "
         "neither other group does; top_k_centre_share: share of the first top_k greedy picks at the centre "
         "anchor (uniform: 11.11).",
+        "",
+        left_out_note(lefts(metrics)),
         "",
     ]
     if shares:
@@ -173,16 +211,19 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
         values = [*_aggregation_values(m), m.acc_standard]
         rows.append(first + [_percent(v) for v in values])
         shown.append(first + [_percent(v, m.acc_1crop) for v in values])
-    write_csv(csv_path, TABLE_AGGREGATION_COLUMNS, rows)
+    left = [m.left_out for m in original]
+    write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left))
     lines = [
         "# Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
         "",
-        *markdown_table(TABLE_AGGREGATION_COLUMNS, shown),
+        *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left)),
         "",
         "zoom_in / zoom_out / zoom_224: every zoom transform with S > 224 / S < 224 / S = 224 (all nine anchors); "
         "five_crop: the four corner 224 crops of the image resized to S = 256 and the 1-crop transform; "
         "ten_crop: those five and their horizontal mirror images. max: the prediction of the view with the "
         "highest softmax probability; mean: the argmax of the mean softmax over the views. " + STANDARD_NOTE,
+        "",
+        left_out_note(lefts(original)),
         "",
     ]
     write_text(md_path, "\n".join(lines))

@@ -14,15 +14,13 @@ state dict), with DataParallel's ``module.`` prefixes stripped, loaded strictly.
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
-from zoomeval.core.io import atomic_path
+from zoomeval.core.io import link_or_copy
 from zoomeval.inference.models import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -82,11 +80,13 @@ def fetch(spec: ModelSpec, folder: Path) -> None:
         download(source.url, dest, spec.weights)
         return
     _verified_local(spec, Path(str(source.path)))
-    try:
-        os.link(str(source.path), dest)
-    except OSError:  # another file system, or links not allowed
-        with atomic_path(dest) as tmp:
-            shutil.copyfile(str(source.path), tmp)
+    link_or_copy(str(source.path), dest)
+
+
+def local(spec: ModelSpec) -> Path | None:
+    """The checkpoint's local file (None: a URL)."""
+    source = _input(spec)
+    return None if source.path is None else Path(source.path)
 
 
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
@@ -133,7 +133,9 @@ def build(spec: ModelSpec, path: Path) -> torch.nn.Module:
     return module
 
 
-@MODEL_SOURCES.register("checkpoint", check=check, fetch=fetch, required=("architecture", "weights", "checkpoint"))
+@MODEL_SOURCES.register(
+    "checkpoint", check=check, fetch=fetch, required=("architecture", "weights", "checkpoint"), local=local
+)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     """The fetched checkpoint, checked against the sha256 pinned in ``weights``; ImageNet's normalisation unless the
     entry gives its own ``mean``/``std``."""

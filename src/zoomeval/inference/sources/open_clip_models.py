@@ -3,12 +3,13 @@
 
 An entry names an open_clip architecture (``open_clip.list_models()``) and a pretrained tag of it
 (``open_clip.list_pretrained()``), or a local ``checkpoint`` file (``weights`` then only names it). A tag's weights
-come from the Hugging Face repo of open_clip's pretrained config, downloaded by open_clip's own
-``download_pretrained_from_hf`` into huggingface_hub's cache, checked against the sha256 the hub publishes and placed
-in the workflow's weights folder as ``<sha256><suffix>``, as for timm; a local checkpoint is placed there under its
-sha256 too, and every load checks the file against its name. ``model_config`` may point to an open_clip
-model-config JSON (``embed_dim``, ``vision_cfg``, ``text_cfg``) named ``<architecture>.json``, for an architecture
-open_clip does not ship.
+come from the Hugging Face repo of open_clip's pretrained config (the files open_clip's own
+``download_pretrained_from_hf`` tries), downloaded into huggingface_hub's cache, checked against the sha256 the hub
+publishes and placed in the workflow's weights folder as ``<sha256><suffix>``, as for timm; a local checkpoint is
+placed under its sha256 too, in a folder named by that sha256 (so by its content, never by the ``weights`` name
+alone), and every load checks the file against its name. ``model_config`` may point to an open_clip model-config
+JSON (``embed_dim``, ``vision_cfg``, ``text_cfg``) named ``<architecture>.json``, for an architecture open_clip does
+not ship.
 
 Two settings of open_clip's own ``create_model(arch, pretrained=tag)`` are taken from the tag rather than from
 the architecture's config, because open_clip 3.3 only warns when they disagree:
@@ -34,12 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
+from zoomeval.core.io import link_or_copy
 from zoomeval.inference import zero_shot
+from zoomeval.inference.catalogue import Catalogue
 from zoomeval.inference.models import (
     MODEL_SOURCES,
     LoadedModel,
     fetched_file,
-    link_or_copy,
+    local_sha256,
     place_hub_file,
     verified_sha256,
 )
@@ -52,6 +55,8 @@ log = logging.getLogger(__name__)
 #: Preprocessing keys of an open_clip pretrained config that describe the weights' expected inputs.
 PREPROCESS_KEYS = ("mean", "std", "interpolation", "resize_mode")
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+#: The prefix of open_clip's Hugging Face names (``hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K``).
+HF_HUB = "hf-hub:"
 #: A weights file in the workflow's weights folder: its sha256 and suffix.
 FETCHED = r"[0-9a-f]{64}\.(safetensors|bin|pt|pth)"
 
@@ -127,15 +132,14 @@ def _file_sha256(path: str | None, key: str) -> str | None:
     return sha256_file(Path(path))
 
 
-def head_name(spec: ModelSpec) -> str:
+def head_name(spec: ModelSpec, resources: str) -> str:
     """The file name (without suffix) of the zero-shot head ``spec`` needs: architecture, weights and a digest of
-    everything the head depends on, so entries that differ only in what the head ignores (mean, std) share it.
-    Read when the DAG is built: file hashes, no open_clip."""
+    everything the head depends on (a local checkpoint by its sha256, not its path), so entries that differ only in
+    what the head ignores (mean, std) share it. Read when the DAG is built: file hashes, no open_clip."""
     options, key = _options(spec), f"models.{spec.name}"
     files = {k: _file_sha256(getattr(options, k), f"{key}.{k}") for k in ("class_names", "templates", "model_config")}
-    checkpoint = local_checkpoint(spec)
     digest = json.dumps(
-        [spec.architecture, spec.weights, checkpoint and str(checkpoint), options.duplicate_names, files]
+        [spec.architecture, spec.weights, local_sha256(spec, resources), options.duplicate_names, files]
     )
     return f"{spec.architecture}.{spec.weights}.{hashlib.sha256(digest.encode()).hexdigest()[:12]}"
 
@@ -198,10 +202,54 @@ def check(spec: ModelSpec) -> None:
         raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}.{exc}") from None
 
 
+def names() -> Catalogue:
+    """open_clip's architectures (``open_clip.list_models()``) and pretrained tags (``open_clip.list_pretrained()``)."""
+    import open_clip
+    from open_clip.pretrained import get_pretrained_cfg
+
+    pretrained: dict[str, list[str]] = {}
+    hubs: dict[str, list[tuple[str, str]]] = {}
+    for arch, tag in open_clip.list_pretrained():
+        pretrained.setdefault(arch, []).append(tag)
+        if hub := get_pretrained_cfg(arch, tag).get("hf_hub"):  # "org/repo/" or "org/repo/<file>"
+            hubs.setdefault(HF_HUB + "/".join(hub.split("/")[:2]), []).append((arch, tag))
+    tags = {arch: tuple(found) for arch, found in pretrained.items()}
+    aliases = {name: tuple(pairs) for name, pairs in hubs.items()}
+    return Catalogue("open_clip", open_clip.__version__, tuple(open_clip.list_models()), tags, aliases)
+
+
+def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """An ``hf-hub:<org>/<repo>`` architecture as the architecture and tag of open_clip's pretrained list whose
+    weights are that repo's (resolved offline, from the list; of an architecture and its ``-quickgelu`` twin, the
+    plain one, which the tag's QuickGELU setting builds alike); ``weights`` is then optional and refused if it
+    names another tag. Repos outside the list are refused: open_clip would fetch their config from the hub."""
+    from zoomeval.inference.catalogue import CACHE, cached_catalogue
+
+    given = entry["architecture"]
+    if not given.startswith(HF_HUB):
+        return entry
+    cat = cached_catalogue("open_clip", CACHE)
+    pairs = cat.aliases.get(given, ()) if cat is not None else ()
+    plain = [p for p in pairs if not p[0].endswith("-quickgelu")] or list(pairs)
+    key = f"models.{name}"
+    if len(plain) != 1:
+        found = f"it names {plain}" if plain else "no pretrained tag of open_clip's list has its weights there"
+        raise ConfigError(f"{key}.architecture: {given}: {found}; give an open_clip architecture and weights "
+                          "(zoomeval list models open_clip)")  # fmt: skip
+    arch, tag = plain[0]
+    if entry.get("weights", tag) != tag:
+        raise ConfigError(f"{key}.weights: {entry['weights']!r} disagrees with {given}, open_clip's {arch} + {tag!r}; "
+                          "remove weights or make them agree")  # fmt: skip
+    return {**entry, "architecture": arch, "weights": tag}
+
+
 def fetch(spec: ModelSpec, folder: Path) -> None:
     """Place the weights in ``folder`` as ``<sha256><suffix>``: a tag's from its Hugging Face repo through
     huggingface_hub's cache (checked against the hub's sha256), or the local checkpoint."""
-    from open_clip.pretrained import download_pretrained_from_hf
+    from open_clip.constants import HF_WEIGHTS_NAME
+    from open_clip.pretrained import _get_safe_alternatives
+
+    from zoomeval.datasets.download import hub_file
 
     if (path := local_checkpoint(spec)) is not None:
         link_or_copy(path, folder / f"{sha256_file(path)}{path.suffix}")
@@ -212,9 +260,10 @@ def fetch(spec: ModelSpec, folder: Path) -> None:
                          "hash against")  # fmt: skip
     # open_clip's convention: "org/repo/" (its default file name) or "org/repo/<file>"
     hub = cfg["hf_hub"]
-    repo_id, filename = (hub.rstrip("/"), None) if hub.endswith("/") else hub.rsplit("/", 1)
-    path = Path(download_pretrained_from_hf(repo_id, filename=filename))
-    place_hub_file(path, f"{repo_id}/{path.name}", folder)
+    repo_id, filename = (hub.rstrip("/"), HF_WEIGHTS_NAME) if hub.endswith("/") else hub.rsplit("/", 1)
+    # the files open_clip's own download_pretrained_from_hf tries: a safetensors alternative first
+    path, name = hub_file(repo_id, [*_get_safe_alternatives(filename), filename], None, folder)
+    place_hub_file(path, f"{repo_id}/{name}", folder)
 
 
 def create(spec: ModelSpec, weights: Path | None) -> tuple[torch.nn.Module, Path, str]:
@@ -287,7 +336,7 @@ def evaluation(spec: ModelSpec, module: torch.nn.Module) -> Any:
 
 @MODEL_SOURCES.register(
     "open_clip", check=check, fetch=fetch, options=OpenClipOptions, input_size=input_size, evaluation=evaluation,
-    head=head_name,
+    head=head_name, local=local_checkpoint, names=names, library="open_clip_torch", canonical=canonical,
 )  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> LoadedModel:
     """The classifier of an entry: its model with checked weights and the cached zero-shot head ``head``, which must

@@ -10,10 +10,12 @@ name carries the published hash, which every load checks, as a torchvision check
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from zoomeval.core.config import ConfigError, ModelSpec
+from zoomeval.inference.catalogue import Catalogue, check_names
 from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, place_hub_file, verified_sha256
 
 #: Where timm's Hugging Face repos keep their weights: safetensors first, as timm itself tries.
@@ -37,41 +39,51 @@ def hub_source(name: str) -> tuple[str, str | None]:
     return repo_id, revision or None
 
 
-def check(spec: ModelSpec) -> None:
-    """The architecture must be a timm model and the weights one of its pretrained tags with weights on the hub."""
+def names() -> Catalogue:
+    """timm's models (``timm.list_models()``) and pretrained tags (``timm.list_pretrained()``)."""
     import timm
 
-    key, arch, tag = f"models.{spec.name}", spec.architecture, spec.weights
-    if not timm.is_model(arch):
-        raise ConfigError(f"{key}.architecture: {arch!r} is not a timm model (timm.list_models())")
-    if f"{arch}.{tag}" not in timm.list_pretrained(f"{arch}.*"):
-        tags = [n.split(".", 1)[1] for n in timm.list_pretrained(f"{arch}.*")]
-        raise ConfigError(f"{key}.weights: {arch} has pretrained tags {tags}, not {tag!r}")
+    pretrained: dict[str, list[str]] = {}
+    for name in timm.list_pretrained():
+        arch, tag = name.split(".", 1)
+        pretrained.setdefault(arch, []).append(tag)
+    tags = {arch: tuple(found) for arch, found in pretrained.items()}
+    return Catalogue("timm", timm.__version__, tuple(timm.list_models()), tags)
+
+
+def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """timm's own ``arch.tag`` spelling (``architecture: resnet50.a1_in1k``, the name of timm's results CSVs and hub
+    repos) as architecture and weights; ``weights`` is then optional, and refused if it names another tag."""
+    key = f"models.{name}"
+    arch, dot, tag = entry["architecture"].partition(".")
+    if not dot:
+        if "weights" not in entry:
+            raise ConfigError(f"{key}.weights: required for a timm architecture without a tag; give architecture: "
+                              f"{arch}.<tag> or weights (zoomeval list models timm '{arch}.*')")  # fmt: skip
+        return entry
+    if entry.get("weights", tag) != tag:
+        raise ConfigError(f"{key}.weights: {entry['weights']!r} disagrees with the tag {tag!r} of architecture "
+                          f"{entry['architecture']}; remove weights or make them agree")  # fmt: skip
+    return {**entry, "architecture": arch, "weights": tag}
+
+
+def check(spec: ModelSpec) -> None:
+    """The architecture must be a timm model and the weights one of its pretrained tags with weights on the hub."""
+    key, tag = f"models.{spec.name}", spec.weights
+    check_names(spec, names(), "timm")
     try:
-        hub_source(f"{arch}.{tag}")
+        hub_source(f"{spec.architecture}.{tag}")
     except ValueError as exc:
         raise ConfigError(f"{key}.weights: {tag!r}: {exc}") from None
-
-
-def _download(repo_id: str, revision: str | None) -> tuple[Path, str]:
-    """The first of :data:`HF_WEIGHTS_FILES` the repo has, in huggingface_hub's cache, and its name there."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
-
-    *first, last = HF_WEIGHTS_FILES
-    for filename in first:
-        try:
-            return Path(hf_hub_download(repo_id, filename, revision=revision)), filename
-        except EntryNotFoundError:
-            pass
-    return Path(hf_hub_download(repo_id, last, revision=revision)), last
 
 
 def fetch(spec: ModelSpec, folder: Path) -> None:
     """Download the weights through huggingface_hub's cache, check the blob against the sha256 it is stored under
     and place it in ``folder`` as ``<sha256>.<suffix>``."""
+    from zoomeval.datasets.download import hub_file
+
     repo_id, revision = hub_source(f"{spec.architecture}.{spec.weights}")
-    path, filename = _download(repo_id, revision)
+    path, filename = hub_file(repo_id, HF_WEIGHTS_FILES, revision, folder)
     place_hub_file(path, f"{repo_id}/{filename}", folder)
 
 
@@ -82,10 +94,16 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
     from zoomeval.inference.eval_transform import split_normalize
 
-    return split_normalize(create_transform(**resolve_data_config({}, model=module)), f"timm model {spec.name}")
+    cfg = resolve_data_config({}, model=module)
+    transform = split_normalize(create_transform(**cfg), f"timm model {spec.name}")
+    settings = {"img_size": cfg["input_size"][-1], "crop_pct": cfg["crop_pct"], "interpolation": cfg["interpolation"]}
+    return replace(transform, settings=settings)
 
 
-@MODEL_SOURCES.register("timm", check=check, fetch=fetch, evaluation=evaluation)
+@MODEL_SOURCES.register(
+    "timm", check=check, fetch=fetch, evaluation=evaluation, names=names, library="timm", canonical=canonical,
+    required=("architecture",),
+)  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import timm
 

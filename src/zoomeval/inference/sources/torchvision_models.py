@@ -1,7 +1,8 @@
 """``torchvision``: ``torchvision.models`` with a pinned weights tag (e.g. ``IMAGENET1K_V1``).
 
 The checkpoint is downloaded from the tag's URL into the workflow's weights folder under its published file name,
-whose hash prefix (torch.hub's convention, e.g. ``resnet18-f37072fd.pth``) every load checks. It is read with
+whose hash prefix (torch.hub's convention, e.g. ``resnet18-f37072fd.pth``) every load checks; a copy already in
+torch's own hub cache is checked against that prefix and used instead. It is read with
 ``torch.load(..., weights_only=True)``; the model is normalised as the tag's transforms say.
 """
 
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.core.config import ConfigError, ModelSpec
-from zoomeval.core.io import atomic_path
+from zoomeval.core.io import link_or_copy
+from zoomeval.inference.catalogue import Catalogue, check_names
 from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
 
 #: Shortest hash prefix accepted in a torchvision checkpoint's file name.
@@ -35,27 +37,53 @@ def checkpoint(architecture: str, tag: str) -> tuple[str, str]:
     return url, prefix
 
 
-def check(spec: ModelSpec) -> None:
-    """The architecture must be a torchvision model and the weights one of its pinned tags (not ``DEFAULT``)."""
+def names() -> Catalogue:
+    """torchvision's classification models and the tags of their weight enums (``DEFAULT`` is an alias, not a tag)."""
     import torchvision
 
-    key, arch = f"models.{spec.name}", spec.architecture
-    if arch not in torchvision.models.list_models():
-        raise ConfigError(
-            f"{key}.architecture: {arch!r} is not a torchvision model (see torchvision.models.list_models())"
-        )
-    tags = [w.name for w in torchvision.models.get_model_weights(arch)]
-    if spec.weights not in tags:
-        raise ConfigError(f"{key}.weights: {arch} has weights tags {tags}, not {spec.weights!r}")
+    archs = tuple(torchvision.models.list_models(module=torchvision.models))
+    tags = {arch: tuple(w.name for w in torchvision.models.get_model_weights(arch)) for arch in archs}
+    return Catalogue("torchvision", torchvision.__version__, archs, {a: t for a, t in tags.items() if t})
+
+
+def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """torchvision's weight enum spelling (``weights: ResNet50_Weights.IMAGENET1K_V2``, as in ``get_weight``) as the
+    tag; the enum must be the architecture's (torchvision names it ``<architecture>_Weights``, case aside)."""
+    enum, dot, tag = str(entry.get("weights", "")).rpartition(".")
+    if not dot:
+        return entry
+    if enum.casefold() != f"{entry['architecture']}_weights".casefold():
+        raise ConfigError(f"models.{name}.weights: {enum} is not the weights enum of {entry['architecture']}; "
+                          f"give its tag alone ({tag}) or the architecture's enum")  # fmt: skip
+    return {**entry, "weights": tag}
+
+
+def check(spec: ModelSpec) -> None:
+    """The architecture must be a torchvision model and the weights one of its pinned tags (not ``DEFAULT``)."""
+    check_names(spec, names(), "torchvision")
 
 
 def fetch(spec: ModelSpec, folder: Path) -> None:
-    """Download the checkpoint into ``folder`` under its published name; torch.hub checks the hash prefix."""
+    """Place the checkpoint in ``folder`` under its published name, checked against the hash prefix in that name:
+    from torch's hub cache (``torch.hub.get_dir()/checkpoints``, ``TORCH_HOME``) if it holds the file, else
+    downloaded (resumed, retried, at once refused where the host cannot be reached)."""
     import torch
 
+    from zoomeval.datasets.download import download
+
     url, prefix = checkpoint(spec.architecture, spec.weights)
-    with atomic_path(folder / os.path.basename(url)) as tmp:
-        torch.hub.download_url_to_file(url, str(tmp), hash_prefix=prefix)
+    name = os.path.basename(url)
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / name
+    if cached.is_file():
+        try:
+            verified_sha256(cached, prefix, f"the hash prefix of torchvision's file name {name}", "delete it")
+        except ValueError as exc:
+            print(f"torch's hub cache: {exc}; downloading it instead")
+        else:
+            print(f"using {cached} from torch's hub cache (its sha256 starts with {prefix})")
+            link_or_copy(cached, folder / name)
+            return
+    download(url, folder / name, prefix, elsewhere=f", or in torch's hub cache as {cached}, where it is checked")
 
 
 @contextmanager
@@ -92,7 +120,10 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
     return EvalTransform(T.Compose(steps), tuple(preset.mean), tuple(preset.std), repr(preset))
 
 
-@MODEL_SOURCES.register("torchvision", check=check, fetch=fetch, evaluation=evaluation)
+@MODEL_SOURCES.register(
+    "torchvision", check=check, fetch=fetch, evaluation=evaluation, names=names, library="torchvision",
+    canonical=canonical,
+)  # fmt: skip
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import torchvision
 

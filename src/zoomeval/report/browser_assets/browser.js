@@ -257,7 +257,7 @@
       cards.replaceChildren(...shown.map((k) =>
         card(index, shards[name + "/" + Math.floor(k / index.shard_images)][k % index.shard_images], k, models)));
       status.textContent = picked.length + " of " + index.n_images + " images · page " + (state.page + 1) + " of " +
-        pages;
+        pages + " · left out of " + index.dataset + ": " + index.left_out.why;
       document.getElementById("prev").disabled = state.page === 0;
       document.getElementById("next").disabled = state.page >= pages - 1;
       writeHash();

@@ -1,0 +1,186 @@
+"""results/table_zoom_policies.csv/.md and the per-dataset figure: accuracy against forward passes per image of the
+label-free zoom policies (:mod:`zoomeval.analysis.policy_eval`'s documents), beside the 1-crop view, the 5-/10-crop
+methods, MEMO where it ran, the oracle top-k cover and acc_max, with the share of the oracle gap each closes."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from zoomeval.analysis.policies import POLICIES
+from zoomeval.analysis.policy_eval import SCHEMA_VERSION, row
+from zoomeval.core.io import write_csv, write_text
+from zoomeval.report.figures import _save
+from zoomeval.report.tables import markdown_table
+
+#: Version 1 of the table: these columns, in this order.
+COLUMNS = [
+    "model", "variant", "dataset", "protocol", "policy", "budget", "passes", "passes_lo", "passes_hi", "n_images",
+    "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
+]  # fmt: skip
+#: The policies drawn with their 95 % bands (the others' intervals are in the table; more bands would hide the lines).
+BANDS = ("max_conf", "cascade")
+#: The protocol of the rows that the very images scored decide (the oracle) or that need no fit.
+IN_SAMPLE = "in_sample"
+MEMO_METHODS = ("memo_augmix", "memo_rrc")
+FLOAT_COLUMNS = {"passes", "passes_lo", "passes_hi", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed",
+                 "gap_closed_lo", "gap_closed_hi"}  # fmt: skip
+
+
+def check_document(document: Mapping[str, Any]) -> None:
+    """Refuse a document that is not a policies document of this schema version."""
+    if document.get("kind") != "zoom_policies" or document.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"not a version-{SCHEMA_VERSION} zoom policies document (kind {document.get('kind')!r}, "
+                         f"schema_version {document.get('schema_version')!r}); re-run the zoom_policies "
+                         "jobs")  # fmt: skip
+
+
+def gap_closed(acc: float, acc_1crop: float | None, acc_max: float) -> float | None:
+    """The share (%) of the oracle gap a point closes, ``(acc - acc_1crop) / (acc_max - acc_1crop)``; None where
+    there is no gap (or no 1-crop view)."""
+    if acc_1crop is None or acc_max <= acc_1crop:
+        return None
+    return 100 * (acc - acc_1crop) / (acc_max - acc_1crop)
+
+
+def table_rows(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The table's rows: per document its policies (by policy, then budget), then once per (model, variant,
+    dataset) the in-sample references and MEMO's rows."""
+    rank = {name: k for k, name in enumerate(POLICIES)}
+    out, referenced = [], set()
+    for document in documents:
+        check_document(document)
+        cell = (document["model"], document["variant"], document["dataset"])
+        policies = sorted((r for r in document["rows"] if r["policy"] in rank),
+                          key=lambda r: (rank[r["policy"]], r["budget"]))  # fmt: skip
+        out += [_full(document, document["protocol"], r) for r in policies]
+        if cell not in referenced:
+            referenced.add(cell)
+            extra = [m for m in memo if (m["model"], m["variant"], m["dataset"]) == cell]
+            out += [_full(document, IN_SAMPLE, r) for r in document["rows"] if r["policy"] not in rank]
+            out += [_full(document, IN_SAMPLE, m["row"]) for m in extra]
+    return out
+
+
+def _full(document: Mapping[str, Any], protocol: str, point: Mapping[str, Any]) -> dict[str, Any]:
+    a1, amax = document["acc_1crop"], document["acc_max"]
+    gaps = {f"gap_closed{s}": gap_closed(point[f"acc{s}"], a1, amax) for s in ("", "_lo", "_hi")}
+    return {"model": document["model"], "variant": document["variant"], "dataset": document["dataset"],
+            "protocol": protocol, **point, "acc_1crop": a1, "acc_max": amax, **gaps}  # fmt: skip
+
+
+def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, Any]], passes: int
+              ) -> list[dict[str, Any]]:  # fmt: skip
+    """MEMO's points from results/table_tta.csv for the original images of each document's (model, dataset) that it
+    has, at ``passes`` forward passes per image (the augmented views of every step and the final prediction; the
+    backward passes are not counted), over the document's images."""
+    with open(tta_csv, newline="") as fh:
+        table = {(r["method"], r["model"]): r for r in csv.DictReader(fh)}
+    out, cells = [], {(d["model"], d["variant"], d["dataset"]): d for d in documents}
+    for document in cells.values():
+        n = next(r["n_images"] for r in document["rows"] if r["policy"] == "one_crop")
+        for method in MEMO_METHODS:
+            value = table.get((method, document["model"]), {}).get(document["dataset"])
+            if document["variant"] == "original" and value:
+                point = row(method, passes, round(float(value) * n / 100), n, np.full(n, float(passes)))
+                out.append({"model": document["model"], "variant": "original", "dataset": document["dataset"],
+                            "row": point})  # fmt: skip
+    return out
+
+
+def _text(column: str, value: Any) -> str:
+    if value is None:
+        return ""
+    return _number(value) if column in FLOAT_COLUMNS else str(value)
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 2) + 0.0:.2f}"  # + 0.0: a rounding error below zero is "0.00", not "-0.00"
+
+
+def _interval(value: float | None, lo: float | None, hi: float | None) -> str:
+    return "" if value is None else f"{_number(value)} [{_number(lo)}, {_number(hi)}]"
+
+
+def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
+                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+    """The CSV (:data:`COLUMNS`, percentages and passes with 2 decimals) and a Markdown view with the intervals."""
+    rows = table_rows(documents, memo)
+    header = ["dataset", "variant", "model", "protocol", "policy", "budget", "passes", "acc [95% CI]",
+              "gap_closed [95% CI]"]  # fmt: skip
+    shown = [[r["dataset"], r["variant"], r["model"], r["protocol"], r["policy"], str(r["budget"]),
+              f"{r['passes']:.2f}", _interval(r["acc"], r["acc_lo"], r["acc_hi"]),
+              _interval(r["gap_closed"], r["gap_closed_lo"], r["gap_closed_hi"])] for r in rows]  # fmt: skip
+    notes = [
+        f"Schema version {SCHEMA_VERSION}. Policies never see a test image's label: cvK rows are K-fold "
+        "cross-validated over images (each image scored once, by the policy fitted on the other folds); "
+        "transfer:<source> rows are fitted on every image of the source and scored on every image here; in_sample "
+        "rows are the references (one_crop, the 5-/10-crop max and mean rules, MEMO, and the oracles oracle_top_k "
+        "and oracle_max, which the labels of these very images decide). budget: views per image (cascade: the "
+        "calibration budget); passes: forward passes per image on the scored images.",
+        "acc: top-1 accuracy (%) with its Wilson 95 % interval over images; passes with a normal 95 % interval of the "
+        "mean; gap_closed: (acc - acc_1crop) / (acc_max - acc_1crop) in %, its interval the acc interval mapped the "
+        "same way.",
+    ]
+    write_csv(csv_path, COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows])
+    title = "# Zoom without an oracle: accuracy per forward pass of label-free zoom policies"
+    write_text(md_path, "\n".join([title, "", *markdown_table(header, shown), "", *(f"{n}\n" for n in notes)]))
+
+
+COLOURS = {"max_conf": "tab:blue", "max_conf_cover": "tab:cyan", "vote": "tab:green", "cascade": "tab:red",
+           "selector": "tab:purple"}  # fmt: skip
+MARKERS = {"one_crop": ("*", "black"), "five_crop_max": ("s", "tab:orange"), "five_crop_mean": ("D", "tab:orange"),
+           "ten_crop_max": ("s", "tab:brown"), "ten_crop_mean": ("D", "tab:brown"), "memo_augmix": ("^", "tab:olive"),
+           "memo_rrc": ("v", "tab:olive")}  # fmt: skip
+
+
+def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
+                       path: str | os.PathLike[str], title: str) -> None:  # fmt: skip
+    """PNG of one dataset's curves: a panel per (model, variant), accuracy against forward passes per image (log
+    axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands; the
+    references as markers,
+    the oracle top-k cover grey and acc_max dotted."""
+    rows = table_rows(documents, memo)
+    cells = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
+    fig = Figure(figsize=(7.5, 4.8 * len(cells)), layout="constrained")
+    for k, cell in enumerate(cells):
+        ax = fig.add_subplot(len(cells), 1, k + 1)
+        _panel(ax, [r for r in rows if (r["model"], r["variant"]) == cell])
+        ax.set_title(f"{cell[0]}, {cell[1]}")
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def _panel(ax: Any, rows: list[dict[str, Any]]) -> None:
+    protocols = list(dict.fromkeys(r["protocol"] for r in rows if r["protocol"] != IN_SAMPLE))
+    for protocol in protocols:
+        for policy in POLICIES:
+            line = sorted((r for r in rows if (r["protocol"], r["policy"]) == (protocol, policy)),
+                          key=lambda r: r["passes"])  # fmt: skip
+            xs, ys = [r["passes"] for r in line], [r["acc"] for r in line]
+            style = "-" if protocol.startswith("cv") else "--"
+            ax.plot(xs, ys, style, marker="o", markersize=3, color=COLOURS[policy], label=f"{policy} ({protocol})")
+            if policy in BANDS:
+                ax.fill_between(xs, [r["acc_lo"] for r in line], [r["acc_hi"] for r in line], color=COLOURS[policy],
+                                alpha=0.1, linewidth=0)  # fmt: skip
+    oracle = sorted((r for r in rows if r["policy"] == "oracle_top_k"), key=lambda r: r["passes"])
+    ax.plot([r["passes"] for r in oracle], [r["acc"] for r in oracle], ":", marker=".", color="grey",
+            label="oracle top-k cover (in-sample)")  # fmt: skip
+    for r in rows:
+        if r["policy"] == "oracle_max":
+            ax.axhline(r["acc"], color="black", linestyle=":", linewidth=1, label=f"acc_max {r['acc']:.1f}")
+        elif r["policy"] in MARKERS:
+            marker, colour = MARKERS[r["policy"]]
+            ax.plot([r["passes"]], [r["acc"]], marker, color=colour, markersize=8, linestyle="none", label=r["policy"])
+    ax.set_xscale("log")
+    budgets = sorted({r["budget"] for r in oracle})
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.minorticks_off()
+    ax.set_xlabel("forward passes per image")
+    ax.set_ylabel("top-1 accuracy (%)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))

@@ -1,0 +1,98 @@
+"""Study directories: one folder per analysis, which uses this workflow as a Snakemake module (Snakemake's own
+convention for deployed workflows), so that runs with different configs never share a ``results/`` folder.
+
+``zoomeval init DIR --preset NAME`` writes ``DIR/Snakefile`` (the module declaration), ``DIR/config/config.yaml``
+(the preset, with a header saying where it came from) and ``DIR/profiles/``: ``default`` linked to the workflow's
+local profile, ``slurm`` a copy to edit (partition, account). Snakemake then runs in ``DIR`` as in the checkout,
+with ``DIR`` as its working directory, so the config's relative paths are relative to ``DIR``.
+
+The workflow's files (Snakefile, rules, scripts, schema, report captions, presets, profiles) are not package data:
+the package finds them in the checkout it is installed from (an editable install, ``pip install -e``), the folder
+two levels above ``src/zoomeval``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from zoomeval import __version__
+from zoomeval.core.provenance import CHECKOUT
+
+#: The presets ``zoomeval init --preset`` offers: name -> config file of the checkout's ``config/`` folder.
+PRESETS = {"demo": "config.yaml", "paper": "paper.yaml", "imagenet-hard": "imagenet_hard.yaml", "tta": "tta.yaml"}
+
+STUDY_SNAKEFILE = """\
+# A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
+# it here, e.g. `snakemake --cores 8 all` or `snakemake --cores 8 results/table_a8.csv`; results/ and logs/ are
+# this directory's. The config is config/config.yaml (every key: {root}/config/README.md).
+
+configfile: "config/config.yaml"
+
+
+module zoomeval:
+    snakefile:
+        "{snakefile}"
+    config:
+        config
+
+
+use rule * from zoomeval
+
+
+# The workflow's checks that import the ML stack, once when a run starts (a module's onstart is not run otherwise).
+onstart:
+    zoomeval.start_checks()
+"""
+
+CONFIG_HEADER = """\
+# zoomeval study config, preset {preset!r} (zoomeval init, from {source}).
+# Relative paths here are relative to this study directory (where snakemake runs). Every key is documented in
+# {root}/config/README.md. Commands below that name --configfile config/... run here without it.
+
+"""
+
+
+def workflow_snakefile(root: Path = CHECKOUT) -> Path:
+    """The workflow's Snakefile in ``root``; refused, saying how to get one, when ``root`` is no checkout."""
+    snakefile = root / "Snakefile"
+    if not (snakefile.is_file() and (root / "workflow" / "rules").is_dir()):
+        raise FileNotFoundError(
+            f"{root} holds no zoomeval workflow (Snakefile, workflow/rules): install zoomeval from a checkout with "
+            "`pip install -e .`, or pass --workflow CHECKOUT"
+        )
+    return snakefile
+
+
+def preset_file(name: str, root: Path = CHECKOUT) -> Path:
+    """The config file of preset ``name``; an unknown name is refused with the known ones."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; expected one of {list(PRESETS)} (zoomeval list presets)")
+    return root / "config" / PRESETS[name]
+
+
+def preset_summary(name: str, root: Path = CHECKOUT) -> str:
+    """The preset's opening comment (what it runs), without its comment marks."""
+    lines = preset_file(name, root).read_text().splitlines()
+    return "\n".join(line.removeprefix("#").strip() for line in lines[: lines.index("")] if line.startswith("#"))
+
+
+def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> list[Path]:
+    """Write a study directory for ``preset`` (see the module docstring); returns the paths written. A directory
+    that already holds a Snakefile or config is refused rather than overwritten."""
+    snakefile, config = workflow_snakefile(root), preset_file(preset, root)
+    written = [directory / "Snakefile", directory / "config" / "config.yaml"]
+    if existing := [str(p) for p in [*written, directory / "profiles"] if p.exists() or p.is_symlink()]:
+        raise FileExistsError(f"{', '.join(existing)} already exist(s); choose a new directory for the study")
+    (directory / "config").mkdir(parents=True, exist_ok=True)
+    root_text = str(root.resolve())
+    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=snakefile.resolve()))
+    header = CONFIG_HEADER.format(preset=preset, source=config.resolve(), root=root_text)
+    written[1].write_text(header + config.read_text())
+    profiles = directory / "profiles"
+    profiles.mkdir()
+    os.symlink((root / "profiles" / "default").resolve(), profiles / "default", target_is_directory=True)
+    (profiles / "slurm").mkdir()
+    shutil.copyfile(root / "profiles" / "slurm" / "config.yaml", profiles / "slurm" / "config.yaml")
+    return [*written, profiles / "default", profiles / "slurm" / "config.yaml"]

@@ -1,0 +1,158 @@
+"""Strict configs: a YAML key given twice is refused naming it and both lines, and every numeric, boolean or
+nullable key of the schema takes its value from ``--config`` (which passes the values inside lists and mappings
+as strings), found by walking the schema rather than listed by hand."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from snakemake.cli import parse_config
+from snakemake.utils import update_config
+
+from tests.conftest import ROOT, run_snakemake, write_config
+from zoomeval.core.strict_yaml import DuplicateKeyError, load_yaml, loads_yaml
+from zoomeval.registries import SCHEMA, load_config
+
+DEMO = load_yaml(ROOT / "config" / "config.yaml")
+#: The names a walk of the schema gives the entries of a mapping of free keys (a dataset, a model of the demo).
+NAMES = {("datasets",): "demo", ("models",): "efficientnet_lite0"}
+CAST = {"integer", "number", "boolean"}
+
+
+def resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    return {**root["$defs"][schema["$ref"].rsplit("/", 1)[1]], **schema} if "$ref" in schema else schema
+
+
+def kinds(schema: dict[str, Any], root: dict[str, Any]) -> set[str]:
+    schema = resolved(schema, root)
+    if "type" in schema:
+        return {schema["type"]}
+    return set().union(*(kinds(branch, root) for branch in schema.get("oneOf", [])))
+
+
+def leaves(schema: dict[str, Any], root: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple]:
+    """(path, schema, list length or None) of every key whose values are numbers, booleans or null (a list of them:
+    its length), descending into properties, free keys of NAMES and list items."""
+    schema = resolved(schema, root)
+    for key, sub in schema.get("properties", {}).items():
+        yield from leaves(sub, root, (*path, key))
+    if isinstance(schema.get("additionalProperties"), dict) and path in NAMES:
+        yield from leaves(schema["additionalProperties"], root, (*path, NAMES[path]))
+    if isinstance(schema.get("items"), dict):
+        item = resolved(schema["items"], root)
+        if kinds(item, root) & CAST:
+            yield path, item, schema.get("minItems", 1)
+    elif kinds(schema, root) & (CAST | {"null"}):
+        yield path, schema, None
+
+
+def samples(schema: dict[str, Any], root: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(text as written on the command line, value meant) for a value in range of each type the key allows."""
+    allowed, schema = kinds(schema, root), resolved(schema, root)
+    ranged = next((resolved(b, root) for b in schema.get("oneOf", []) if kinds(b, root) & CAST), schema)
+    low = ranged.get("minimum", ranged.get("exclusiveMinimum", 0))
+    out: list[tuple[str, Any]] = []
+    if "integer" in allowed:
+        value = low + 1 if low + 1 <= ranged.get("maximum", low + 1) else low
+        out.append((str(value), value))
+    elif "number" in allowed:
+        out.append((str(low + 0.5), low + 0.5))
+    if "boolean" in allowed:
+        out += [("true", True), ("false", False)]
+    if "null" in allowed:
+        out += [("null", None), ("~", None)]
+    return out
+
+
+ROOT_SCHEMA = load_yaml(SCHEMA)
+CASES = [
+    pytest.param(path, text, value, length, id=f"{'.'.join(path)}={text}")
+    for path, schema, length in leaves(ROOT_SCHEMA, ROOT_SCHEMA)
+    for text, value in samples(schema, ROOT_SCHEMA)
+]
+
+
+def command_line(path: tuple[str, ...], text: str, length: int | None) -> str:
+    """``--config``'s argument setting ``path`` to ``text`` (a list of ``length`` copies), in YAML flow style."""
+    value = text if length is None else "[" + ", ".join([text] * length) + "]"
+    for key in reversed(path[1:]):
+        value = f"{{{key}: {value}}}"
+    return f"{path[0]}={value}"
+
+
+def typed_at(typed: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        typed = typed[key] if isinstance(typed, Mapping) else getattr(typed, key)
+    return typed
+
+
+def test_the_walk_finds_every_kind_of_key() -> None:
+    ids = {case.id for case in CASES}
+    assert {"tta.prior_strength=0.5", "tta.prior_strength=null", "inference.compile=false", "top_k=2",
+            "models.efficientnet_lite0.input_size=17", "models.efficientnet_lite0.mean=0.5",
+            "sam.counting.min_iou=0.5", "scales=2", "browser.predictions_shown=1"} <= ids  # fmt: skip
+    assert len(CASES) >= 35
+
+
+@pytest.mark.parametrize(("path", "text", "value", "length"), CASES)
+def test_every_numeric_boolean_or_nullable_key_takes_its_value_from_the_command_line(path, text, value, length):
+    config = copy.deepcopy(DEMO)
+    update_config(config, parse_config([command_line(path, text, length)]))
+    typed = load_config(config, check_paths=False)
+    expected = value if length is None else [value] * length
+    got = list(typed_at(typed, path)) if length else typed_at(typed, path)
+    assert got == expected
+    assert [type(g) for g in got] == [type(e) for e in expected] if length else type(got) is type(expected)
+
+
+def test_the_tta_prior_strength_of_the_command_line_is_taken() -> None:
+    config = copy.deepcopy(DEMO)
+    update_config(config, parse_config(["tta={prior_strength: 16, prior_at_prediction: false}"]))
+    typed = load_config(config, check_paths=False)
+    assert (typed.tta.prior_strength, typed.tta.prior_at_prediction) == (16, False)
+
+
+def test_a_string_is_kept_where_the_schema_allows_one() -> None:
+    """A model's checkpoint may be a path string: one that spells a number stays a path."""
+    config = copy.deepcopy(DEMO)
+    update_config(config, parse_config(["sam={checkpoint: 16}", "inference={device: auto}"]))
+    typed = load_config(config, check_paths=False)
+    assert typed.sam.checkpoint.path == "16" and typed.inference.device == "auto"
+
+
+def test_a_duplicate_key_is_refused_naming_it_the_file_and_both_lines() -> None:
+    text = "scales: [224]\ndatasets:\n  demo:\n    adapter: demo\n    variants: [original]\n    adapter: demo\n"
+    with pytest.raises(DuplicateKeyError, match=r"^c\.yaml: key 'adapter' is given twice, on lines 4 and 6; "):
+        loads_yaml(text, "c.yaml")
+    with pytest.raises(DuplicateKeyError, match=r"key 'a' is given twice, on lines 1 and 1"):
+        loads_yaml('{"a": 1, "a": 2}')  # JSON too
+    # a merge key's values may be overridden, and equal keys in different mappings are no duplicates
+    assert loads_yaml("base: &b {x: 1, y: 2}\nm: {<<: *b, x: 3}\nn: {x: 4}\n")["m"] == {"x": 3, "y": 2}
+
+
+@pytest.mark.parametrize(
+    "path", [*ROOT.glob("config/*.yaml"), *ROOT.glob("profiles/*/config.yaml"), *ROOT.glob("workflow/schemas/*.yaml"),
+             *ROOT.glob("envs/*.yaml"), ROOT / ".github" / "workflows" / "ci.yaml"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)  # fmt: skip
+def test_every_shipped_yaml_file_has_no_duplicate_key(path) -> None:
+    if path.exists():
+        load_yaml(path)
+
+
+@pytest.mark.workflow
+def test_snakemake_refuses_a_config_file_with_a_duplicate_key_before_any_job(tmp_path) -> None:
+    write_config(tmp_path, scales=[224, 256], datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
+                 stats={"pairs": []})  # fmt: skip
+    text = (tmp_path / "config.yaml").read_text()
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("scales:")) + 1
+    (tmp_path / "config.yaml").write_text(text + "scales: [64]\n")
+    proc = run_snakemake(tmp_path, "--dry-run", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"{tmp_path / 'config.yaml'}: key 'scales' is given twice, on lines {first} and {len(lines) + 1}" in out
+    assert not (tmp_path / "results").exists()

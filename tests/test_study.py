@@ -1,0 +1,142 @@
+"""Study directories (zoomeval init): the files written, and the demo run from one outside the checkout."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
+from zoomeval import study
+from zoomeval.core.provenance import workflow_commit
+
+
+def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The zoomeval command, as the console script runs it (``python -m zoomeval``)."""
+    return subprocess.run([sys.executable, "-m", "zoomeval", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_every_config_of_the_checkout_is_a_preset_and_the_reverse() -> None:
+    assert sorted(study.PRESETS.values()) == sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
+    assert study.preset_summary("demo").startswith("The embedded demo")
+
+
+def test_init_writes_the_module_snakefile_the_preset_and_the_profiles(tmp_path: Path) -> None:
+    proc = zoomeval("init", "study", "--preset", "paper", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "study"
+    snakefile = (folder / "Snakefile").read_text()
+    assert f'snakefile:\n        "{ROOT / "Snakefile"}"' in snakefile
+    assert "config:\n        config" in snakefile and "use rule * from zoomeval" in snakefile
+    config = (folder / "config" / "config.yaml").read_text()
+    assert config.startswith("# zoomeval study config, preset 'paper'")
+    assert yaml.safe_load(config) == yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    assert (folder / "profiles" / "default").resolve() == ROOT / "profiles" / "default"
+    slurm = folder / "profiles" / "slurm" / "config.yaml"
+    assert not slurm.is_symlink() and slurm.read_text() == (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
+    # a second init into the same folder is refused and changes nothing
+    again = zoomeval("init", "study", "--preset", "demo", cwd=tmp_path)
+    assert again.returncode == 2 and "already exist" in again.stderr
+    assert (folder / "config" / "config.yaml").read_text() == config
+
+
+def test_an_unknown_preset_or_a_folder_without_the_workflow_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown preset 'papr'; expected one of \['demo', 'paper'"):
+        study.init_study(tmp_path / "s", "papr")
+    with pytest.raises(FileNotFoundError, match="holds no zoomeval workflow"):
+        study.init_study(tmp_path / "s", "demo", root=tmp_path)
+    assert not (tmp_path / "s").exists()
+
+
+def files_and_times(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time (ns)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            found[str(path.relative_to(folder))] = (path.stat().st_size, path.stat().st_mtime_ns)
+    return found
+
+
+@pytest.mark.workflow
+def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path, small_reference: Path) -> None:
+    """``zoomeval init`` then plain ``snakemake`` in the study gives the checkout's Table A8 (the small demo), and a
+    second study beside it leaves the first one's files alone."""
+    assert not tmp_path.is_relative_to(ROOT)
+    env = {k: v for k, v in os.environ.items() if k != "PWD"}
+    studies = []
+    for name in ("first", "second"):
+        assert zoomeval("init", name, "--preset", "demo", cwd=tmp_path).returncode == 0
+        folder = tmp_path / name
+        config = write_small_config(tmp_path / "small")  # the small demo of tests/conftest.py, as the study's config
+        (folder / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+        studies.append(folder)
+    before = None
+    for folder, targets in zip(studies, (SMALL_TARGETS, ["results/table_a8.csv"]), strict=True):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *targets], cwd=folder,
+                              capture_output=True, text=True, env=env)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for target in targets:
+            assert (folder / target).read_bytes() == (small_reference / target).read_bytes(), (folder.name, target)
+        if before is None:
+            before = files_and_times(studies[0])
+    assert files_and_times(studies[0]) == before  # the second run wrote nothing in the first study
+    assert "results/table_a8.csv" in before and not (tmp_path / "results").exists()
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "-n", *SMALL_TARGETS], cwd=studies[0],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert "Nothing to be done" in plan.stdout + plan.stderr
+    # the report's captions and the workflow description are the module's files
+    command = [sys.executable, "-m", "snakemake", "--cores", "2", "--report", "report.html", "results/table_a8.csv"]
+    report = subprocess.run(command, cwd=studies[1], capture_output=True, text=True, env=env)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "exact minimum cover size" in (studies[1] / "report.html").read_text()
+    # the two studies on one leaderboard: one group, the same numbers twice, real provenance
+    board = zoomeval("leaderboard", "first", "second", "-o", "board.csv", cwd=tmp_path)
+    assert board.returncode == 0, board.stderr
+    with open(tmp_path / "board.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    with open(small_reference / "results/table_a8.csv") as fh:
+        (a8,) = list(csv.DictReader(fh))
+    assert [(r["study"], r["note"]) for r in rows] == [("first", "same numbers as study second"),
+                                                       ("second", "same numbers as study first")]  # fmt: skip
+    same = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact")
+    for row in rows:
+        assert {k: row[k] for k in same} == {k: a8[k] for k in same}
+        geometry = (row["n_scales"], row["img_size"], row["crop_pct"], row["interpolation"])
+        assert geometry == ("3", "224", "0.875", "bilinear")  # the reference Resize(256) + CenterCrop(224)
+        assert float(row["param_count"]) == pytest.approx(4.65, abs=0.01)  # EfficientNet-Lite0
+        assert row["zoomeval_commit"] == workflow_commit() and row["device"] == "cpu"
+    # the leaderboard rule: the same row for the study alone
+    rule = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/leaderboard.csv"],
+                          cwd=studies[0], capture_output=True, text=True, env=env)  # fmt: skip
+    assert rule.returncode == 0, rule.stderr[-3000:]
+    with open(studies[0] / "results/leaderboard.csv") as fh:
+        (own,) = list(csv.DictReader(fh))
+    assert own == {**rows[0], "note": ""}
+
+
+def test_the_workflow_commit_is_the_checkouts_and_none_outside_git(tmp_path: Path) -> None:
+    from zoomeval.core.provenance import CHECKOUT
+
+    head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert workflow_commit().removesuffix("-dirty") == head.stdout.strip()
+    assert workflow_commit(tmp_path) is None
+
+
+def test_a_study_plans_with_its_default_profile_and_with_the_slurm_profile(tmp_path: Path) -> None:
+    assert zoomeval("init", "s", cwd=tmp_path).returncode == 0
+    # the study's copy of the SLURM profile keeps its placeholders until they are filled in, and is refused till then
+    profile = tmp_path / "s" / "profiles" / "slurm" / "config.yaml"
+    refused = subprocess.run([sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm", "-n"],
+                             cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode != 0 and "slurm_partition" in refused.stdout + refused.stderr
+    profile.write_text(profile.read_text().replace("CHANGE_ME", "gpu"))
+    for flags, profile in (([], "profiles/default"), (["--workflow-profile", "profiles/slurm"], "profiles/slurm")):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", *flags, "-n", "results/table_a8.csv"],
+                              cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        assert f"Using workflow specific profile {profile}" in out and "table_a8" in out
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [".snakemake", "Snakefile", "config", "profiles"]

@@ -1,0 +1,17 @@
+from zoomeval.analysis.metrics import read_metrics
+from zoomeval.analysis.policy_eval import cv_document, transfer_document
+from zoomeval.core.io import write_json
+from zoomeval.core.logs import to_file
+from zoomeval.registries import typed_config
+
+sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
+with to_file(sm.log[0]):
+    settings = typed_config(sm.config).policies
+    metrics = read_metrics(sm.input.metrics)
+    if "source_matrix" in sm.input.keys():
+        source = (sm.input.source_matrix, sm.input.source_predictions)
+        target = (sm.input.matrix, sm.input.predictions)
+        document = transfer_document(source, target, metrics, sm.wildcards.source, settings)
+    else:
+        document = cv_document(sm.input.matrix, sm.input.predictions, metrics, settings)
+    write_json(sm.output[0], document)
