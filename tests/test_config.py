@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from snakemake.utils import update_config
 
 from tests.conftest import ROOT
 from zoomeval.analysis.label_sets import LABEL_SETS
@@ -100,9 +101,12 @@ def test_each_how_to_recipe_shows_a_config_file_that_is_validated() -> None:
     assert all((ROOT / path).is_file() for path in included)
     recipe = load_config(yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text()), check_paths=False)
     assert recipe.datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
-    gpu = load_config(yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text()), check_paths=False)
-    # the settings bench/gpu_check.sh measured, which the recipe's expected time comes from
-    assert (gpu.inference.resize_backend, gpu.inference.precision, gpu.inference.compile) == ("device", "bf16", True)
+    assert "config/overlays/gpu.yaml" in included  # the recipe's inference settings: one file for every config
+    recipe = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    update_config(recipe, yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text()))
+    gpu = load_config(recipe, check_paths=False)
+    # the settings bench/gpu_check.sh measured (auto: the device path on CUDA), which the expected time comes from
+    assert (gpu.inference.resize_backend, gpu.inference.precision, gpu.inference.compile) == ("auto", "bf16", True)
     assert gpu.inference.batch_size == 9 * len(gpu.scales) + 9
 
 

@@ -7,6 +7,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 from tests.conftest import ROOT, stand_in_data_paths
 from tests.test_cover import authors_greedy, min_cover_size
@@ -292,9 +293,10 @@ def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(
 
 
 def test_the_imagenet_gpu_recipe_plans_as_printed(tmp_path, snakemake_run):
-    """docs/how-to/imagenet-gpu.md's command on config/imagenet_val.yaml (its /data archives stood in for): one
-    model over the original images, scored under three label sets."""
+    """docs/how-to/imagenet-gpu.md's command on config/imagenet_val.yaml and the GPU overlay (its /data archives
+    stood in for): one model over the original images, scored under three label sets."""
     config = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text()))
     stand_in_data_paths(config, tmp_path)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))  # the whole file, as --configfile gives it
     plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--resources", "gpu=1")
