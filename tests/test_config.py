@@ -7,21 +7,36 @@ import copy
 import re
 import subprocess
 import sys
-from dataclasses import fields
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import yaml
+from snakemake.utils import update_config
 
 from tests.conftest import ROOT
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core import devices
-from zoomeval.core.config import BrowserConfig, Config, ConfigError, InferenceSettings
+from zoomeval.core.config import (
+    BrowserConfig,
+    Config,
+    ConfigError,
+    CountFilter,
+    DatasetConfig,
+    InferenceSettings,
+    InputSpec,
+    ModelSpec,
+    SamConfig,
+    StatsConfig,
+    TTAConfig,
+)
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.inference.sources.open_clip_models import OpenClipOptions
 from zoomeval.masks.sam import MODEL_TYPES
 from zoomeval.registries import load_config
 
@@ -42,19 +57,57 @@ def refusal(change) -> str:
     return str(info.value)
 
 
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', flags=re.M)  # a file the docs site includes (pymdownx.snippets)
+
+
 def yaml_blocks(markdown: Path) -> list[str]:
-    return re.findall(r"^```ya?ml\n(.*?)^```", markdown.read_text(), flags=re.M | re.S)
+    """The YAML blocks of a Markdown page as the built site shows them (included files in place)."""
+    blocks = re.findall(r"^```ya?ml\n(.*?)^```", markdown.read_text(), flags=re.M | re.S)
+    return [SNIPPET.sub(lambda m: (ROOT / m[1]).read_text().rstrip("\n"), block) for block in blocks]
 
 
-def test_the_readme_example_configs_and_the_shipped_configs_validate() -> None:
-    """README's YAML blocks and config/*.yaml through the Snakefile's validation; local paths need not exist
-    (``check_paths=False``: /data/... stands for the reader's own copies)."""
-    blocks = [*yaml_blocks(ROOT / "README.md"), *yaml_blocks(ROOT / "config" / "README.md")]
-    assert blocks, "README.md has no yaml block to check"
-    configs = [yaml.safe_load(text) for text in blocks]
-    configs += [yaml.safe_load(path.read_text()) for path in sorted((ROOT / "config").glob("*.yaml"))]
-    typed = [load_config(config, check_paths=False) for config in configs]
-    assert typed[0].datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
+def doc_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def as_config(block: dict[str, Any]) -> dict[str, Any]:
+    """A YAML block of the docs as a whole config: a fragment (no ``scales``, e.g. one ``models`` section) replaces
+    those sections of the demo config."""
+    return block if "scales" in block else {**copy.deepcopy(DEMO), **block}
+
+
+def test_the_docs_example_configs_and_the_shipped_configs_validate() -> None:
+    """Every YAML block of README.md and the docs site, and config/*.yaml, through the Snakefile's validation;
+    local paths need not exist (``check_paths=False``: /data/... stands for the reader's own copies)."""
+    blocks = {f"{page.relative_to(ROOT)} block {k}": text for page in doc_pages()
+              for k, text in enumerate(yaml_blocks(page))}  # fmt: skip
+    assert len([name for name in blocks if name.startswith("docs/how-to/")]) >= 5
+    for name, text in blocks.items():
+        config = yaml.safe_load(text)
+        assert isinstance(config, dict), name
+        try:
+            load_config(as_config(config), check_paths=False)
+        except ConfigError as error:
+            raise AssertionError(f"{name}: {error}") from None
+    typed = [load_config(yaml.safe_load(path.read_text()), check_paths=False)
+             for path in sorted((ROOT / "config").glob("*.yaml"))]  # fmt: skip
+    assert len(typed) >= 6
+
+
+def test_each_how_to_recipe_shows_a_config_file_that_is_validated() -> None:
+    """The recipes print their configs from files under config/ (so the file the reader runs is the one tested)."""
+    included = {m for page in (ROOT / "docs" / "how-to").glob("*.md") for m in SNIPPET.findall(page.read_text())}
+    assert {"config/imagenet_val.yaml", "config/imagefolder.yaml"} <= included
+    assert all((ROOT / path).is_file() for path in included)
+    recipe = load_config(yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text()), check_paths=False)
+    assert recipe.datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
+    assert "config/overlays/gpu.yaml" in included  # the recipe's inference settings: one file for every config
+    recipe = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    update_config(recipe, yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text()))
+    gpu = load_config(recipe, check_paths=False)
+    # the settings bench/gpu_check.sh measured (auto: the device path on CUDA), which the expected time comes from
+    assert (gpu.inference.resize_backend, gpu.inference.precision, gpu.inference.compile) == ("auto", "bf16", True)
+    assert gpu.inference.batch_size == 9 * len(gpu.scales) + 9
 
 
 def test_count_method_is_defaulted_and_checked_only_for_datasets_in_stats_pairs() -> None:
@@ -378,15 +431,41 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
     assert objectnet.datasets["o"].password == "objectnetisatestset"  # the adapter's published password
 
 
-def test_the_schema_keeps_no_defaults() -> None:
-    """Defaults live in zoomeval.core.config's dataclasses only; a schema default would be a second copy."""
+def plain(value: Any) -> Any:
+    """A dataclass default as the schema writes it: tuples as lists, typed sections and inputs as mappings."""
+    if is_dataclass(value):
+        return value.to_config() if isinstance(value, InputSpec) else plain(asdict(value))
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return {k: plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
-    def defaults(node: Any, path: str = "") -> list[str]:
-        if isinstance(node, dict):
-            return [path] * ("default" in node) + [p for k, v in node.items() for p in defaults(v, f"{path}/{k}")]
-        return [p for i, v in enumerate(node) for p in defaults(v, f"{path}/{i}")] if isinstance(node, list) else []
 
-    assert defaults(yaml.safe_load(SCHEMA.read_text())) == []
+def field_defaults(cls: type) -> dict[str, Any]:
+    values = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    values |= {f.name: f.default_factory() for f in fields(cls) if f.default_factory is not MISSING}
+    return {k: plain(v) for k, v in values.items()}
+
+
+@pytest.mark.parametrize(("section", "cls"), [
+    ((), Config), (("inference",), InferenceSettings), (("browser",), BrowserConfig), (("tta",), TTAConfig),
+    (("sam",), SamConfig), (("sam", "counting"), CountFilter), (("stats",), StatsConfig),
+    (("datasets", "additionalProperties"), DatasetConfig),
+    (("models", "additionalProperties"), (ModelSpec, OpenClipOptions)),  # an entry's keys and open_clip's own
+])  # fmt: skip
+def test_the_schema_declares_the_defaults_the_dataclasses_apply(section, cls) -> None:
+    """The schema's ``default`` of each key (the one declaration the reference is generated from) is the default of
+    its dataclass field, and a field with a plain default has one in the schema or an ``x-default`` saying why not."""
+    node = yaml.safe_load(SCHEMA.read_text())
+    for key in section:
+        node = node["properties"][key] if key in node.get("properties", {}) else node[key]
+    properties = node["properties"]
+    applied = {k: v for c in (cls if isinstance(cls, tuple) else (cls,)) for k, v in field_defaults(c).items()}
+    declared = {k: v["default"] for k, v in properties.items() if "default" in v}
+    assert {k: applied[k] for k in declared if k in applied} == declared
+    assert set(declared) <= set(applied)
+    # a section's defaults are its keys'; x-default explains a default that depends on other keys
+    explained = {k for k, v in properties.items() if "x-default" in v or "properties" in v}
+    assert {k for k in applied if k in properties and applied[k] is not None} <= set(declared) | explained
 
 
 def test_the_schema_enums_and_keys_follow_the_registries() -> None:

@@ -7,9 +7,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 from tests.conftest import ROOT, stand_in_data_paths
-from tests.test_config import yaml_blocks
 from tests.test_cover import authors_greedy, min_cover_size
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import transforms
@@ -276,10 +276,10 @@ def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(
     assert not (tmp_path / "results").exists()
 
 
-def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(tmp_path, snakemake_run):
-    """README's "Using your own data" config (no sam section, no stats) with its folder in place, scales given as
-    Snakemake passes them from --config (strings), and an upper-case checksum."""
-    config = yaml.safe_load(yaml_blocks(ROOT / "README.md")[0])
+def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(tmp_path, snakemake_run):
+    """The "Your own image folder" recipe's config (docs/how-to/own-data.md: no sam section, no stats) with its folder
+    in place, scales given as Snakemake passes them from --config (strings), and an upper-case checksum."""
+    config = yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text())
     (tmp_path / "imagenet-a.tar").write_bytes(b"")
     config["datasets"]["imagenet_a"]["root"] = {"path": str(tmp_path / "imagenet-a.tar"), "sha256": "AB" * 32}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
@@ -290,6 +290,20 @@ def test_the_readme_example_plans_as_printed_with_scales_from_the_command_line(t
     # each model's weights are fetched by a job of its own; a standard evaluation per dataset and model
     assert counts == {"fetch_weights": 2, "dataset_manifest": 1, "predict": 2, "standard_eval": 2, "analyze": 2,
                       "table_a8": 1, "total": 10}  # fmt: skip
+
+
+def test_the_imagenet_gpu_recipe_plans_as_printed(tmp_path, snakemake_run):
+    """docs/how-to/imagenet-gpu.md's command on config/imagenet_val.yaml and the GPU overlay (its /data archives
+    stood in for): one model over the original images, scored under three label sets."""
+    config = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text()))
+    stand_in_data_paths(config, tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))  # the whole file, as --configfile gives it
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--resources", "gpu=1")
+    counts = job_counts(plan.stdout + plan.stderr)
+    # the stand-ins are empty files, not archives: the real tar and tgz add two extract_archive jobs
+    assert counts == {"fetch_weights": 1, "dataset_manifest": 1, "predict": 1, "standard_eval": 1, "analyze": 3,
+                      "table_a8": 1, "total": 8}  # fmt: skip
 
 
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):

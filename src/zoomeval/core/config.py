@@ -2,10 +2,10 @@
 
 A config is validated first (:mod:`zoomeval.core.validate`: normalisation, the JSON schema, the package's own
 checks) and then resolved once by :func:`resolve`; rules and scripts read the result, never the raw mapping. The
-JSON schema holds types, enums and ranges but no defaults: a key the config leaves out takes the default of its
-dataclass field below. Defaults that depend on the dataset's adapter (``variants``, ``count_method``) and the
-adapter's published zip password come from the adapter registry, passed in as :class:`Registries` (core does not
-import the later stages).
+JSON schema declares each default for the docs but does not apply it (tests/test_config.py checks that the two
+agree): a key the config leaves out takes the default of its dataclass field below. Defaults that depend on the
+dataset's adapter (``variants``, ``count_method``) and the adapter's published zip password come from the adapter
+registry, passed in as :class:`Registries` (core does not import the later stages).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ TABLE_A8_COLUMNS = [
 #: Zoom transforms per scale (3 x 3 anchors): n_transforms = 9 x the number of scales.
 ANCHORS = 9
 PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
-#: What the paper's 1-crop is and what the standard evaluation is, for the tables' notes (README, pitfall 6).
+#: The paper's 1-crop and the standard evaluation, for the tables' notes (docs/explanations/standard-eval.md).
 STANDARD_NOTE = (
     "acc_standard: the standard evaluation, each model once per image through its own evaluation transform "
     "(torchvision weights' preset, timm's data config, open_clip's preprocess; original images only). It is not "

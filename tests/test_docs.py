@@ -1,0 +1,137 @@
+"""The docs site (mkdocs.yml, docs/): it builds with warnings as errors (broken links and anchors included), its
+home page and a how-to guide open in headless Chromium without errors, and its generated reference pages are those
+the schema and the rules give (zoomeval.core.docs)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.chromium import CHROMIUM, Chromium
+from tests.conftest import ROOT
+from zoomeval.core import docs
+
+ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+def build_site(out: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    proc = build_site(out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def test_the_site_builds_strictly_with_every_page_in_the_nav(site):
+    pages = sorted(p.relative_to(ROOT / "docs").with_suffix(".html") for p in (ROOT / "docs").rglob("*.md"))
+    assert pages and all((site / page).is_file() for page in pages)
+    assert "ResNet-50 on ImageNet val" in (site / "how-to" / "imagenet-gpu.html").read_text()
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    """The strict build is what catches stale links: a page linking to a missing page or anchor is refused."""
+    page = ROOT / "docs" / "_broken_link_probe.md"
+    try:
+        page.write_text("# Probe\n\nSee [the zoom](explanations/zoom.md#no-such-heading).\n")
+        proc = build_site(tmp_path / "site")
+    finally:
+        page.unlink()
+    assert proc.returncode != 0
+    assert "no-such-heading" in proc.stdout + proc.stderr
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:  # keep the test's output to its failures
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    """The built site over HTTP on 127.0.0.1, as `mkdocs serve` or a web host gives it (search needs fetch)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join()
+
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+
+
+@needs_chromium
+@pytest.mark.parametrize(("page", "heading"), [("index.html", "zoomeval"),
+                                               ("how-to/imagenet-gpu.html", "ResNet-50 on ImageNet val")])  # fmt: skip
+def test_pages_open_in_chromium_without_errors(served, tmp_path, page, heading):
+    with Chromium(tmp_path / "profile") as chrome:
+        chrome.open(f"{served}/{page}")
+        chrome.wait_for("document.readyState === 'complete' && document.querySelector('article h1') !== null")
+        assert heading in chrome.evaluate("document.querySelector('article h1').textContent")
+        # the navigation leads to every section of the site
+        nav = chrome.evaluate("document.querySelector('nav.md-nav--primary').textContent")
+        assert all(section in nav for section in ("Get started", "How-to guides", "Explanations", "Reference"))
+        chrome.screenshot(ARTIFACTS / f"docs_{page.replace('/', '_').removesuffix('.html')}.png")
+        assert chrome.errors == []
+
+
+def test_the_generated_reference_pages_are_up_to_date(capsys):
+    """docs/reference/config.md, config/README.md and docs/reference/rules.md are what the schema and the rules
+    generate; after editing either, run `python -m zoomeval.core.docs`."""
+    assert docs.main(["--check", "--root", str(ROOT)]) == 0, capsys.readouterr().err
+
+
+def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
+    schema = yaml.safe_load((ROOT / docs.SCHEMA).read_text())
+    schema["properties"]["inference"]["properties"]["pin_memory"] = {
+        "description": "copy batches from pinned memory", "type": "boolean", "default": False, "x-reruns": "no",
+    }
+    (tmp_path / docs.SCHEMA).parent.mkdir(parents=True)
+    (tmp_path / docs.SCHEMA).write_text(yaml.safe_dump(schema))
+    (tmp_path / "workflow" / "rules").mkdir()
+    rule = "# Stage A.\n\n\n# Why a.\nrule a:\n    output:\n        'x',\n"
+    (tmp_path / "workflow" / "rules" / "a.smk").write_text(rule)
+    (tmp_path / "Snakefile").write_text("")
+    pages = {str(path): text for path, text in docs.outputs(tmp_path).items()}
+    entry = "### `inference.pin_memory`\n\nCopy batches from pinned memory.\n\n- **Type**: boolean\n"
+    assert entry + "- **Default**: `false`\n- **Reruns**: no\n" in pages["docs/reference/config.md"]
+    row = "| `inference.pin_memory` | copy batches from pinned memory | boolean | `false` | no |"
+    assert row in pages["config/README.md"].splitlines()
+    assert "### `a`\n\nWhy a.\n\n```python\noutput:\n    'x',\n```" in pages["docs/reference/rules.md"]
+    assert "## `workflow/rules/a.smk`\n\nStage A.\n" in pages["docs/reference/rules.md"]
+
+
+@pytest.mark.parametrize(("node", "words"), [
+    ({"type": "integer", "minimum": 16, "maximum": 1024}, "integer, 16 to 1024"),
+    ({"type": "number", "exclusiveMinimum": 0}, "number, > 0"),
+    ({"enum": ["pil", "torch"]}, "`pil` | `torch`"),
+    ({"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}, "list of 3 number"),
+    ({"type": "array", "uniqueItems": True, "minItems": 1, "items": {"enum": ["in"]}},
+     "list of `in` (unique, at least 1)"),
+    ({"oneOf": [{"type": "number", "minimum": 0}, {"type": "null"}]}, "number, ≥ 0 or `null`"),
+])  # fmt: skip
+def test_types_are_written_from_the_schema(node, words):
+    assert docs.type_of(node, {}) == words
+
+
+def test_the_readme_is_short_and_its_links_lead_into_the_docs():
+    """README.md stays a front page (at most ~150 lines) whose links all exist; the GPU recipe is one click away."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    assert "make demo" in text and "make test" in text
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert "docs/how-to/imagenet-gpu.md" in links
+    assert [link for link in links if not (ROOT / link).exists()] == []
