@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tests.conftest import SMALL_PREDICTIONS, SMALL_TARGETS, run_snakemake, write_small_config
-from tests.test_profiles import HAS_SLURM_PLUGIN, SLURM, job_blocks
+from tests.test_profiles import HAS_SLURM_PLUGIN, SLURM, filled_in, job_blocks
 from zoomeval.core.io import read_metadata
 
 pytestmark = pytest.mark.workflow
@@ -37,7 +37,8 @@ def test_a_dry_run_shows_one_gpu_job_per_part_and_a_merge(tmp_path):
     assert "gpu=" not in merge and f"output: {SMALL_PREDICTIONS}," in merge, merge
     assert re.search(r"^merge_predictions\s+1$", proc.stdout, re.M) and re.search(r"^predict\s+3$", proc.stdout, re.M)
     if HAS_SLURM_PLUGIN:  # each part is a SLURM job with its own GPU
-        proc = run_snakemake(tmp_path, "--workflow-profile", str(SLURM.parent), "-n", SMALL_PREDICTIONS, cores=None)
+        profile = filled_in(SLURM, tmp_path / "slurm").parent  # the shipped profile's placeholders are refused
+        proc = run_snakemake(tmp_path, "--workflow-profile", str(profile), "-n", SMALL_PREDICTIONS, cores=None)
         for block in predict_blocks(proc.stdout):
             assert re.search(r"resources:.*\bgpu=1\b", block), block
 
