@@ -12,6 +12,7 @@ import yaml
 from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
 from zoomeval import study
 from zoomeval.core.provenance import workflow_commit
+from zoomeval.core.strict_yaml import load_yaml
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -20,7 +21,8 @@ def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_config_of_the_checkout_is_a_preset_and_the_reverse() -> None:
-    assert sorted(study.PRESETS.values()) == sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
+    assert sorted(files[0] for files in study.PRESETS.values() if len(files) == 1) == sorted(
+        p.name for p in (ROOT / "config").glob("*.yaml"))  # fmt: skip
     assert study.preset_summary("demo").startswith("The embedded demo")
 
 
@@ -41,6 +43,14 @@ def test_init_writes_the_module_snakefile_the_preset_and_the_profiles(tmp_path: 
     again = zoomeval("init", "study", "--preset", "demo", cwd=tmp_path)
     assert again.returncode == 2 and "already exist" in again.stderr
     assert (folder / "config" / "config.yaml").read_text() == config
+
+
+def test_the_gpu_preset_is_the_imagenet_recipe_with_the_gpu_overlay(tmp_path: Path) -> None:
+    assert zoomeval("init", "gpu", "--preset", "gpu", cwd=tmp_path).returncode == 0
+    written = load_yaml(tmp_path / "gpu" / "config" / "config.yaml")  # strict: no key given twice
+    recipe = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    overlay = yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text())
+    assert written == recipe | overlay and written["inference"]["precision"] == "bf16"
 
 
 def test_an_unknown_preset_or_a_folder_without_the_workflow_is_refused(tmp_path: Path) -> None:

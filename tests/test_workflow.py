@@ -1,6 +1,8 @@
 """The workflow end to end on the demo with two scales, in a temporary directory."""
 
 import csv
+import subprocess
+import sys
 
 import numpy as np
 import polars as pl
@@ -304,6 +306,23 @@ def test_the_imagenet_gpu_recipe_plans_as_printed(tmp_path, snakemake_run):
     # the stand-ins are empty files, not archives: the real tar and tgz add two extract_archive jobs
     assert counts == {"fetch_weights": 1, "dataset_manifest": 1, "predict": 1, "standard_eval": 1, "analyze": 3,
                       "table_a8": 1, "total": 8}  # fmt: skip
+
+
+def test_the_gpu_preset_plans_the_same_jobs_in_a_study_directory(tmp_path):
+    """The same recipe as docs/how-to/imagenet-gpu.md runs it first: `zoomeval init DIR --preset gpu`, then plain
+    snakemake in DIR."""
+    init = subprocess.run([sys.executable, "-m", "zoomeval", "init", "s", "--preset", "gpu"], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    path = tmp_path / "s" / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    stand_in_data_paths(config, tmp_path)
+    path.write_text(yaml.safe_dump(config))
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "results/table_a8.csv", "-n", "--resources", "gpu=1"],
+                          cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert job_counts(plan.stdout + plan.stderr) == {"fetch_weights": 1, "dataset_manifest": 1, "predict": 1,
+                                                     "standard_eval": 1, "analyze": 3, "table_a8": 1, "total": 8}
 
 
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):

@@ -13,6 +13,7 @@ two levels above ``src/zoomeval``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from pathlib import Path
@@ -20,8 +21,17 @@ from pathlib import Path
 from zoomeval import __version__
 from zoomeval.core.provenance import CHECKOUT
 
-#: The presets ``zoomeval init --preset`` offers: name -> config file of the checkout's ``config/`` folder.
-PRESETS = {"demo": "config.yaml", "paper": "paper.yaml", "imagenet-hard": "imagenet_hard.yaml", "tta": "tta.yaml"}
+#: The presets ``zoomeval init --preset`` offers: name -> config files of the checkout's ``config/`` folder, written
+#: one after the other into the study's config (an overlay's keys must not repeat the file's: strict YAML refuses it).
+PRESETS = {
+    "demo": ("config.yaml",),
+    "paper": ("paper.yaml",),
+    "imagenet-hard": ("imagenet_hard.yaml",),
+    "tta": ("tta.yaml",),
+    "imagefolder": ("imagefolder.yaml",),
+    "imagenet-val": ("imagenet_val.yaml",),
+    "gpu": ("imagenet_val.yaml", "overlays/gpu.yaml"),
+}
 
 STUDY_SNAKEFILE = """\
 # A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
@@ -65,31 +75,33 @@ def workflow_snakefile(root: Path = CHECKOUT) -> Path:
     return snakefile
 
 
-def preset_file(name: str, root: Path = CHECKOUT) -> Path:
-    """The config file of preset ``name``; an unknown name is refused with the known ones."""
+def preset_files(name: str, root: Path = CHECKOUT) -> list[Path]:
+    """The config files of preset ``name``; an unknown name is refused with the known ones."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; expected one of {list(PRESETS)} (zoomeval list presets)")
-    return root / "config" / PRESETS[name]
+    return [root / "config" / file for file in PRESETS[name]]
 
 
 def preset_summary(name: str, root: Path = CHECKOUT) -> str:
-    """The preset's opening comment (what it runs), without its comment marks."""
-    lines = preset_file(name, root).read_text().splitlines()
-    return "\n".join(line.removeprefix("#").strip() for line in lines[: lines.index("")] if line.startswith("#"))
+    """The opening comment (what it runs) of the preset's first file, without its comment marks."""
+    lines = preset_files(name, root)[0].read_text().splitlines()
+    opening = itertools.takewhile(lambda line: line.startswith("#"), lines)
+    return "\n".join(line.removeprefix("#").strip() for line in opening)
 
 
 def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> list[Path]:
     """Write a study directory for ``preset`` (see the module docstring); returns the paths written. A directory
     that already holds a Snakefile or config is refused rather than overwritten."""
-    snakefile, config = workflow_snakefile(root), preset_file(preset, root)
+    snakefile, configs = workflow_snakefile(root), preset_files(preset, root)
     written = [directory / "Snakefile", directory / "config" / "config.yaml"]
     if existing := [str(p) for p in [*written, directory / "profiles"] if p.exists() or p.is_symlink()]:
         raise FileExistsError(f"{', '.join(existing)} already exist(s); choose a new directory for the study")
     (directory / "config").mkdir(parents=True, exist_ok=True)
     root_text = str(root.resolve())
     written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=snakefile.resolve()))
-    header = CONFIG_HEADER.format(preset=preset, source=config.resolve(), root=root_text)
-    written[1].write_text(header + config.read_text())
+    sources = " + ".join(str(c.resolve()) for c in configs)
+    header = CONFIG_HEADER.format(preset=preset, source=sources, root=root_text)
+    written[1].write_text(header + "\n".join(c.read_text() for c in configs))
     profiles = directory / "profiles"
     profiles.mkdir()
     os.symlink((root / "profiles" / "default").resolve(), profiles / "default", target_is_directory=True)
