@@ -12,6 +12,7 @@ import yaml
 
 from tests.multilabel_fixture import ANNOTATIONS, v2_id, val
 from tests.test_analysis import prediction_table
+from tests.test_tables import wilson
 from zoomeval.analysis.class_groups import DOG, ORGANISM, class_groups, descendants
 from zoomeval.analysis.multilabel_scores import one_crop_predictions, score
 from zoomeval.analysis.scoring import analyze_predictions
@@ -203,7 +204,7 @@ def test_every_table_cell_by_hand(tmp_path):
         "n_scored": "5", "acc_top1": "20.00", "acc_top5": "60.00", "acc_multilabel": "20.00",
         "acc_multilabel_top_k": "40.00", "acc_multilabel_max": "60.00", "n_imagenet_m": "3", "acc_imagenet_m": "66.67",
         "n_objects": "1", "acc_objects": "0.00", "n_organisms": "4", "acc_organisms": "25.00", "n_no_dogs": "4",
-        "acc_no_dogs": "25.00", "notes": "",
+        "acc_no_dogs": "25.00", "notes": "", "n_scales": "2",
     }  # fmt: skip
     # V2, scored a (0, right) and b (409; 530 is judged correct too): c is not annotated
     assert rows[1] == {
@@ -211,15 +212,32 @@ def test_every_table_cell_by_hand(tmp_path):
         "acc_top1": "50.00", "acc_top5": "100.00", "acc_multilabel": "100.00", "acc_multilabel_top_k": "100.00",
         "acc_multilabel_max": "100.00", "n_imagenet_m": "0", "acc_imagenet_m": "", "n_objects": "1",
         "acc_objects": "100.00", "n_organisms": "1", "acc_organisms": "100.00", "n_no_dogs": "2",
-        "acc_no_dogs": "100.00", "notes": NO_IMAGENET_M,
+        "acc_no_dogs": "100.00", "notes": NO_IMAGENET_M, "n_scales": "2",
     }  # fmt: skip
     md = (tmp_path / "t.md").read_text()
+    assert "n_scales: the scales searched (2)." in md
     assert f"v2: 1 {unscored}." in md
     assert "| multi-label - top-1 | imagenet | +0.00 (median of 1 model) | +8.9 (median of 72 models" in md
     assert "| top-5 - multi-label | imagenet | +40.00 (median of 1 model) | +7.4" in md
     assert "| multi-label - top-1 | v2 | +50.00 (median of 1 model) | (reported for ImageNet val only) |" in md
     drop = "| multi-label drop, val -> V2 | imagenet -> v2 | -80.00 (median of 1 model), from -80.00 to -80.00 | 5 to 8"
     assert drop in md
+
+
+def test_the_markdown_gives_each_accuracy_its_wilson_interval_over_its_own_images(tmp_path):
+    write_table_multilabel(table_scores(tmp_path), {"imagenet": "imagenet_val", "v2": "imagenet_v2"},
+                           tmp_path / "t.csv", tmp_path / "t.md")  # fmt: skip
+    val_row = next(line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("| m | imagenet"))
+    cells = val_row.strip("| ").split(" | ")[:19]
+    # over n_scored = 5: top-1 1, top-5 3, multi-label 1, top_k 2, max 3; ImageNet-M 2 of its 3; objects 0 of 1,
+    # organisms and no_dogs 1 of 4 (the counts of test_every_table_cell_by_hand)
+    assert cells[6:11] == ["20.00 [3.62, 62.45]", "60.00 [23.07, 88.24]", "20.00 [3.62, 62.45]",
+                           "40.00 [11.76, 76.93]", "60.00 [23.07, 88.24]"]  # fmt: skip
+    assert cells[11:] == ["3", "66.67 [20.77, 93.85]", "1", "0.00 [0.00, 79.35]", "4", "25.00 [4.56, 69.94]", "4",
+                          "25.00 [4.56, 69.94]"]  # fmt: skip
+    assert cells[6:] == [*(wilson(k, 5) for k in (1, 3, 1, 2, 3)), "3", wilson(2, 3), "1", wilson(0, 1),
+                         "4", wilson(1, 4), "4", wilson(1, 4)]  # fmt: skip
+    assert read_csv(tmp_path / "t.csv")[0]["acc_top1"] == "20.00"  # the CSV keeps plain numbers
 
 
 def test_the_summary_takes_medians_over_models(tmp_path):

@@ -108,6 +108,7 @@ def test_the_multilabel_table_end_to_end(tmp_path, served, snakemake_run, config
         "acc_multilabel_top_k": "50.00", "acc_multilabel_max": "50.00", "n_imagenet_m": "2",
         "acc_imagenet_m": "100.00", "n_objects": "0", "acc_objects": "", "n_organisms": "2", "acc_organisms": "50.00",
         "n_no_dogs": "2", "acc_no_dogs": "50.00", "notes": "acc_objects: no image of this slice",
+        "n_scales": "1",
     }  # fmt: skip
     top1, top5 = one_crop_accuracies(tmp_path, "imagenet_v2")
     assert v2_row == {
@@ -116,6 +117,7 @@ def test_the_multilabel_table_end_to_end(tmp_path, served, snakemake_run, config
         "acc_multilabel_top_k": "50.00", "acc_multilabel_max": "50.00", "n_imagenet_m": "0", "acc_imagenet_m": "",
         "n_objects": "0", "acc_objects": "", "n_organisms": "2", "acc_organisms": "50.00", "n_no_dogs": "2",
         "acc_no_dogs": "50.00", "notes": f"{NO_IMAGENET_M}; acc_objects: no image of this slice",
+        "n_scales": "1",
     }  # fmt: skip
     # the label sets are scored by the analysis like any other (their Table A8 rows)
     assert {scored: analysis(tmp_path, scored) for scored in SCORED} == {

@@ -26,6 +26,12 @@ def metric(model, dataset, n_classes, a, b, c, variant="original"):
                    left_out=LeftOut(dataset))  # fmt: skip
 
 
+def wilson(k, n):
+    """``k`` of ``n`` as the Markdown shows it, the interval by scipy."""
+    ci = binomtest(k, n).proportion_ci(method="wilson")
+    return f"{100 * k / n:.2f} [{100 * ci.low:.2f}, {100 * ci.high:.2f}]"
+
+
 METRICS = [
     # torchvision's reference evaluation of ResNet-50 V1 gives 76.13, the paper's 1-crop 75.75 (paper.md pitfall 6)
     replace(metric("resnet50", "imagenet", 1000, 75.75, 94.46, 96.78), acc_standard=76.13),

@@ -33,8 +33,10 @@ class MultilabelScores:
     acc_imagenet_m: float | None
     #: multi-label accuracy per class slice (the image's original label in the slice): slice -> (images, accuracy)
     slices: dict[str, tuple[int, float | None]]
-    #: the multi-label upper bounds: union of the first top_k greedy picks, union of every transform
+    #: the multi-label upper bounds: union of the first top_k greedy picks, union of every transform (of
+    #: n_transforms, 9 per scale)
     top_k: int
+    n_transforms: int
     acc_multilabel_top_k: float
     acc_multilabel_max: float
     #: what the multilabel analysis left out (bad images, images not annotated or problematic)
@@ -96,6 +98,7 @@ def score(dataset: str, one_crop: pl.DataFrame, records: list[Record], labels: d
             for hits in [[hit for r, hit in zip(scored, multi, strict=True) if set(r.labels) <= classes]]
         },
         top_k=multilabel.top_k,
+        n_transforms=multilabel.n_transforms,
         acc_multilabel_top_k=multilabel.acc_top_k,
         acc_multilabel_max=multilabel.acc_max,
         left_out=multilabel.left_out,

@@ -19,7 +19,15 @@ from typing import Any
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.report.left_out import append_left_out, left_out_note
-from zoomeval.report.tables import STANDARD_NOTE, _percent, lefts, markdown_table
+from zoomeval.report.tables import (
+    ANCHORS,
+    STANDARD_NOTE,
+    _percent,
+    _with_interval,
+    lefts,
+    markdown_table,
+    percent_interval,
+)
 
 #: Images in the card's (final) release.
 CARD_IMAGES = 10_980
@@ -74,12 +82,14 @@ def card_row(entry: Mapping[str, Any]) -> CardRow | None:
     return next((row for row in CARD if identity(entry) in row.models), None)
 
 
-def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]]
+def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]], intervals: bool = False
                        ) -> tuple[list[str], list[list[str]]]:  # fmt: skip
     """Header and rows: one row per (dataset, model) of the original images, then the standard evaluation's
-    accuracy per origin (one column per origin, sorted) and what the row leaves out."""
+    accuracy per origin (one column per origin, sorted), the scales searched and what the row leaves out
+    (``intervals``: each accuracy with its 95 % Wilson interval over its images, the Markdown's)."""
     original = [m for m in metrics if m.variant == "original"]
     origins = sorted({o for m in original for o in (m.by_origin or {})})
+    shown = _with_interval if intervals else lambda m, c: _percent(getattr(m, c))
     rows = []
     for m in original:
         row = card_row(models[m.model])
@@ -87,31 +97,42 @@ def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[
         diff = None if row is None or m.acc_standard is None else m.acc_standard - row.accuracy
         by_origin = m.by_origin or {}
         rows.append([
-            m.dataset, m.model, selection, str(m.n_images), _percent(m.acc_standard), _percent(m.acc_1crop),
-            _percent(m.acc_max), row.name if row else "", f"{row.accuracy:.2f}" if row else "",
-            "" if diff is None else f"{diff:+.2f}",
-            *(_percent(by_origin[o]["acc_standard"]) if o in by_origin else "" for o in origins),
+            m.dataset, m.model, selection, str(m.n_images), *(shown(m, c) for c in COLUMNS[4:7]),
+            row.name if row else "", f"{row.accuracy:.2f}" if row else "", "" if diff is None else f"{diff:+.2f}",
+            *(_origin_cell(by_origin[o], f"{m.model} {m.dataset}: {ORIGIN_PREFIX}{o}", intervals)
+              if o in by_origin else "" for o in origins), str(m.n_transforms // ANCHORS),
         ])  # fmt: skip
-    header = [*COLUMNS, *(f"{ORIGIN_PREFIX}{o}" for o in origins)]
+    header = [*COLUMNS, *(f"{ORIGIN_PREFIX}{o}" for o in origins), "n_scales"]
     return append_left_out(header, rows, [m.left_out for m in original])
+
+
+def _origin_cell(cell: Mapping[str, float | int | None], what: str, intervals: bool) -> str:
+    """The standard evaluation's accuracy on one origin's images (``cell``, of ``by_origin``), with its interval
+    over them if ``intervals``."""
+    value = cell["acc_standard"]
+    return percent_interval(value, int(cell["n_images"] or 0), what) if intervals else _percent(value)
 
 
 def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]],
                               csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str]) -> None:  # fmt: skip
     header, rows = imagenet_hard_rows(metrics, models)
     write_csv(csv_path, header, rows)
-    study = [r for r in rows if r[2] == "study"]
-    held_out = [r for r in rows if r[2] != "study"]
+    _, md_rows = imagenet_hard_rows(metrics, models, intervals=True)
+    study = [r for r in md_rows if r[2] == "study"]
+    held_out = [r for r in md_rows if r[2] != "study"]
     lines = ["# ImageNet-Hard: top-1 accuracy (%) of the standard evaluation, beside the dataset card", ""]
     for title, group in (("Models that never saw the selection", held_out),
                          ("Models of the zoom study, which selected the images", study)):  # fmt: skip
         if group:
             lines += [f"## {title}", "", *markdown_table(header, group), ""]
     sizes = sorted({m.n_images for m in metrics if m.variant == "original"})
+    scales = sorted({m.n_transforms // ANCHORS for m in metrics if m.variant == "original"})
     notes = [
         "Correct if the argmax is any of the image's labels, over all images. acc_max: the zoom upper bound (some "
         "zoom transform classifies the image correctly); card_accuracy: the dataset card's number "
-        f"({CARD_IMAGES:,} images), card_diff = acc_standard - card_accuracy. " + STANDARD_NOTE,
+        f"({CARD_IMAGES:,} images), card_diff = acc_standard - card_accuracy. Accuracies with their 95 % Wilson "
+        "interval [low, high] over n_images, or over the origin's images for acc_standard:{origin}. Scales searched "
+        f"(n_scales): {', '.join(map(str, scales))}. " + STANDARD_NOTE,
     ]
     if any(n != CARD_IMAGES for n in sizes):
         notes.append(f"This run has {', '.join(map(str, sizes))} images, the card {CARD_IMAGES:,}: card_diff compares "

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from zoomeval.analysis.class_groups import SOURCE as GROUPS_SOURCE
 from zoomeval.analysis.multilabel_scores import MultilabelScores
 from zoomeval.report.left_out import append_left_out, left_out_note
-from zoomeval.report.tables import _percent, markdown_table
+from zoomeval.report.tables import ANCHORS, _percent, markdown_table, percent_interval
 
 SLICES = ("objects", "organisms", "no_dogs")
 COLUMNS = [
     "model", "dataset", "n_images", "n_annotated", "n_problematic", "n_scored", "acc_top1", "acc_top5",
     "acc_multilabel", "acc_multilabel_top_k", "acc_multilabel_max", "n_imagenet_m", "acc_imagenet_m",
-    *(f"{prefix}_{name}" for name in SLICES for prefix in ("n", "acc")), "notes",
+    *(f"{prefix}_{name}" for name in SLICES for prefix in ("n", "acc")), "notes", "n_scales",
 ]  # fmt: skip
 NO_TOP5 = "acc_top5: the predictions were stored without top5 (set inference.store_top5: true)"
 NO_IMAGENET_M = "acc_imagenet_m: no ImageNet-M image in this dataset (its 68 images are ImageNet val images)"
@@ -30,17 +30,25 @@ SEED = {
 VAL_ONLY = "(reported for ImageNet val only)"
 
 
-def _row(s: MultilabelScores) -> list[str]:
+def _row(s: MultilabelScores, intervals: bool = False) -> list[str]:
+    """The CSV's row, or with ``intervals`` the Markdown's: each accuracy with its 95 % Wilson interval over its
+    images (n_scored, n_imagenet_m or the slice's)."""
+
+    def acc(column: str, value: float | None, n: int) -> str:
+        return percent_interval(value, n, f"{s.model} {s.dataset}: {column}") if intervals else _percent(value)
+
     notes = [NO_TOP5] if s.acc_top5 is None else []
     if s.acc_imagenet_m is None:
         notes.append(NO_IMAGENET_M)
     notes += [f"acc_{name}: no image of this slice" for name in SLICES if s.slices[name][1] is None]
-    c = s.coverage
-    slices = [cell for name in SLICES for cell in (str(s.slices[name][0]), _percent(s.slices[name][1]))]
-    return [s.model, s.dataset, str(c.n_images), str(c.n_annotated), str(c.n_problematic), str(s.n_scored),
-            _percent(s.acc_top1), _percent(s.acc_top5), _percent(s.acc_multilabel), _percent(s.acc_multilabel_top_k),
-            _percent(s.acc_multilabel_max), str(c.n_imagenet_m), _percent(s.acc_imagenet_m), *slices,
-            "; ".join(notes)]  # fmt: skip
+    c, n = s.coverage, s.n_scored
+    slices = [cell for name in SLICES for n_slice, value in [s.slices[name]]
+              for cell in (str(n_slice), acc(f"acc_{name}", value, n_slice))]  # fmt: skip
+    return [s.model, s.dataset, str(c.n_images), str(c.n_annotated), str(c.n_problematic), str(n),
+            acc("acc_top1", s.acc_top1, n), acc("acc_top5", s.acc_top5, n), acc("acc_multilabel", s.acc_multilabel, n),
+            acc("acc_multilabel_top_k", s.acc_multilabel_top_k, n), acc("acc_multilabel_max", s.acc_multilabel_max, n),
+            str(c.n_imagenet_m), acc("acc_imagenet_m", s.acc_imagenet_m, c.n_imagenet_m), *slices, "; ".join(notes),
+            str(s.n_transforms // ANCHORS)]  # fmt: skip
 
 
 def _median(values: list[float]) -> str:
@@ -75,13 +83,16 @@ def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[st
     ``adapters`` gives each dataset's adapter (which datasets are ImageNet val, which ImageNet-V2)."""
     from zoomeval.core.io import write_csv, write_text
 
-    header, rows = append_left_out(COLUMNS, [_row(s) for s in scores], [s.left_out for s in scores])
+    left = [s.left_out for s in scores]
+    header, rows = append_left_out(COLUMNS, [_row(s) for s in scores], left)
     write_csv(csv_path, header, rows)
+    _, md_rows = append_left_out(COLUMNS, [_row(s, intervals=True) for s in scores], left)
     top_k = sorted({s.top_k for s in scores})
+    scales = sorted({s.n_transforms // ANCHORS for s in scores})
     lines = [
         "# Multi-label accuracy (Shankar et al. 2020) beside top-1, top-5 and ImageNet-M, 1 crop (%)",
         "",
-        *markdown_table(header, rows),
+        *markdown_table(header, md_rows),
         "",
         "n_scored: annotated images that are not problematic, the images of acc_top1, acc_top5, acc_multilabel and "
         "the slices. acc_top1: the prediction is the original ImageNet label; acc_top5: the original label is among "
@@ -89,7 +100,9 @@ def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[st
         f"acc_multilabel_top_k / acc_multilabel_max: correct under multi-label labels for at least one of the first "
         f"{'/'.join(map(str, top_k))} greedy-cover transforms / any transform. acc_imagenet_m: the n_imagenet_m "
         "ImageNet-M images, problematic or not, correct if the prediction is judged correct or unclear. Slices (by "
-        f"the image's original label; multi-label accuracy): objects, organisms and no_dogs, from {GROUPS_SOURCE}.",
+        f"the image's original label; multi-label accuracy): objects, organisms and no_dogs, from {GROUPS_SOURCE}. "
+        "Each accuracy with its 95 % Wilson interval [low, high] over its images: n_scored, n_imagenet_m or the "
+        f"slice's (n_objects, n_organisms, n_no_dogs). n_scales: the scales searched ({', '.join(map(str, scales))}).",
         "",
         left_out_note({s.dataset: s.left_out for s in scores}),
         "",

@@ -73,13 +73,21 @@ def table_a8_rows(metrics: Sequence[Metrics], architectures: Mapping[str, str] |
             for m in metrics]  # fmt: skip
 
 
-def _with_interval(m: Metrics, column: str) -> str:
-    """``41.67 [19.33, 68.05]``: an accuracy and its 95 % Wilson interval over the row's images."""
-    value = getattr(m, column)
-    if column not in PERCENT_COLUMNS or value is None or not m.n_images:
-        return _cell(column, value)
-    low, high = accuracy_interval(value, m.n_images, f"{m.model} {m.variant} {m.dataset}: {column}")
+def percent_interval(value: float | None, n: int, what: str) -> str:
+    """``41.67 [19.33, 68.05]``: an accuracy (percent) and its 95 % Wilson interval over ``n`` images (``what``
+    names it if it is no count of them); as :func:`_percent` where undefined or ``n`` is 0."""
+    if value is None or math.isnan(value) or not n:
+        return _percent(value)
+    low, high = accuracy_interval(value, n, what)
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _with_interval(m: Metrics, column: str) -> str:
+    """An accuracy column of ``m`` with its interval over the row's images (:func:`percent_interval`)."""
+    value = getattr(m, column)
+    if column not in PERCENT_COLUMNS:
+        return _cell(column, value)
+    return percent_interval(value, m.n_images, f"{m.model} {m.variant} {m.dataset}: {column}")
 
 
 def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
