@@ -61,6 +61,7 @@ def test_device_crops_are_the_pil_crops_bit_for_bit_on_the_demo(demo):
         (13, 11, paper_scales()),  # tiny: every scale enlarges it
         (37, 90, [37, 256]),  # S = 37 is the image itself; its crops are mostly black border
         (2000, 1500, [10, 256, 1024]),  # large: a strong shrink (200x) and the largest scale
+        (2000, 48, paper_scales()),  # large (2000 px wide) at every scale, cheap on a CPU: 42:1, S = 1024 is 42667 px
     ],
 )
 def test_device_crops_are_the_pil_crops_bit_for_bit(width, height, scales):
