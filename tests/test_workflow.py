@@ -148,7 +148,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     # the HTML report holds the tables with their captions
     snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "--report", str(tmp_path / "report.html"))
     report = (tmp_path / "report.html").read_text()
-    assert "table_a8.csv" in report and "table_1.csv" in report and "exact minimum cover size" in report
+    assert "table_a8.csv" in report and "table_1.csv" in report and "greedy and exact cover sizes" in report
 
     # a second run has nothing to do
     again = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
