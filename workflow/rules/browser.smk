@@ -5,11 +5,11 @@
 # One thumbnail per sampled image of a dataset, shared by its label sets.
 rule browser_thumbnails:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
     output:
-        directory("results/browser/thumbnails/{dataset}"),
+        directory(f"{RESULTS}/browser/thumbnails/{{dataset}}"),
     log:
-        "logs/browser/thumbnails/{dataset}.log",
+        f"{LOGS}/browser/thumbnails/{{dataset}}.log",
     conda:
         CONDA_ENV
     threads: 4
@@ -28,9 +28,9 @@ rule browser_crops:
         covers=original_analysis("cover.json"),
         labels=labels_input,
     output:
-        directory("results/browser/crops/{scored}"),
+        directory(f"{RESULTS}/browser/crops/{{scored}}"),
     log:
-        "logs/browser/crops/{scored}.log",
+        f"{LOGS}/browser/crops/{{scored}}.log",
     wildcard_constraints:
         scored=_alternation(BROWSED),
     conda:
@@ -51,12 +51,12 @@ rule browser_data:
         bad_images=bad_images_input,
         matrices=browser_matrices,
         covers=original_analysis("cover.json"),
-        predictions=lambda wc: [f"results/predictions/{SCORED[wc.scored][0]}/original/{m}.parquet" for m in MODELS],
+        predictions=lambda wc: [f"{RESULTS}/predictions/{SCORED[wc.scored][0]}/original/{m}.parquet" for m in MODELS],
         labels=labels_input,
     output:
-        directory("results/browser/data/{scored}"),
+        directory(f"{RESULTS}/browser/data/{{scored}}"),
     log:
-        "logs/browser/data/{scored}.log",
+        f"{LOGS}/browser/data/{{scored}}.log",
     wildcard_constraints:
         scored=_alternation(BROWSED),
     conda:
@@ -75,15 +75,15 @@ rule browser_data:
 
 rule browser:
     input:
-        data=[f"results/browser/data/{s}" for s in BROWSED],
-        thumbnails=[f"results/browser/thumbnails/{d}" for d in dict.fromkeys(SCORED[s][0] for s in BROWSED)],
-        crops=[f"results/browser/crops/{s}" for s in BROWSED],
+        data=[f"{RESULTS}/browser/data/{s}" for s in BROWSED],
+        thumbnails=[f"{RESULTS}/browser/thumbnails/{d}" for d in dict.fromkeys(SCORED[s][0] for s in BROWSED)],
+        crops=[f"{RESULTS}/browser/crops/{s}" for s in BROWSED],
     output:
-        html="results/browser/index.html",
-        assets=directory("results/browser/assets"),
-        catalogue="results/browser/catalogue.js",
+        html=f"{RESULTS}/browser/index.html",
+        assets=directory(f"{RESULTS}/browser/assets"),
+        catalogue=f"{RESULTS}/browser/catalogue.js",
     log:
-        "logs/browser/site.log",
+        f"{LOGS}/browser/site.log",
     conda:
         CONDA_ENV
     params:

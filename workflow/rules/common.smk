@@ -8,6 +8,7 @@ from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
 from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.devices import claims_gpu
+from zoomeval.core.layout import run_roots
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.catalogue import CACHE as CATALOGUES
@@ -27,6 +28,8 @@ refuse_placeholders(workflow.resource_settings.default_resources, workflow.resou
 if workflow.is_main_process:
     check_model_names(CFG, CATALOGUES)
 R = CFG.resources
+# The results and logs roots: `results` and `logs`, or a limited run's own (config key limit), which never mix.
+RESULTS, LOGS = run_roots(CFG.limit)
 
 
 def start_checks():
@@ -49,7 +52,7 @@ CONDA_ENV = "../../envs/zoomeval.yaml"
 GPU_PER_JOB = int(claims_gpu(CFG.inference.device))
 SAM_GPU = int(CFG.sam is not None and claims_gpu(CFG.sam.device))
 # A prediction job's files without their suffix, and the part wildcard its predict jobs add with inference.parts > 1.
-PREDICTIONS = "results/predictions/{dataset}/{variant}/{model}"
+PREDICTIONS = f"{RESULTS}/predictions/{{dataset}}/{{variant}}/{{model}}"
 PART = ".part{part}" if CFG.inference.parts > 1 else ""
 
 
@@ -114,7 +117,7 @@ def checkpoint_input(wc):
 
 def head_input(wc):
     """The zero-shot head a predict, standard_eval or tta job of an open_clip model reads (none for other models)."""
-    return f"results/zero_shot/{HEAD_OF_MODEL[wc.model]}.safetensors" if wc.model in HEAD_OF_MODEL else []
+    return f"{RESULTS}/zero_shot/{HEAD_OF_MODEL[wc.model]}.safetensors" if wc.model in HEAD_OF_MODEL else []
 
 
 def head_job_inputs(wc):
@@ -140,30 +143,30 @@ def masks_input(wc):
     """The mask file an fgset/bgset prediction job needs (none for the original images)."""
     if wc.variant == "original":
         return []
-    return f"results/masks/{wc.dataset}/{CFG.datasets[wc.dataset].mask_method}.parquet"
+    return f"{RESULTS}/masks/{wc.dataset}/{CFG.datasets[wc.dataset].mask_method}.parquet"
 
 
 def counts_masks_input(wc):
     """The SAM mask file whose object counts an object_counts job reads (none when counting boxes)."""
     if CFG.datasets[wc.dataset].count_method == "bbox":
         return []
-    return f"results/masks/{wc.dataset}/sam_auto.parquet"
+    return f"{RESULTS}/masks/{wc.dataset}/sam_auto.parquet"
 
 
 def final_outputs():
     """Everything the `all` target builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
     tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
     tables += ("table_imagenet_hard",) if HARD_DATASETS else ()
-    outputs = [f"results/{table}.{ext}" for table in tables for ext in ("csv", "md")]
+    outputs = [f"{RESULTS}/{table}.{ext}" for table in tables for ext in ("csv", "md")]
     for d, entry in CFG.datasets.items():
         if set(entry.variants) - {"original"}:
-            outputs.append(f"results/masks/{d}/{entry.mask_method}_contact_sheet.png")
+            outputs.append(f"{RESULTS}/masks/{d}/{entry.mask_method}_contact_sheet.png")
     if CFG.stats.pairs:
-        outputs += ["results/stats/mannwhitney.csv", "results/stats/object_counts.png"]
+        outputs += [f"{RESULTS}/stats/mannwhitney.csv", f"{RESULTS}/stats/object_counts.png"]
     for scored, (d, _) in SCORED.items():
-        outputs += [f"results/figures/{scored}/{name}.png" for name in ("upper_bounds", "variants")]
+        outputs += [f"{RESULTS}/figures/{scored}/{name}.png" for name in ("upper_bounds", "variants")]
         outputs += [
-            f"results/figures/{scored}/{v}/{m}/{name}.png"
+            f"{RESULTS}/figures/{scored}/{v}/{m}/{name}.png"
             for v in variants(d)
             for m in MODELS
             for name in ("anchor_grid", "scale_curves", "top_k_locations", "centre_bias")
@@ -178,25 +181,27 @@ BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
 
 def bad_images_input(wc):
     """The bad_images.csv of a scored dataset (the images its tables note as left out)."""
-    return f"results/datasets/{SCORED[wc.scored][0]}/bad_images.csv"
+    return f"{RESULTS}/datasets/{SCORED[wc.scored][0]}/bad_images.csv"
 
 
 def browser_manifest(wc):
-    return f"results/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
+    return f"{RESULTS}/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
 
 
 def browser_matrices(wc):
     """Every (model, variant) matrix of a scored dataset, models outermost (the order the script pairs them in)."""
-    return [f"results/analysis/{wc.scored}/{v}/{m}/correct.npz" for m in MODELS for v in variants(SCORED[wc.scored][0])]
+    return [
+        f"{RESULTS}/analysis/{wc.scored}/{v}/{m}/correct.npz" for m in MODELS for v in variants(SCORED[wc.scored][0])
+    ]
 
 
 def original_analysis(name):
-    return lambda wc: [f"results/analysis/{wc.scored}/original/{m}/{name}" for m in MODELS]
+    return lambda wc: [f"{RESULTS}/analysis/{wc.scored}/original/{m}/{name}" for m in MODELS]
 
 
 def browser_outputs():
     """What `all` builds for the image browser and the hard sets."""
-    return ["results/browser/index.html", "results/hard/summary.csv", "results/hard/summary.md"]
+    return [f"{RESULTS}/browser/index.html", f"{RESULTS}/hard/summary.csv", f"{RESULTS}/hard/summary.md"]
 
 
 def labels_input(wc):
@@ -204,7 +209,7 @@ def labels_input(wc):
     (workflow/rules/multilabel.smk) for the multilabel and imagenet_m label sets, none for the others."""
     dataset, label_set = SCORED[wc.scored]
     labels_file = LABEL_SETS[label_set].labels_file
-    return f"results/labels/{dataset}/{labels_file}" if labels_file else []
+    return f"{RESULTS}/labels/{dataset}/{labels_file}" if labels_file else []
 
 
 # `snakemake --report` before its targets are built says which to build first (Snakemake would name one missing file).

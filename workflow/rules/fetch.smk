@@ -14,7 +14,7 @@ rule fetch_url:
     output:
         f"{R}/{{download}}",
     log:
-        "logs/fetch/{download}.log",
+        f"{LOGS}/fetch/{{download}}.log",
     wildcard_constraints:
         download=_alternation(URLS),
     conda:
@@ -30,7 +30,7 @@ rule fetch_hf:
     output:
         directory(f"{R}/{{snapshot}}"),
     log:
-        "logs/fetch/{snapshot}.log",
+        f"{LOGS}/fetch/{{snapshot}}.log",
     wildcard_constraints:
         snapshot=_alternation(SNAPSHOTS),
     conda:
@@ -48,7 +48,7 @@ rule extract_archive:
     output:
         directory(f"{R}/{{extracted}}"),
     log:
-        "logs/fetch/{extracted}.log",
+        f"{LOGS}/fetch/{{extracted}}.log",
     wildcard_constraints:
         extracted=_alternation(EXTRACTIONS),
     conda:
@@ -67,7 +67,7 @@ rule fetch_weights:
     output:
         directory(f"{R}/{{weights}}"),
     log:
-        "logs/fetch/{weights}.log",
+        f"{LOGS}/fetch/{{weights}}.log",
     wildcard_constraints:
         weights=_alternation(WEIGHTS),
     conda:

@@ -9,9 +9,9 @@ rule hard_set:
         matrices=original_analysis("correct.npz"),
         labels=labels_input,
     output:
-        "results/hard/{scored}.parquet",
+        f"{RESULTS}/hard/{{scored}}.parquet",
     log:
-        "logs/hard/{scored}.log",
+        f"{LOGS}/hard/{{scored}}.log",
     wildcard_constraints:
         scored=_alternation(BROWSED),
     conda:
@@ -26,12 +26,12 @@ rule hard_set:
 
 rule hard_summary:
     input:
-        hard_sets=[f"results/hard/{s}.parquet" for s in BROWSED],
+        hard_sets=[f"{RESULTS}/hard/{s}.parquet" for s in BROWSED],
     output:
-        csv=report("results/hard/summary.csv", caption="../report/hard_set.rst", category="Hard set"),
-        md="results/hard/summary.md",
+        csv=report(f"{RESULTS}/hard/summary.csv", caption="../report/hard_set.rst", category="Hard set"),
+        md=f"{RESULTS}/hard/summary.md",
     log:
-        "logs/hard/summary.log",
+        f"{LOGS}/hard/summary.log",
     conda:
         CONDA_ENV
     script:

@@ -7,7 +7,7 @@
 
 rule predict:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
         masks=masks_input,
         weights=weights_input,
         head=head_input,
@@ -15,7 +15,7 @@ rule predict:
         predictions=part_output(f"{PREDICTIONS}{PART}.parquet"),
         aggregates=part_output(f"{PREDICTIONS}{PART}.aggregates.parquet"),
     log:
-        f"logs/predictions/{{dataset}}/{{variant}}/{{model}}{PART}.log",
+        f"{LOGS}/predictions/{{dataset}}/{{variant}}/{{model}}{PART}.log",
     conda:
         CONDA_ENV
     # The parts of a job share the cores (all of them without parts).
@@ -39,7 +39,7 @@ if CFG.inference.parts > 1:
 
     rule merge_predictions:
         input:
-            manifest="results/datasets/{dataset}/manifest.parquet",
+            manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
             predictions=expand(
                 f"{PREDICTIONS}.part{{part}}.parquet", part=range(CFG.inference.parts), allow_missing=True
             ),
@@ -50,7 +50,7 @@ if CFG.inference.parts > 1:
             predictions=f"{PREDICTIONS}.parquet",
             aggregates=f"{PREDICTIONS}.aggregates.parquet",
         log:
-            "logs/predictions/{dataset}/{variant}/{model}.merge.log",
+            f"{LOGS}/predictions/{{dataset}}/{{variant}}/{{model}}.merge.log",
         conda:
             CONDA_ENV
         script:
@@ -62,9 +62,9 @@ rule zero_shot_head:
     input:
         unpack(head_job_inputs),
     output:
-        head="results/zero_shot/{head}.safetensors",
+        head=f"{RESULTS}/zero_shot/{{head}}.safetensors",
     log:
-        "logs/zero_shot/{head}.log",
+        f"{LOGS}/zero_shot/{{head}}.log",
     wildcard_constraints:
         head=_alternation(HEADS),
     conda:
@@ -82,13 +82,13 @@ rule zero_shot_head:
 # The standard evaluation: each model once per image through its own evaluation transform (original images).
 rule standard_eval:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
         weights=weights_input,
         head=head_input,
     output:
-        predictions="results/standard/{dataset}/{model}.parquet",
+        predictions=f"{RESULTS}/standard/{{dataset}}/{{model}}.parquet",
     log:
-        "logs/standard/{dataset}/{model}.log",
+        f"{LOGS}/standard/{{dataset}}/{{model}}.log",
     conda:
         CONDA_ENV
     threads: workflow.cores

@@ -4,11 +4,11 @@
 
 rule box_masks:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
     output:
-        masks="results/masks/{dataset}/bbox.parquet",
+        masks=f"{RESULTS}/masks/{{dataset}}/bbox.parquet",
     log:
-        "logs/masks/{dataset}/bbox.log",
+        f"{LOGS}/masks/{{dataset}}/bbox.log",
     conda:
         CONDA_ENV
     script:
@@ -17,12 +17,12 @@ rule box_masks:
 
 rule sam_masks:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
         checkpoint=sam_checkpoint_input,
     output:
-        masks="results/masks/{dataset}/{method}.parquet",
+        masks=f"{RESULTS}/masks/{{dataset}}/{{method}}.parquet",
     log:
-        "logs/masks/{dataset}/{method}.log",
+        f"{LOGS}/masks/{{dataset}}/{{method}}.log",
     wildcard_constraints:
         method="sam_box|sam_auto",
     conda:
@@ -37,17 +37,17 @@ rule sam_masks:
 
 rule contact_sheet:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
-        masks="results/masks/{dataset}/{method}.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        masks=f"{RESULTS}/masks/{{dataset}}/{{method}}.parquet",
     output:
         png=report(
-            "results/masks/{dataset}/{method}_contact_sheet.png",
+            f"{RESULTS}/masks/{{dataset}}/{{method}}_contact_sheet.png",
             caption="../report/contact_sheet.rst",
             category="Masks",
             labels={"dataset": "{dataset}", "method": "{method}"},
         ),
     log:
-        "logs/masks/{dataset}/{method}_contact_sheet.log",
+        f"{LOGS}/masks/{{dataset}}/{{method}}_contact_sheet.log",
     conda:
         CONDA_ENV
     script:

@@ -9,27 +9,27 @@ MULTILABEL_TABLE = [
         "dataset": d,
         "model": m,
         "adapter": CFG.datasets[d].adapter,
-        "predictions": f"results/predictions/{d}/original/{m}.parquet",
-        "manifest": f"results/datasets/{d}/manifest.parquet",
-        "labels": f"results/labels/{d}/multilabel.parquet",
-        "metrics": f"results/analysis/{scored_name(d, 'multilabel')}/original/{m}/metrics.json",
+        "predictions": f"{RESULTS}/predictions/{d}/original/{m}.parquet",
+        "manifest": f"{RESULTS}/datasets/{d}/manifest.parquet",
+        "labels": f"{RESULTS}/labels/{d}/multilabel.parquet",
+        "metrics": f"{RESULTS}/analysis/{scored_name(d, 'multilabel')}/original/{m}/metrics.json",
     }
     for m in MODELS
     for d in DATASETS
     if "multilabel" in CFG.datasets[d].label_sets
 ]
 # `all` builds the table when a dataset is scored with the multilabel label set
-MULTILABEL_OUTPUTS = ["results/table_multilabel.csv", "results/table_multilabel.md"] if MULTILABEL_TABLE else []
+MULTILABEL_OUTPUTS = [f"{RESULTS}/table_multilabel.csv", f"{RESULTS}/table_multilabel.md"] if MULTILABEL_TABLE else []
 
 
 rule multilabel_labels:
     input:
         annotations=ANNOTATIONS.fetched or ANNOTATIONS.spec.path if ANNOTATIONS else [],
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
     output:
-        "results/labels/{dataset}/multilabel.parquet",
+        f"{RESULTS}/labels/{{dataset}}/multilabel.parquet",
     log:
-        "logs/labels/{dataset}.log",
+        f"{LOGS}/labels/{{dataset}}.log",
     wildcard_constraints:
         dataset=_alternation(MULTILABEL_DATASETS),
     conda:
@@ -45,10 +45,10 @@ rule table_multilabel:
     input:
         files=[row[key] for row in MULTILABEL_TABLE for key in ("predictions", "manifest", "labels", "metrics")],
     output:
-        csv=report("results/table_multilabel.csv", caption="../report/table_multilabel.rst", category="Tables"),
-        md="results/table_multilabel.md",
+        csv=report(f"{RESULTS}/table_multilabel.csv", caption="../report/table_multilabel.rst", category="Tables"),
+        md=f"{RESULTS}/table_multilabel.md",
     log:
-        "logs/tables/table_multilabel.log",
+        f"{LOGS}/tables/table_multilabel.log",
     conda:
         CONDA_ENV
     params:

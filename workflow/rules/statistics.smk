@@ -3,12 +3,12 @@
 
 rule object_counts:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
         masks=counts_masks_input,
     output:
-        counts="results/stats/object_counts/{dataset}.parquet",
+        counts=f"{RESULTS}/stats/object_counts/{{dataset}}.parquet",
     log:
-        "logs/stats/object_counts/{dataset}.log",
+        f"{LOGS}/stats/object_counts/{{dataset}}.log",
     wildcard_constraints:
         dataset=_alternation(STATS_DATASETS),  # count_method is set for these only
     conda:
@@ -21,12 +21,14 @@ rule object_counts:
 
 rule mann_whitney:
     input:
-        counts=[f"results/stats/object_counts/{d}.parquet" for d in STATS_DATASETS],
+        counts=[f"{RESULTS}/stats/object_counts/{d}.parquet" for d in STATS_DATASETS],
     output:
-        csv=report("results/stats/mannwhitney.csv", caption="../report/mannwhitney.rst", category="Object counts"),
-        png=report("results/stats/object_counts.png", caption="../report/object_counts.rst", category="Object counts"),
+        csv=report(f"{RESULTS}/stats/mannwhitney.csv", caption="../report/mannwhitney.rst", category="Object counts"),
+        png=report(
+            f"{RESULTS}/stats/object_counts.png", caption="../report/object_counts.rst", category="Object counts"
+        ),
     log:
-        "logs/stats/mannwhitney.log",
+        f"{LOGS}/stats/mannwhitney.log",
     conda:
         CONDA_ENV
     params:

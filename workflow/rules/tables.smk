@@ -4,21 +4,23 @@
 rule table_a8:
     input:
         metrics=[
-            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            f"{RESULTS}/analysis/{scored}/{v}/{m}/metrics.json"
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=report("results/table_a8.csv", caption="../report/table_a8.rst", category="Tables"),
-        md="results/table_a8.md",
+        csv=report(f"{RESULTS}/table_a8.csv", caption="../report/table_a8.rst", category="Tables"),
+        md=f"{RESULTS}/table_a8.md",
     log:
-        "logs/tables/table_a8.log",
+        f"{LOGS}/tables/table_a8.log",
     conda:
         CONDA_ENV
     params:
         # the resolved arch.tag beside the config's name (timm's resnet50.a1_in1k, torchvision's weight enums)
         architectures={m: CFG.models[m].arch_tag for m in MODELS},
+        # a limited run's title says so
+        limit=CFG.limit,
     script:
         "../scripts/table_a8.py"
 
@@ -26,18 +28,20 @@ rule table_a8:
 rule table_1:
     input:
         metrics=[
-            f"results/analysis/{scored}/original/{m}/metrics.json"
+            f"{RESULTS}/analysis/{scored}/original/{m}/metrics.json"
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             if "original" in variants(d)
         ],
     output:
-        csv=report("results/table_1.csv", caption="../report/table_1.rst", category="Tables"),
-        md="results/table_1.md",
+        csv=report(f"{RESULTS}/table_1.csv", caption="../report/table_1.rst", category="Tables"),
+        md=f"{RESULTS}/table_1.md",
     log:
-        "logs/tables/table_1.log",
+        f"{LOGS}/tables/table_1.log",
     conda:
         CONDA_ENV
+    params:
+        limit=CFG.limit,
     script:
         "../scripts/table_1.py"
 
@@ -45,16 +49,16 @@ rule table_1:
 rule table_zoom_groups:
     input:
         metrics=[
-            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            f"{RESULTS}/analysis/{scored}/{v}/{m}/metrics.json"
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=report("results/table_zoom_groups.csv", caption="../report/table_zoom_groups.rst", category="Tables"),
-        md="results/table_zoom_groups.md",
+        csv=report(f"{RESULTS}/table_zoom_groups.csv", caption="../report/table_zoom_groups.rst", category="Tables"),
+        md=f"{RESULTS}/table_zoom_groups.md",
     log:
-        "logs/tables/table_zoom_groups.log",
+        f"{LOGS}/tables/table_zoom_groups.log",
     conda:
         CONDA_ENV
     script:
@@ -64,16 +68,16 @@ rule table_zoom_groups:
 rule table_aggregation:
     input:
         metrics=[
-            f"results/analysis/{scored}/original/{m}/metrics.json"
+            f"{RESULTS}/analysis/{scored}/original/{m}/metrics.json"
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             if "original" in variants(d)
         ],
     output:
-        csv=report("results/table_aggregation.csv", caption="../report/table_aggregation.rst", category="Tables"),
-        md="results/table_aggregation.md",
+        csv=report(f"{RESULTS}/table_aggregation.csv", caption="../report/table_aggregation.rst", category="Tables"),
+        md=f"{RESULTS}/table_aggregation.md",
     log:
-        "logs/tables/table_aggregation.log",
+        f"{LOGS}/tables/table_aggregation.log",
     conda:
         CONDA_ENV
     script:
@@ -83,16 +87,16 @@ rule table_aggregation:
 rule table_imagenet_hard:
     input:
         metrics=[
-            f"results/analysis/{scored}/original/{m}/metrics.json"
+            f"{RESULTS}/analysis/{scored}/original/{m}/metrics.json"
             for m in MODELS
             for scored, (d, label_set) in SCORED.items()
             if d in HARD_DATASETS and label_set == "in" and "original" in variants(d)
         ],
     output:
-        csv=report("results/table_imagenet_hard.csv", caption="../report/table_imagenet_hard.rst", category="Tables"),
-        md="results/table_imagenet_hard.md",
+        csv=report(f"{RESULTS}/table_imagenet_hard.csv", caption="../report/table_imagenet_hard.rst", category="Tables"),
+        md=f"{RESULTS}/table_imagenet_hard.md",
     log:
-        "logs/tables/table_imagenet_hard.log",
+        f"{LOGS}/tables/table_imagenet_hard.log",
     conda:
         CONDA_ENV
     params:
@@ -105,17 +109,17 @@ rule table_imagenet_hard:
 rule leaderboard:
     input:
         metrics=[
-            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            f"{RESULTS}/analysis/{scored}/{v}/{m}/metrics.json"
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv="results/leaderboard.csv",
-        md="results/leaderboard.md",
-        html="results/leaderboard.html",
+        csv=f"{RESULTS}/leaderboard.csv",
+        md=f"{RESULTS}/leaderboard.md",
+        html=f"{RESULTS}/leaderboard.html",
     log:
-        "logs/tables/leaderboard.log",
+        f"{LOGS}/tables/leaderboard.log",
     conda:
         CONDA_ENV
     script:

@@ -12,16 +12,16 @@ TTA_MEMO = {**asdict(CFG.tta.memo()), "seed": CFG.tta.seed}
 
 rule tta:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
         weights=weights_input,
         head=head_input,
     output:
         # update: Snakemake keeps the old file until the job renames the new one onto it (tta writes atomically),
         # so a killed forced rerun never leaves Table 5 without a file it read; the file is marked incomplete
         # instead, and the next run reruns the job (rerun-incomplete, profiles/default) and then the table.
-        update("results/tta/{dataset}/{method}/{model}.parquet"),
+        update(f"{RESULTS}/tta/{{dataset}}/{{method}}/{{model}}.parquet"),
     log:
-        "logs/tta/{dataset}/{method}/{model}.log",
+        f"{LOGS}/tta/{{dataset}}/{{method}}/{{model}}.log",
     wildcard_constraints:
         method=_alternation(TTA_METHODS),
     conda:
@@ -41,18 +41,18 @@ rule tta:
 rule table_tta:
     input:
         predictions=[
-            f"results/tta/{d}/{method}/{m}.parquet"
+            f"{RESULTS}/tta/{d}/{method}/{m}.parquet"
             for method in CFG.tta.methods
             for m in TTA_MODELS
             for d in TTA_DATASETS
         ],
-        manifests=[f"results/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
-        bad_images=[f"results/datasets/{d}/bad_images.csv" for d in TTA_DATASETS],
+        manifests=[f"{RESULTS}/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
+        bad_images=[f"{RESULTS}/datasets/{d}/bad_images.csv" for d in TTA_DATASETS],
     output:
-        csv=report("results/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
-        md="results/table_tta.md",
+        csv=report(f"{RESULTS}/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
+        md=f"{RESULTS}/table_tta.md",
     log:
-        "logs/tables/table_tta.log",
+        f"{LOGS}/tables/table_tta.log",
     conda:
         CONDA_ENV
     params:

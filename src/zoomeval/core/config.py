@@ -325,6 +325,8 @@ class Config:
     cover_time_limit: float = 30
     #: where downloads, Hugging Face files, weights and extracted archives go
     resources: str = "resources"
+    #: the first N images of each dataset only (a smoke test, in a results tree of its own); None: every image
+    limit: int | None = None
     inference: InferenceSettings = InferenceSettings()
     sam: SamConfig | None = None
     stats: StatsConfig = StatsConfig()

@@ -87,3 +87,12 @@ class Layout:
         regex = re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{m[1]}>[^/]+)", pattern)
         match = re.fullmatch(regex, str(PurePosixPath(path)))
         return None if match is None else match.groupdict()
+
+
+def run_roots(limit: int | None) -> tuple[str, str]:
+    """The results and logs roots of a run: :data:`RESULTS` and :data:`LOGS`, or for a run limited to the first
+    ``limit`` images of each dataset (config key ``limit``) folders of its own under them, so that a smoke test never
+    overwrites or mixes with the full results."""
+    if limit is None:
+        return RESULTS, LOGS
+    return f"{RESULTS}/limit-{limit}", f"{LOGS}/limit-{limit}"

@@ -58,6 +58,13 @@ def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
 
 
+def limited(title: str, limit: int | None) -> str:
+    """A table's title, saying so when its run was limited to the first ``limit`` images of each dataset."""
+    if limit is None:
+        return title
+    return f"{title} [LIMITED RUN: the first {limit} images of each dataset only (config limit), not a result]"
+
+
 def lefts(metrics: Sequence[Metrics]) -> dict[str, LeftOut | None]:
     """What the rows of each dataset (scored name) leave out, for :func:`left_out_note`."""
     return {m.dataset: m.left_out for m in metrics}
@@ -91,7 +98,7 @@ def _with_interval(m: Metrics, column: str) -> str:
 
 
 def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                   architectures: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                   architectures: Mapping[str, str] | None = None, limit: int | None = None) -> None:  # fmt: skip
     notes = [
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
@@ -101,6 +108,7 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "their 95 % Wilson interval [low, high] over n_images. " + STANDARD_NOTE
     ]
     title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
+    title = limited(title, limit)
     left = [m.left_out for m in metrics]
     header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
     _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)
@@ -145,12 +153,13 @@ def table_1_rows(metrics: Sequence[Metrics], intervals: bool = False) -> tuple[l
 
 
 def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                  md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                  md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
     left = lefts([m for m in metrics if m.variant == "original"])
     write_csv(csv_path, *append_left_out_by_dataset(header, rows, left))
     _, md_rows = table_1_rows(metrics, intervals=True)
-    lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
+    title = limited("Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", limit)
+    lines = [f"# {title}", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
         lines += [f"({panel}) {titles[panel]}", "",
