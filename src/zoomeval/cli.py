@@ -72,6 +72,14 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from zoomeval.run.launch import run_study
+
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit: {args.limit} is no number of images; give N >= 1")
+    return run_study(Path(args.directory), args.targets, args.limit, args.cores)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="zoomeval", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
@@ -89,6 +97,12 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("directories", nargs="+", metavar="DIR")
     board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
     board.set_defaults(run=_leaderboard)
+    run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
+    run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
+    run.add_argument("targets", nargs="*", metavar="TARGET", help="Snakemake targets (default: results/table_a8.csv)")
+    run.add_argument("--limit", type=int, metavar="N", help="the first N images of each dataset, in results/limit-N")
+    run.add_argument("--cores", type=int, help="cores for Snakemake (default: all this process may use)")
+    run.set_defaults(run=_run)
     return top
 
 
