@@ -19,7 +19,7 @@ from zoomeval.datasets.build import first_images
 from zoomeval.preflight import gpu_without_gpu, short_disk
 from zoomeval.report.tables import limited
 from zoomeval.run.display import Display
-from zoomeval.run.launch import RunPlan, limited_target
+from zoomeval.run.launch import RunPlan, limited_target, summary
 from zoomeval.run.snakemake_log import SnakemakeLog
 
 # Snakemake 9's console output for a predict job that starts, a standard_eval job that fails and the step count.
@@ -212,3 +212,22 @@ def test_a_limited_run_of_a_demo_study_prints_its_table_a8_and_leaves_the_full_r
         after = {k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}
         assert after == files, name
     assert (study / "results" / "limit-2" / "table_a8.csv").is_file()
+
+
+def test_the_summary_names_a_failed_job_and_its_log_and_prints_no_older_table(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("results/limit-2").mkdir(parents=True)
+    Path("results/limit-2/table_a8.md").write_text("# an older run's Table A8\n")
+    state = SnakemakeLog()
+    for line in SNAKEMAKE_OUTPUT.format(log="logs/predictions/demo/original/m.log").splitlines():
+        state.feed(line)
+    plan = RunPlan(("results/limit-2/table_a8.csv",), "results/limit-2", "logs/limit-2", 2, 2, 0)
+    assert summary(plan, state, 1) == [
+        "failed: standard_eval demo/m: logs/standard/demo/m.log",
+        "browser: not built (target `all` builds it)",
+        "report: snakemake --report results/limit-2/report.html --config limit=2 (once `all` is built)",
+        "logs: logs/limit-2/ (Snakemake's own output: logs/limit-2/zoomeval-run.log)",
+    ]
+    assert summary(plan, state, 0)[0] == "# an older run's Table A8\n"  # this run's: its target, and it ended well
+    other = RunPlan(("results/limit-2/table_1.csv",), "results/limit-2", "logs/limit-2", 2, 2, 0)
+    assert "an older run" not in "".join(summary(other, state, 0))

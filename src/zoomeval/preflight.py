@@ -9,6 +9,7 @@ missing file); paths are relative to the working directory, the study's.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -164,7 +165,7 @@ def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
 
 def problems(config: Config, results: str, reach: Callable[[str], bool] = host_answers) -> list[str]:
     """Every problem the preflight finds (empty: Snakemake may start)."""
-    inputs = plan_all(config)
+    inputs, reach = plan_all(config), functools.cache(reach)  # each host asked once
     found = [*missing_inputs(inputs), *missing_weights(config, reach), *gpu_without_gpu(config, gpus_at_most())]
     return [*found, *short_disk(disk_needs(config, inputs, results))]
 

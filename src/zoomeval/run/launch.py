@@ -26,6 +26,8 @@ from zoomeval.run.snakemake_log import SnakemakeLog
 CONFIG = Path("config") / "config.yaml"
 #: Snakemake's console output, under the run's logs root.
 SNAKEMAKE_LOG = "zoomeval-run.log"
+#: Lines of Snakemake's output shown when it fails without a failed job to name.
+TAIL_LINES = 12
 #: Seconds between redraws of the display.
 REFRESH_SECONDS = 0.5
 
@@ -69,9 +71,9 @@ def plan_run(targets: Sequence[str], limit: int | None, cores: int | None) -> tu
     return plan, problems(config, results)
 
 
-def follow(process: subprocess.Popen[bytes], log: Path, display: Display) -> SnakemakeLog:
-    """Feed Snakemake's log to a :class:`SnakemakeLog` and redraw ``display`` until ``process`` ends."""
-    state, pending = SnakemakeLog(), ""
+def follow(process: subprocess.Popen[bytes], log: Path, display: Display, state: SnakemakeLog) -> None:
+    """Feed Snakemake's log to ``state`` and redraw ``display`` until ``process`` ends."""
+    pending = ""
     with open(log, encoding="utf-8", errors="replace") as fh:
         while True:
             ended = process.poll() is not None
@@ -80,16 +82,21 @@ def follow(process: subprocess.Popen[bytes], log: Path, display: Display) -> Sna
                 state.feed(line)
             display.update(state)
             if ended:
-                return state
+                return
             time.sleep(REFRESH_SECONDS)
 
 
 def summary(plan: RunPlan, state: SnakemakeLog, status: int) -> list[str]:
     """What the run prints at its end: Table A8 (Markdown), then the paths of the browser, report and logs."""
     table, browser = Path(plan.results, "table_a8.md"), Path(plan.results, "browser", "index.html")
-    lines = [table.read_text()] if status == 0 and table.is_file() else []
+    wanted = {"all", str(table), str(table.with_suffix(".csv"))} & set(plan.targets)  # not an older run's table
+    built = status == 0 and table.is_file() and bool(wanted)
+    lines = [table.read_text()] if built else []
     lines += [f"failed: {job.label}: {', '.join(job.logs)}" for job in state.failed]
-    if table.is_file():
+    if status != 0 and not state.failed:  # Snakemake stopped before or between jobs: its own last words
+        output = Path(plan.logs, SNAKEMAKE_LOG).read_text(errors="replace").splitlines()
+        lines += [line for line in output if line.strip()][-TAIL_LINES:]
+    if built:
         lines.append(f"Table A8: {table} and {table.with_suffix('.csv')}")
     lines.append(f"browser: {browser}" if browser.is_file() else "browser: not built (target `all` builds it)")
     config = f" --config limit={plan.limit}" if plan.limit is not None else ""
@@ -99,17 +106,18 @@ def summary(plan: RunPlan, state: SnakemakeLog, status: int) -> list[str]:
 
 
 def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, SnakemakeLog]:
-    """Start Snakemake for ``plan`` and show its progress on ``screen``; its exit status and final state."""
+    """Start Snakemake for ``plan`` and show its progress on ``screen``; its exit status (130 if interrupted while
+    it ended well) and final state."""
     log = Path(plan.logs, SNAKEMAKE_LOG)
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"running: {' '.join(plan.argv()[1:])} (its output: {log})", file=screen)
-    display = Display(screen)
+    print(f"running: snakemake {' '.join(plan.argv()[3:])} (its output: {log})", file=screen)
+    display, state = Display(screen), SnakemakeLog()
     with open(log, "wb") as out, subprocess.Popen(plan.argv(), stdout=out, stderr=subprocess.STDOUT) as process:
         try:
-            state = follow(process, log, display)
-        except KeyboardInterrupt:  # Snakemake got the same signal: wait for it to stop its jobs
-            process.wait()
-            raise
+            follow(process, log, display, state)
+        except KeyboardInterrupt:  # Snakemake got the same signal (one process group): it stops its jobs
+            print("zoomeval run: interrupted; waiting for Snakemake to stop", file=screen)
+            return process.wait() or 130, state
         finally:
             display.close()
     return process.returncode, state

@@ -53,7 +53,7 @@ class SnakemakeLog:
 
     def _field(self, job: Job, key: str, value: str) -> None:
         if key == "log":
-            job.logs = value.split(", ")
+            job.logs = value.removesuffix(" (check log file(s) for error details)").split(", ")  # an error block's
         elif key == "wildcards":
             job.wildcards = value
         elif key == "jobid" and self._error:
