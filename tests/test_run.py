@@ -82,11 +82,13 @@ def test_a_progress_line_carries_images_done_of_total_the_rate_and_the_eta(caplo
         progress.advance(4000)  # 9 s: no line yet
         clock.now += 1.0
         progress.advance(1400)
+        progress.line("shard 0 computed")
     assert [r.getMessage() for r in caplog.records] == [
         "progress: 0/500 images, 0.0 crops/s, 0.00 images/s, ETA ?",
         "progress: 120/500 images, 540.0 crops/s, 12.00 images/s, ETA 0:00:32",
+        "progress: 120/500 images, 540.0 crops/s, 12.00 images/s, ETA 0:00:32 (shard 0 computed)",
     ]
-    parsed = parse_line("2026-12-01 23:05:46,689 INFO zoomeval.inference.predict: " + caplog.records[1].getMessage())
+    parsed = parse_line("2026-12-01 23:05:46,689 INFO zoomeval.inference.predict: " + caplog.records[2].getMessage())
     assert parsed == Progress(120, 500, 540.0, 32.0)
     assert parse_line("2026-12-01 INFO x: 5400/22500 crops, 540.0 crops/s") is None  # the old form
     assert format_eta(3725.2) == "1:02:06"

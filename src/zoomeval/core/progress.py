@@ -98,7 +98,7 @@ class ProgressLog:
         if self.clock() - self.last >= PROGRESS_SECONDS:
             self.line()
 
-    def line(self) -> None:
-        """Log the progress now (the end of a shard, of the job)."""
+    def line(self, note: str = "") -> None:
+        """Log the progress now (the end of a shard, of the job), ``note`` in brackets after it."""
         self.last = self.clock()
-        self.logger.info(format_line(self.progress(), self.views))
+        self.logger.info(format_line(self.progress(), self.views) + (f" ({note})" if note else ""))

@@ -309,7 +309,7 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
         for index, chunk, identity in pending:
             own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
             copy = infer_shard(classifier, own, chunk, scales, progress)
-            progress.line()  # a line per shard
+            progress.line(f"shard {index} computed")
             if written is not None:
                 written.result()
             written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)
