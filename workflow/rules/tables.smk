@@ -61,6 +61,8 @@ rule table_zoom_groups:
         f"{LOGS}/tables/table_zoom_groups.log",
     conda:
         CONDA_ENV
+    params:
+        limit=CFG.limit,
     script:
         "../scripts/table_zoom_groups.py"
 
@@ -80,6 +82,8 @@ rule table_aggregation:
         f"{LOGS}/tables/table_aggregation.log",
     conda:
         CONDA_ENV
+    params:
+        limit=CFG.limit,
     script:
         "../scripts/table_aggregation.py"
 

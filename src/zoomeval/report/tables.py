@@ -175,7 +175,7 @@ ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_
 
 
 def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                            md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                            md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     """The paper's zoom-group table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
     greedy cover, and the share of images each group alone solves."""
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
@@ -186,7 +186,8 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
     lines = [
-        "# Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
+        "# " + limited("Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy "
+                       "cover (%)", limit),
         "",
         *markdown_table(header, rows),
         "",
@@ -216,7 +217,7 @@ def _aggregation_values(m: Metrics) -> list[float | None]:
 
 
 def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                            md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                            md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     """The paper's aggregation table: groups of views aggregated into one prediction per image.
 
     One row per (model, dataset) of the original images: 1-crop accuracy and each aggregation method's
@@ -231,7 +232,8 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
     left = [m.left_out for m in original]
     write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left))
     lines = [
-        "# Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
+        "# " + limited("Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
+                       limit),
         "",
         *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left)),
         "",
