@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_small_config
+from conftest import ROOT, write_small_config
 from test_study import files_and_times
 
 from zoomeval.core.config import InferenceSettings
 from zoomeval.core.layout import run_roots
 from zoomeval.core.progress import Progress, ProgressLog, format_eta, parse_line
 from zoomeval.datasets.build import first_images
-from zoomeval.preflight import gpu_without_gpu, short_disk
+from zoomeval.preflight import gpu_without_gpu, missing_weights, short_disk
+from zoomeval.registries import load_config
 from zoomeval.report.tables import limited
 from zoomeval.run.display import Display
 from zoomeval.run.launch import RunPlan, limited_target, summary
@@ -151,6 +152,27 @@ def test_the_preflight_refuses_gpu_settings_without_a_gpu_and_a_short_disk(tmp_p
     [line] = short_disk(needs, free=lambda path: 1_000_000_000)
     assert line.endswith(f"need about 2.5 GB (extracted archives, predictions) but {tmp_path} has 1.0 GB free")
     assert list(short_disk(needs, free=lambda path: 3_000_000_000)) == []
+
+
+def test_weights_that_no_offline_route_holds_from_a_host_that_does_not_answer_are_named(tmp_path, monkeypatch) -> None:
+    """A torchvision model: named while neither its weights folder nor torch's hub cache holds the file and the
+    host does not answer; not named when the host answers (asked once) or the cache holds the file."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw.update(resources=str(tmp_path / "res"), models={"r18": {"source": "torchvision", "architecture": "resnet18",
+                                                                "weights": "IMAGENET1K_V1"}})  # fmt: skip
+    config = load_config(raw, check_paths=False)
+    assert list(missing_weights(config, reach=lambda host: False)) == [
+        f"models.r18: its weights are not in {tmp_path}/res/weights/torchvision/resnet18.IMAGENET1K_V1 nor in an "
+        "offline cache, and download.pytorch.org cannot be reached; see docs/how-to/offline.md"
+    ]
+    asked: list[str] = []
+    assert list(missing_weights(config, reach=lambda host: asked.append(host) or True)) == []
+    assert asked == ["download.pytorch.org"]
+    cached = tmp_path / "torch" / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    cached.parent.mkdir(parents=True)
+    cached.touch()
+    assert list(missing_weights(config, reach=lambda host: False)) == []
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -28,7 +28,9 @@ from zoomeval.inference.models import MODEL_SOURCES, local_checkpoint, weights_f
 BYTES_PER_ROW = 2 * 16
 #: ... with store_top5 (five more classes and probabilities per row)
 BYTES_PER_ROW_TOP5 = 2 * 48
-DOCS_OFFLINE = "docs/how-to/offline.md"
+DOCS = "docs/how-to/offline.md"
+#: The sources whose weights come from the Hugging Face Hub through huggingface_hub's cache.
+HUB_SOURCES = ("timm", "open_clip")
 
 
 def missing_inputs(inputs: dict[tuple[str, str], Input]) -> Iterator[str]:
@@ -54,6 +56,18 @@ def _hub_host() -> str | None:
     return None if constants.is_offline_mode() else urlparse(constants.ENDPOINT).hostname
 
 
+def _hub_files(spec: ModelSpec) -> tuple[str, list[str], str | None]:
+    """The Hugging Face repo, candidate file names and revision of a timm or open_clip model's weights."""
+    if spec.source == "timm":
+        from zoomeval.inference.sources.timm_models import HF_WEIGHTS_FILES, hub_source
+
+        repo_id, revision = hub_source(f"{spec.architecture}.{spec.weights}")
+        return repo_id, list(HF_WEIGHTS_FILES), revision
+    from zoomeval.inference.sources.open_clip_models import hub_files
+
+    return (*hub_files(spec), None)
+
+
 def _offline_copy(spec: ModelSpec) -> tuple[bool, str | None]:
     """Whether an offline route already holds ``spec``'s weights (torch's hub cache, huggingface_hub's cache), and
     the host a download would ask otherwise (None: none can be asked)."""
@@ -65,15 +79,13 @@ def _offline_copy(spec: ModelSpec) -> tuple[bool, str | None]:
         url = checkpoint(spec.architecture, spec.weights)[0]
         cached = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
         return cached.is_file(), urlparse(url).hostname
-    if spec.source == "timm":
-        from huggingface_hub import try_to_load_from_cache
+    if spec.source not in HUB_SOURCES:
+        return False, None  # a checkpoint named by its sha256 is placed by hand
+    from huggingface_hub import try_to_load_from_cache
 
-        from zoomeval.inference.sources.timm_models import HF_WEIGHTS_FILES, hub_source
-
-        repo_id, revision = hub_source(f"{spec.architecture}.{spec.weights}")
-        found = [try_to_load_from_cache(repo_id, name, revision=revision) for name in HF_WEIGHTS_FILES]
-        return any(isinstance(path, str) for path in found), _hub_host()
-    return False, _hub_host()
+    repo_id, names, revision = _hub_files(spec)
+    found = [try_to_load_from_cache(repo_id, name, revision=revision) for name in names]
+    return any(isinstance(path, str) for path in found), _hub_host()
 
 
 def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers) -> Iterator[str]:
@@ -90,10 +102,10 @@ def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers)
         if folder.is_dir() and any(folder.iterdir()):
             continue
         cached, host = _offline_copy(spec)
-        if not cached and (host is None or not reach(host)):
-            where = host or "the Hugging Face Hub (HF_HUB_OFFLINE)"
-            yield (f"models.{spec.name}: its weights are not in {folder} nor in an offline cache, and {where} cannot "
-                   f"be reached; see {DOCS_OFFLINE}")  # fmt: skip
+        if cached or (host is not None and reach(host)):
+            continue
+        why = f"{host} cannot be reached" if host else "nothing may download them (HF_HUB_OFFLINE, or no download)"
+        yield f"models.{spec.name}: its weights are not in {folder} nor in an offline cache, and {why}; see {DOCS}"
 
 
 def _rows_per_image(config: Config) -> int:
