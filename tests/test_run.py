@@ -5,6 +5,7 @@ import io
 import logging
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from zoomeval.core.config import InferenceSettings
 from zoomeval.core.layout import run_roots
 from zoomeval.core.progress import Progress, ProgressLog, format_eta, parse_line
 from zoomeval.datasets.build import first_images
-from zoomeval.preflight import gpu_without_gpu, missing_weights, short_disk
+from zoomeval.datasets.inputs import plan_all
+from zoomeval.preflight import disk_needs, gpu_without_gpu, missing_weights, short_disk
 from zoomeval.registries import load_config
 from zoomeval.report.tables import limited
 from zoomeval.run.display import Display
@@ -173,6 +175,27 @@ def test_weights_that_no_offline_route_holds_from_a_host_that_does_not_answer_ar
     cached.parent.mkdir(parents=True)
     cached.touch()
     assert list(missing_weights(config, reach=lambda host: False)) == []
+
+
+def test_the_disk_needed_is_the_archives_not_yet_extracted_and_the_predictions_not_yet_written(tmp_path) -> None:
+    """Two archives (their sizes) under resources; 2 images x 9 anchors x 3 scales x 32 bytes for the one
+    prediction file under the results root; nothing for an extracted archive or a written prediction file."""
+    for name in ("val.tar", "bbox.tgz"):
+        (tmp_path / "member").write_bytes(b"x" * 3000)
+        with tarfile.open(tmp_path / name, "w:gz" if name.endswith("gz") else "w") as tar:
+            tar.add(tmp_path / "member", arcname="member")
+    raw = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    raw["datasets"]["imagenet"].update(images=str(tmp_path / "val.tar"), annotations=str(tmp_path / "bbox.tgz"))
+    raw.update(scales=[64, 224, 256], limit=2, resources=str(tmp_path / "res"))
+    config = load_config(raw, check_paths=False)
+    inputs, results = plan_all(config), str(tmp_path / "results")
+    archives = (tmp_path / "val.tar").stat().st_size + (tmp_path / "bbox.tgz").stat().st_size
+    assert disk_needs(config, inputs, results) == {str(tmp_path / "res"): archives, results: 2 * 9 * 3 * 32}
+    Path(str(inputs["imagenet", "images"].extracted)).mkdir(parents=True)
+    (tmp_path / "results" / "predictions" / "imagenet" / "original").mkdir(parents=True)
+    (tmp_path / "results" / "predictions" / "imagenet" / "original" / "resnet50.parquet").touch()
+    assert disk_needs(config, inputs, results) == {str(tmp_path / "res"): (tmp_path / "bbox.tgz").stat().st_size,
+                                                   results: 0}  # fmt: skip
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
