@@ -126,6 +126,26 @@ OUTPUTS = _outputs(
     ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key"),
 )  # fmt: skip
 
+#: What each wildcard of a template stands for (the output reference's key).
+WILDCARDS = {
+    "dataset": "a dataset of the config (key `datasets`)",
+    "scored": "a dataset as scored with a label set: its name, suffixed `_<label set>` for its other label sets "
+    "(e.g. `imagenet_real`)",
+    "variant": "`original`, `fgset` (object only) or `bgset` (background only)",
+    "model": "a model of the config (key `models`)",
+    "method": "a mask method (`bbox`, `sam_box`, `sam_auto`) or a test-time method (`none`, `memo_augmix`, `memo_rrc`)",
+    "head": "an open_clip model's zero-shot head (its weights and class names)",
+    "labels_file": "a label set's labels file (`multilabel.parquet`)",
+    "part": "a part of a prediction job, 0 to `inference.parts` - 1",
+    "source": "the scored dataset whose fitted policies are applied to `{scored}`",
+    "table": "a table's name",
+    "ext": "a table's format: `csv` or `md` (the leaderboard also `html`)",
+    "download": "a downloaded input, under the resources root",
+    "snapshot": "a Hugging Face snapshot, under the resources root",
+    "extracted": "an extracted archive, under the resources root",
+    "weights": "a model's weights folder, under the resources root",
+}
+
 #: Each job's log, by its rule's name (``dataset``: both manifest rules; ``table``: every table's). Templates are
 #: relative to the logs root.
 JOB_LOGS = {
