@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 #: The default results root, relative to the study directory.
 RESULTS = "results"
-#: Logs, relative to the study directory (one per job, mirroring the results' names).
+#: The logs folder (one log per job, mirroring the results' names), beside the results root: ``logs`` for ``results``.
 LOGS = "logs"
 
 _FIELD = re.compile(r"\{(\w+)\}")
@@ -44,7 +44,7 @@ class Output:
         return tuple(_FIELD.findall(self.template))
 
 
-def _outputs(*entries: tuple) -> dict[str, Output]:
+def _outputs(*entries: tuple[object, ...]) -> dict[str, Output]:
     return {entry[0]: Output(*entry) for entry in entries}
 
 
