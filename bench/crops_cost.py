@@ -98,7 +98,7 @@ def main() -> None:
               f"{new['bytes_fused'] / 1e9:.3f} GB fused; float64 plan {old['multiply_adds'] / 1e9:.1f} G "
               f"multiply-adds, {old['bytes'] / 1e9:.2f} GB ({old['bytes'] / new['bytes_plain']:.1f}x plain, "
               f"{old['bytes'] / new['bytes_fused']:.0f}x fused); plan {plan.nbytes / 1e6:.2f} MB "
-              f"(float64: {old['plan_bytes'] / 1e6:.0f} MB), built in {build_ms:.0f} ms of CPU", flush=True)  # fmt: skip
+              f"(float64: {old['plan_bytes'] / 1e6:.0f} MB), built in {build_ms:.0f} ms of CPU")  # fmt: skip
     if args.time:
         device, pil = cpu_seconds(500, 375, scales)
         print(f"500x375, {len(scales)} scales, one thread: device path {device:.2f} s of CPU, PIL {pil:.2f} s")

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from PIL import Image
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import Dataset
 
 from zoomeval.core.images import load_rgb
