@@ -8,22 +8,26 @@ plan's figures follow its matrix shapes (the same used rows and columns, padded 
 its two products per pass order, the three in-place rounding operations after each, its permutation copy, the
 concatenation, the conversion to uint8 and the gather, counted the same way.
 
-Usage: ``PYTHONPATH=src python bench/crops_cost.py [--time]`` (``--time``: also the CPU seconds of one 500 x 375
-image through the device path and through PIL, one thread).
+Usage: ``PYTHONPATH=src python bench/crops_cost.py [--time] [--loader N]`` (``--time``: also the CPU seconds
+of one 500 x 375 image through the device path and through PIL, one thread; ``--loader N``: the device backend's
+rate through its DataLoader for N images of one size and N of all different sizes).
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
+from torch.utils.data import DataLoader
 
 from zoomeval.core.zoom import all_crops, paper_scales
 from zoomeval.inference.crop_plan import TAPS, CropPlan, build_plan
-from zoomeval.inference.crops import DeviceOps, plan_crops
+from zoomeval.inference.crops import DeviceOps, ZoomCrops, on_device, plan_crops
 
 SIZES = ((500, 375), (375, 500), (2000, 1500))
 
@@ -83,9 +87,28 @@ def cpu_seconds(width: int, height: int, scales: list[int]) -> tuple[float, floa
     return device, time.process_time() - start
 
 
+def loader_rates(n: int, folder: Path) -> tuple[float, float]:
+    """Images per second through the device backend's loader (one worker decoding and building plans) and
+    :func:`on_device` on the CPU, for ``n`` images of one size (500 x 375) and ``n`` of all different sizes
+    (500 + k) x 375 (each needing a new plan; the worker keeps few)."""
+    from gpu_check import synthetic_jpegs  # beside this script
+
+    rates = []
+    for sizes in ([(500, 375)] * n, [(500 + k, 375) for k in range(n)]):
+        records = synthetic_jpegs(folder, sizes, prefix=f"s{len(set(sizes))}_")
+        dataset = ZoomCrops(records, [64, 256], backend="device", extra_views=True)
+        loader = DataLoader(dataset, batch_size=None, num_workers=1, prefetch_factor=2)
+        start = time.perf_counter()
+        for _ in on_device(iter(loader), torch.device("cpu"), [64, 256], 224, True):
+            pass
+        rates.append(n / (time.perf_counter() - start))
+    return rates[0], rates[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time", action="store_true", help="also time one 500 x 375 image on the CPU")
+    parser.add_argument("--loader", type=int, default=0, help="images per run: one size against all different")
     args = parser.parse_args()
     scales = paper_scales()
     for width, height in SIZES:
@@ -102,6 +125,11 @@ def main() -> None:
     if args.time:
         device, pil = cpu_seconds(500, 375, scales)
         print(f"500x375, {len(scales)} scales, one thread: device path {device:.2f} s of CPU, PIL {pil:.2f} s")
+    if args.loader:
+        with tempfile.TemporaryDirectory() as folder:
+            one, different = loader_rates(args.loader, Path(folder))
+        print(f"device backend through its loader, 2 scales, one worker: {one:.2f} images/s at one size, "
+              f"{different:.2f} at {args.loader} different sizes")
 
 
 if __name__ == "__main__":

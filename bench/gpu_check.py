@@ -49,12 +49,13 @@ from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, n_views, paper_scales
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_plan import build_plan
-from zoomeval.inference.crops import DeviceOps, device_crops, plan_crops
+from zoomeval.inference.crops import DeviceOps, device_crops, plan_crops, resample_pass
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
 from zoomeval.inference.shards import ShardStore
 
 IMAGENET_VAL = 50_000
+Resample = Callable[..., torch.Tensor]
 #: Frequent ImageNet val sizes (width, height).
 IMAGENET_SIZES = ((500, 375), (375, 500), (500, 333), (500, 400), (333, 500))
 #: Size classes by the longer side: frequent (the sizes above), other up to 1,000 px, large above.
@@ -211,19 +212,22 @@ def parity_images(records: list[Record], folder: Path) -> list[Path]:
     return [Path(r.path) for r in [*itertools.chain(*chosen), *extra]]
 
 
-def pixel_parity(paths: list[Path], scales: list[int], device: torch.device) -> int:
+def pixel_parity(paths: list[Path], scales: list[int], device: torch.device, resample: Resample = resample_pass
+                 ) -> int:  # fmt: skip
     """The largest difference (grey levels) between the device path's crops on ``device`` and the PIL path's."""
     worst = 0
     for path in paths:
         with Image.open(path) as raw:
             image = raw.convert("RGB")
         reference = torch.from_numpy(all_crops(image, scales, extra_views=True)).int()
-        crops = device_crops(torch.from_numpy(np.array(image)).to(device), scales, extra_views=True)
+        plan = build_plan(image.width, image.height, tuple(scales), 224, True).to(device)
+        crops = plan_crops(torch.from_numpy(np.array(image)).to(device), plan, resample)
         worst = max(worst, int((crops.cpu().int() - reference).abs().max()))
     return worst
 
 
-def crop_cost(records: list[Record], scales: list[int], device: torch.device) -> dict[str, Any]:
+def crop_cost(records: list[Record], scales: list[int], device: torch.device, resample: Resample = resample_pass
+              ) -> dict[str, Any]:  # fmt: skip
     """The device path alone on ``records`` (one size class), their plans built beforehand as the workers build
     them: device operations per image, CPU milliseconds to enqueue an image, device milliseconds (CUDA events;
     the CPU time on a CPU), crops per second, and the host milliseconds to build a new size's plan."""
@@ -235,16 +239,16 @@ def crop_cost(records: list[Record], scales: list[int], device: torch.device) ->
         plan = build_plan(pixels.shape[1], pixels.shape[0], tuple(scales), 224, True)
         plan_ms += (time.perf_counter() - start) * 1000
         images.append((pixels.to(device), plan.to(device)))
-    plan_crops(*images[0])  # warm-up: allocations
+    plan_crops(*images[0], resample)  # warm-up: allocations (and compilation)
     with DeviceOps() as ops:
-        plan_crops(*images[0])
+        plan_crops(*images[0], resample)
     _sync(device)
     events = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if device.type == "cuda" else None
     if events:
         events[0].record()
     start = time.perf_counter()
     for pixels, plan in images:
-        plan_crops(pixels, plan)
+        plan_crops(pixels, plan, resample)
     enqueue = (time.perf_counter() - start) / len(images)
     device_s = enqueue
     if events:
@@ -317,6 +321,27 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
     return result
 
 
+def crop_costs(costs: dict[str, dict[str, Any]], records: list[Record], scales: list[int], device: torch.device,
+               args: argparse.Namespace, save: Callable[[], None], resample: Resample = resample_pass
+               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """:func:`crop_cost` per size class (two images each in the smoke run, twelve on a GPU) into ``costs`` (part
+    of the report), saved and printed as they come."""
+    fused = "" if resample is resample_pass else "fused "
+    for c in SIZE_CLASSES:
+        chosen = [r for r in records if size_class(r.width, r.height) == c][: 2 if args.cpu_smoke else 12]
+        if not chosen:
+            continue
+        cost = costs[c] = crop_cost(chosen, scales, device, resample)
+        save()
+        print(
+            f"{fused}device crops, {c} sizes ({cost['images']} images): {cost['crops_per_s']:,.0f} crops/s, "
+            f"{cost['device_ops']} device operations, {cost['enqueue_ms']} ms to enqueue, {cost['device_ms']} ms "
+            f"on the device per image; a new size's plan {cost['plan_ms']} ms (in the workers)",
+            flush=True,
+        )
+    return costs
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny run on the CPU, to check the script")
@@ -355,18 +380,19 @@ def main(argv: list[str] | None = None) -> None:
         save()
         print(f"device crops vs PIL crops (two images per size class, a tall and a wide one): max abs diff "
               f"{report['max_abs_pixel_diff']} grey levels", flush=True)  # fmt: skip
-        args.crop_costs = report["device_crops_per_image"] = {}
-        for c in SIZE_CLASSES:
-            chosen = [r for r in records if size_class(r.width, r.height) == c][: 2 if args.cpu_smoke else 12]
-            if chosen:
-                cost = args.crop_costs[c] = crop_cost(chosen, scales, device)
-                save()
-                print(f"device crops, {c} sizes ({cost['images']} images): {cost['crops_per_s']:,.0f} crops/s, "
-                      f"{cost['device_ops']} device operations, {cost['enqueue_ms']} ms to enqueue, "
-                      f"{cost['device_ms']} ms on the device per image; a new size's plan {cost['plan_ms']} ms "
-                      f"(in the workers)", flush=True)  # fmt: skip
+        args.crop_costs = crop_costs(report.setdefault("device_crops_per_image", {}), records, scales, device, args,
+                                     save)  # fmt: skip
         for name in args.models.split(","):
             check_model(name, records, scales, args, lambda figures, name=name: save(figures, name))
+        if not args.cpu_smoke:  # last: the passes fused by torch.compile (Triton), exact or not, and their rate
+            fused = torch.compile(resample_pass, dynamic=True)
+            report["fused_max_abs_pixel_diff"] = pixel_parity(parity_images(records, Path(folder)), scales, device,
+                                                              fused)  # fmt: skip
+            save()
+            print(f"fused (torch.compile) device crops vs PIL: max abs diff {report['fused_max_abs_pixel_diff']}")
+            crop_costs(
+                report.setdefault("fused_device_crops_per_image", {}), records, scales, device, args, save, fused
+            )
     print(f"wrote {args.out}")
 
 

@@ -162,7 +162,7 @@ def test_auto_logs_the_device_paths_rate_against_pils_once(monkeypatch, caplog, 
     """After its first images, the job's log names both rates; a warning where PIL in the workers would be faster
     (the device's time per image set here, 10 s or 1 us, against PIL's measured one)."""
     monkeypatch.setattr(crops, "_seconds", lambda start, stop: device_seconds)
-    images = _images([(40 + i, 30) for i in range(crops.RATE_IMAGES + 3)])
+    images = _images([(40, 30)] * (crops.RATE_IMAGES + 3))
     with caplog.at_level("INFO", logger="zoomeval.inference.crops"):
         out = list(on_device(iter(images), torch.device("cpu"), [64, 256], 224, True, workers=2))
     lines = [r for r in caplog.records if "resize_backend auto" in r.getMessage()]

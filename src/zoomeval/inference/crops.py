@@ -84,7 +84,7 @@ class DeviceImage(NamedTuple):
     plan: CropPlan
 
 
-def _resample(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
+def resample_pass(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
               ) -> torch.Tensor:  # fmt: skip
     """One pass of Pillow's resize along ``dim`` of the uint8 ``x``, for every output some view uses: per output,
     ``clip8((2**21 + sum(in * kk)) >> 22)`` in int32 as Pillow computes it (integer sums are exact in any order),
@@ -99,27 +99,29 @@ def _resample(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, ds
     return sums.bitwise_right_shift_(PRECISION_BITS).clamp_(0, 255).to(torch.uint8)
 
 
-def plan_crops(pixels: torch.Tensor, plan: CropPlan) -> torch.Tensor:
+def plan_crops(pixels: torch.Tensor, plan: CropPlan, resample: Callable[..., torch.Tensor] = resample_pass
+               ) -> torch.Tensor:  # fmt: skip
     """:func:`zoomeval.core.zoom.all_crops` of a decoded ``H x W x 3`` uint8 image with its size's ``plan`` (both on
     the same device), bit for bit, in integers only.
 
     Per pass order, the first pass resizes the image along one axis to every scale's used rows or columns at once,
     the second each scale's result along the other (see :mod:`zoomeval.inference.crop_plan`); the views are then
     one gather from the stack of resized scales. An image costs the same few device operations whatever its size
-    and the number of scales and views (``tests/test_device_path.py`` counts them)."""
+    and the number of scales and views (``tests/test_device_path.py`` counts them). ``resample`` may be
+    :func:`resample_pass` compiled (``bench/gpu_check.py`` measures ``torch.compile``'s fused passes)."""
     height = pixels.shape[0]
     passes, (scale, row, col) = plan.tensors()
     stack = []
     for group, (src1, kk1, dst1, src2, kk2, dst2) in zip(plan.groups, passes, strict=True):
         n, rows, cols = group.n, group.rows, group.cols
         if group.height_first:  # rows j * n + g, i.e. (rows, n * W, 3): the second pass gathers along the width
-            planes = _resample(pixels, 0, src1, kk1, dst1, group.first.outputs).view(rows, -1, 3)
-            planes = _resample(planes, 1, src2, kk2, dst2, group.second.outputs).view(rows, n, cols, 3)
+            planes = resample(pixels, 0, src1, kk1, dst1, group.first.outputs).view(rows, -1, 3)
+            planes = resample(planes, 1, src2, kk2, dst2, group.second.outputs).view(rows, n, cols, 3)
             stack.append(planes.permute(1, 0, 2, 3).contiguous())
         else:  # (H, n * cols, 3), permuted to (n * H, cols, 3) for the second pass along the height
-            planes = _resample(pixels, 1, src1, kk1, dst1, group.first.outputs).view(height, n, cols, 3)
+            planes = resample(pixels, 1, src1, kk1, dst1, group.first.outputs).view(height, n, cols, 3)
             planes = planes.permute(1, 0, 2, 3).reshape(n * height, cols, 3)
-            stack.append(_resample(planes, 0, src2, kk2, dst2, group.second.outputs).view(n, rows, cols, 3))
+            stack.append(resample(planes, 0, src2, kk2, dst2, group.second.outputs).view(n, rows, cols, 3))
     resized = torch.cat(stack) if len(stack) > 1 else stack[0]  # (scales, rows, cols, 3)
     return resized[scale[:, None, None], row[:, :, None], col[:, None, :]]  # (views, size, size, 3)
 
