@@ -217,3 +217,16 @@ def test_the_gpu_recipe_overlays_the_papers_config():
 def test_switching_between_the_exact_backends_reruns_nothing():
     params = {b: InferenceSettings(resize_backend=b).crop_pixels for b in ("auto", "pil", "device", "torch")}
     assert params == {"auto": "pil", "pil": "pil", "device": "pil", "torch": "torch"}
+
+
+def test_a_pass_too_large_for_the_products_ceiling_runs_in_slices(monkeypatch):
+    """With the ceiling at 64 kB a 120 x 90 image's passes run in slices (more operations), still PIL's crops."""
+    image, scales = _noise(120, 90, 3), [32, 256]
+    pixels, plan = torch.from_numpy(np.array(image)), crop_plan(120, 90, (32, 256), 224, True)
+    with DeviceOps() as whole:
+        plan_crops(pixels, plan)
+    monkeypatch.setattr(crops, "MAX_PRODUCT_BYTES", 1 << 16)
+    with DeviceOps() as sliced:
+        out = plan_crops(pixels, plan)
+    assert len(sliced.ops) > len(whole.ops) + 8  # each pass at least twice, and the concatenations
+    assert np.array_equal(out.numpy(), all_crops(image, scales, extra_views=True))

@@ -84,7 +84,25 @@ class DeviceImage(NamedTuple):
     plan: CropPlan
 
 
+#: The most bytes of int32 products one pass materialises at once: a larger pass (an image of thousands of pixels;
+#: 2000 x 1500 at 36 scales needs 5 GB) runs in slices along the axis it leaves as it is, so that a GPU with little
+#: memory resizes it too, at a few more device operations.
+MAX_PRODUCT_BYTES = 1 << 30
+
+
 def resample_pass(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
+                  ) -> torch.Tensor:  # fmt: skip
+    """:func:`_resample` of ``x`` (3-D), in slices along its other spatial axis where the products would exceed
+    :data:`MAX_PRODUCT_BYTES`."""
+    other = 1 - dim
+    pieces = -(-src.numel() * 4 * (x.numel() // x.shape[dim]) // MAX_PRODUCT_BYTES)
+    if pieces <= 1:
+        return _resample(x, dim, src, kk, dst, outputs)
+    step = -(-x.shape[other] // pieces)
+    return torch.cat([_resample(part, dim, src, kk, dst, outputs) for part in x.split(step, other)], other)
+
+
+def _resample(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
               ) -> torch.Tensor:  # fmt: skip
     """One pass of Pillow's resize along ``dim`` of the uint8 ``x``, for every output some view uses: per output,
     ``clip8((2**21 + sum(in * kk)) >> 22)`` in int32 as Pillow computes it (integer sums are exact in any order),
