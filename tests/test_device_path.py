@@ -230,3 +230,12 @@ def test_a_pass_too_large_for_the_products_ceiling_runs_in_slices(monkeypatch):
         out = plan_crops(pixels, plan)
     assert len(sliced.ops) > len(whole.ops) + 8  # each pass at least twice, and the concatenations
     assert np.array_equal(out.numpy(), all_crops(image, scales, extra_views=True))
+
+
+def test_the_predict_loop_builds_no_plan(monkeypatch):
+    """Images of all different sizes: every plan comes from the worker with its image, none is built on the
+    device's side (so a new size costs the predict loop nothing)."""
+    images = _images([(30 + k, 20 + k) for k in range(3)])
+    monkeypatch.setattr(crops, "crop_plan", lambda *a: pytest.fail("a plan built in the predict loop"))
+    out = list(on_device(iter(images), torch.device("cpu"), [64, 256], 224, True))
+    assert [len(c) for _, c in out] == [27] * 3
