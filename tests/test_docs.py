@@ -127,6 +127,17 @@ def test_an_included_config_that_changed_makes_its_page_stale(tmp_path, capsys):
     assert "````yaml\ntop_k: 4  # ```\n````" in docs.included_files(tmp_path, refreshed)
 
 
+def test_the_cascades_documented_grid_is_the_codes():
+    from zoomeval.analysis.policies import TAU_QUANTILES
+
+    page = " ".join((ROOT / "docs" / "explanations" / "policies.md").read_text().split())
+    assert len(TAU_QUANTILES) == 41 and list(TAU_QUANTILES[:3]) == [0, 0.025, 0.05] and TAU_QUANTILES[-1] == 1
+    assert "the 41 quantiles 0, 0.025, 0.05, ..., 1 (`TAU_QUANTILES`)" in page
+    budgets = yaml.safe_load((ROOT / docs.SCHEMA).read_text())["properties"]["policies"]["properties"]["budgets"]
+    assert f"(default {', '.join(map(str, budgets['default']))})" in page
+    assert f"at most 42 × (number of budgets) pairs: {42 * len(budgets['default'])} with the defaults" in page
+
+
 def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
     schema = yaml.safe_load((ROOT / docs.SCHEMA).read_text())
     schema["properties"]["inference"]["properties"]["pin_memory"] = {
