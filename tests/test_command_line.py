@@ -111,6 +111,7 @@ REFUSALS = [
     ("", ["nosuch"], "zoomeval: argument command: invalid choice: 'nosuch'"),
     ("init", ["init"], "zoomeval init: the following arguments are required: directory"),
     ("init", ["init", "{tmp}/file"], "zoomeval init: {tmp}/file is a file; give a new directory for the study"),
+    ("init", ["init", "{tmp}/file/s"], "zoomeval init: {tmp}/file/s/config: Not a directory"),
     ("init", ["init", "{tmp}/s", "--preset", "papr"], "zoomeval init: argument --preset: invalid choice: 'papr'"),
     ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/file"], "zoomeval init: {tmp}/file holds no zoomeval workflow"),
     ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/checkout"], "zoomeval init: {tmp}/checkout/config/config.yaml: "
