@@ -61,10 +61,10 @@ def _print_rows(rows: Iterable[tuple[str, ...]]) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    root, directory = Path(args.workflow) if args.workflow else study.CHECKOUT, Path(args.directory)
-    if directory.exists() and not directory.is_dir():
-        raise NotADirectoryError(f"{directory} is a file; give a new directory for the study")
-    written = study.init_study(directory, args.preset, root)
+    root, folder = Path(args.workflow) if args.workflow else study.CHECKOUT, Path(args.directory)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; give a new directory for the study")
+    written = study.init_study(folder, args.preset, root)
     print(f"wrote {', '.join(map(str, written))}")
     print("next:")
     print(f"  cd {shlex.quote(args.directory)}")
