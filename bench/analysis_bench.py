@@ -205,12 +205,15 @@ def _analyze(folder: Path, time_limit: float) -> dict[str, Any]:
 
 
 def _policies(folder: Path) -> dict[str, Any]:
-    """The zoom_policies job with the default settings (5-fold cross-validation) on the analyze step's outputs."""
+    """The zoom_policies job with the default settings (5-fold cross-validation) on the analyze step's outputs,
+    keeping freed memory as the job does."""
     from zoomeval.analysis.metrics import read_metrics
     from zoomeval.analysis.policy_eval import cv_document
+    from zoomeval.core.allocator import keep_freed_memory
     from zoomeval.core.config import PoliciesConfig
     from zoomeval.core.io import write_json
 
+    keep_freed_memory()
     document = cv_document(folder / "correct.npz", folder / "predictions.parquet",
                            read_metrics(folder / "metrics.json"), PoliciesConfig())  # fmt: skip
     write_json(folder / "policies.json", document)
@@ -221,13 +224,18 @@ def _policies(folder: Path) -> dict[str, Any]:
 
 
 def _tables(folder: Path) -> dict[str, Any]:
-    """The four tables over the paper's 6 models x 7 datasets (the same metrics file 42 times)."""
+    """The four tables over the paper's 6 models x 7 datasets (the same metrics file 42 times), and
+    table_zoom_policies of the policies step's document."""
     from zoomeval.analysis.metrics import read_metrics
+    from zoomeval.core.io import read_json
     from zoomeval.report import tables
+    from zoomeval.report.zoom_policies import write_table_zoom_policies
 
     metrics = [read_metrics(folder / "metrics.json") for _ in range(42)]
     for name in ("table_a8", "table_1", "table_zoom_groups", "table_aggregation"):
         getattr(tables, f"write_{name}")(metrics, folder / f"{name}.csv", folder / f"{name}.md")
+    policies = [read_json(folder / "policies.json")]
+    write_table_zoom_policies(policies, [], folder / "table_zoom_policies.csv", folder / "table_zoom_policies.md")
     return {"rows": len(metrics)}
 
 
