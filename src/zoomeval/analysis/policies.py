@@ -161,9 +161,9 @@ class _VoteSearch:
     conf (``class_conf``), both flat arrays with a slot per (image, class) (``at``: each view's slot, by
     :func:`class_slots`), the answer's slot and vote key, whether it is right, and the most views of another class.
 
-    An image whose runner-up is two or more views behind is settled: one more view raises another class to at most
-    ``count - 1`` views, whose key (below ``count - 1/2``, conf being at most 1) stays under the answer's (at least
-    ``count``), and a view of the answer's class keeps the answer's correctness (a view is right by its class). Every
+    An image whose runner-up is two or more views behind the answer's ``c`` is settled: one more view raises another
+    class to at most ``c - 1`` views, whose key is at most ``c - 1/2`` (conf <= 1), under the answer's (at least
+    ``c``); and a view of the answer's class keeps the answer's correctness (a view is right by its class). Every
     candidate gains exactly 0 there, so the gains are summed over the other images only; adding a view updates one
     slot per image, its class's."""
 
