@@ -294,9 +294,11 @@ def fit_cascade(views: Views, chosen: Sequence[int], budgets: Sequence[int]) -> 
     taus = np.unique(np.r_[np.quantile(views.conf[:, one], TAU_QUANTILES), np.inf])
     right = _labels(views)[np.arange(views.n_images)[:, None], prefix_choice(views, chosen)]
     options = []  # (accuracy, -passes, tau, length)
-    for length in sorted({min(b, len(chosen)) for b in budgets}):
-        passes = cascade_passes(views, chosen[:length], taus)
-        hits = np.take_along_axis(right[:, :length], passes - 1, axis=1)
+    lengths = sorted({min(b, len(chosen)) for b in budgets})
+    longest = cascade_passes(views, chosen[: lengths[-1]], taus)  # a shorter one stops there too, or at its end
+    for length in lengths:
+        passes = np.minimum(longest, length)
+        hits = np.take_along_axis(right, passes - 1, axis=1)
         options += zip(hits.mean(axis=0), -passes.mean(axis=0), taus, [length] * len(taus), strict=True)
     fitted = {}
     for budget in budgets:
