@@ -34,6 +34,9 @@ def test_the_synthetic_files_score_as_synthesized_and_their_parts_merge_back(tmp
     assert bench.step("analyze", tmp_path, 200, 30)["acc_max"] == found["acc_max"]  # and writes metrics.json
     policies = bench.step("policies", tmp_path, 200, 30)  # the zoom_policies job on them
     assert policies["one_crop@1"] == round(found["acc_1crop"], 2) and policies["max_conf@324"] <= found["acc_max"]
+    # its table: 5 policies x 9 budgets, the 1-crop, 9 oracle top-k, oracle_max, the 5-/10-crop max and mean rules
+    assert bench.step("policies_table", tmp_path, 200, 30) == {"rows": 5 * 9 + 1 + 9 + 1 + 4}
+    assert len((tmp_path / "table_zoom_policies.csv").read_text().splitlines()) == 1 + 60
 
 
 def test_the_greedy_sets_on_the_synthetic_views_are_the_brute_force_ones(tmp_path):
