@@ -31,7 +31,7 @@ def bicubic(x: np.ndarray) -> np.ndarray:
 def taps(in_size: int, out_size: int, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pillow's integer coefficients resizing ``in_size`` pixels to ``out_size``, for the output pixels ``outputs``,
     as ``(j, x, kk)``: the coefficient of input pixel ``x[i]`` in output pixel ``outputs[j[i]]`` is ``kk[i]``
-    (float64); every other coefficient is zero."""
+    (integral float64 values, made int32 for the device); every other coefficient is zero."""
     outputs = np.asarray(outputs, dtype=np.int64)
     scale = in_size / out_size
     filterscale = max(scale, 1.0)
