@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_snakemake, write_config
-from zoomeval.core.layout import JOB_LOGS, OUTPUTS, WILDCARDS, Layout, relative_to
+from zoomeval.core.layout import JOB_LOGS, OUTPUTS, WILDCARDS, Layout, cases_of, relative_to
 
 #: The files that wire the workflow: every path under the results or logs root they use comes from the layout.
 WIRING = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk")),
@@ -107,6 +107,15 @@ def test_no_two_outputs_or_logs_share_a_template() -> None:
     assert len(set(templates)) == len(templates)
     logs = list(JOB_LOGS.values())
     assert len(set(logs)) == len(logs)
+
+
+def test_a_named_table_is_a_case_of_the_table_output_and_aggregates_are_no_predictions() -> None:
+    """The study reader lists a file under one output: a named table is still a ``table``; an aggregates file, which
+    the predictions' template also matches (model ``m.aggregates``), is not a prediction file."""
+    assert {"table_a8", "table_1", "leaderboard", "study_index"} <= set(cases_of("table"))
+    assert "hard_summary" not in cases_of("table") and "mann_whitney" not in cases_of("table")
+    assert Layout().parse("predictions", Layout().path("aggregates", dataset="d", variant="v", model="m")) is not None
+    assert cases_of("predictions") == () and cases_of("table_a8") == ()
 
 
 def test_the_browser_links_its_files_relative_to_its_page() -> None:

@@ -190,6 +190,18 @@ def _fill(template: str, wildcards: dict[str, object]) -> str:
     return _FIELD.sub(lambda m: str(wildcards[m[1]]) if m[1] in wildcards else m[0], template)
 
 
+def cases_of(name: str) -> tuple[str, ...]:
+    """The outputs that are cases of output ``name``: its template with some wildcards given (``table_a8`` and the
+    other tables of ``table``), not another file that merely matches it (``aggregates`` of ``predictions``)."""
+    layout = Layout()
+    cases = []
+    for other in OUTPUTS:
+        values = layout.parse(name, layout.path(other)) if other != name else None
+        if values is not None and all("{" not in v or _FIELD.fullmatch(v) for v in values.values()):
+            cases.append(other)
+    return tuple(cases)
+
+
 def relative_to(name: str, page: str, **wildcards: object) -> str:
     """Output ``name``'s path relative to the folder of output ``page`` (the link a page there gives it)."""
     folder = posixpath.dirname(OUTPUTS[page].template)
