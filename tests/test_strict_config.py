@@ -13,7 +13,14 @@ from snakemake.cli import parse_config
 from snakemake.utils import update_config
 
 from tests.conftest import ROOT, run_snakemake, write_config
-from zoomeval.core.strict_yaml import DuplicateKeyError, load_yaml, loads_yaml
+from zoomeval.core.strict_yaml import (
+    DuplicateKeyError,
+    UnsafeYamlError,
+    _expanded_size,
+    _StrictLoader,
+    load_yaml,
+    loads_yaml,
+)
 from zoomeval.registries import SCHEMA, load_config
 
 DEMO = load_yaml(ROOT / "config" / "config.yaml")
@@ -131,6 +138,34 @@ def test_a_duplicate_key_is_refused_naming_it_the_file_and_both_lines() -> None:
         loads_yaml('{"a": 1, "a": 2}')  # JSON too
     # a merge key's values may be overridden, and equal keys in different mappings are no duplicates
     assert loads_yaml("base: &b {x: 1, y: 2}\nm: {<<: *b, x: 3}\nn: {x: 4}\n")["m"] == {"x": 3, "y": 2}
+
+
+def test_a_yte_key_at_any_level_is_refused_naming_the_file_and_line() -> None:
+    for text, line in (("__use_yte__: true\ntop_k: 3\n", 1), ("a:\n  - b:\n      __use_yte__: false\n", 3)):
+        with pytest.raises(UnsafeYamlError, match=rf"^c\.yaml: line {line}: __use_yte__ asks Snakemake"):
+            loads_yaml(text, "c.yaml")
+
+
+def bomb(levels: int, width: int = 10) -> str:
+    """A list of ``width`` scalars, then ``levels`` lists of ``width`` aliases of the one before: width^(levels+1)
+    scalars once expanded."""
+    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_aliases_count_as_the_nodes_they_name_up_to_the_limit() -> None:
+    # 1 mapping + 2 keys + the list of 2 scalars (3 nodes) + a list of 2 aliases of it (1 + 2 * 3): 13 nodes
+    node = _StrictLoader("a: &a [x, y]\nb: [*a, *a]\n").get_single_node()
+    assert _expanded_size(node, "c.yaml") == 13
+    # bomb(4): 1 + 5 keys + sum over levels of the level's size: 11, 111, 1111, 11111, 111111 -> 123,461 > 100,000
+    with pytest.raises(UnsafeYamlError, match=r"^b\.yaml: the document expands to more than 100,000 nodes"):
+        loads_yaml(bomb(4), "b.yaml")
+    assert len(loads_yaml(bomb(3))["a3"]) == 10  # 1 + 4 + 11 + 111 + 1111 + 11111 = 12,349 nodes: loaded
+    with pytest.raises(UnsafeYamlError, match=r"^b\.yaml: the document expands"):
+        loads_yaml(bomb(9), "b.yaml")  # 10^10 scalars: counted without expanding
+    with pytest.raises(UnsafeYamlError, match=r"line 1: a recursive alias"):
+        loads_yaml("a: &a {x: [1, *a]}\n", "r.yaml")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """Study directories (zoomeval init): the files written, and the demo run from one outside the checkout."""
 
+import ast
 import csv
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +33,7 @@ def test_init_writes_the_module_snakefile_the_preset_and_the_profiles(tmp_path: 
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "study"
     snakefile = (folder / "Snakefile").read_text()
-    assert f'snakefile:\n        "{ROOT / "Snakefile"}"' in snakefile
+    assert f"snakefile:\n        {str(ROOT / 'Snakefile')!r}" in snakefile
     assert "config:\n        config" in snakefile and "use rule * from zoomeval" in snakefile
     config = (folder / "config" / "config.yaml").read_text()
     assert config.startswith("# zoomeval study config, preset 'paper'")
@@ -150,3 +152,67 @@ def test_a_study_plans_with_its_default_profile_and_with_the_slurm_profile(tmp_p
         assert proc.returncode == 0, out[-3000:]
         assert f"Using workflow specific profile {profile}" in out and "table_a8" in out
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [".snakemake", "Snakefile", "config", "profiles"]
+
+
+#: Checkout folder names that would end a string literal or a comment of the generated files, or be formatted.
+HOSTILE_NAMES = ['quote"d', "single'quote", "back\\slash", "new\nline", "br{ac}es {root}", 'x"+str(1)+"\\n#']
+
+
+def fake_checkout(parent: Path, name: str) -> Path:
+    """A copy of the checkout's workflow files (no src: the package is importable) in ``parent/name``."""
+    root = parent / name
+    for part in ("workflow", "config", "profiles"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(ROOT / "Snakefile", root / "Snakefile")
+    return root
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_the_checkout_path_enters_the_study_files_as_a_literal(tmp_path: Path, name: str) -> None:
+    """The generated Snakefile and config header differ from a plain checkout's only by the path's repr, and the
+    module's snakefile is that literal (ast, no evaluation)."""
+    written = {}
+    for label, folder in (("plain", "plain"), ("hostile", name)):
+        root = fake_checkout(tmp_path / label, folder)
+        study.init_study(tmp_path / f"{label}-study", "gpu", root=root)
+        texts = [(tmp_path / f"{label}-study" / f).read_text() for f in ("Snakefile", "config/config.yaml")]
+        for relative in ("Snakefile", "config/imagenet_val.yaml", "config/overlays/gpu.yaml", ""):
+            texts = [t.replace(repr(str(root.resolve() / relative)), f"<{relative}>") for t in texts]
+        written[label] = texts
+        snakefile = (tmp_path / f"{label}-study" / "Snakefile").read_text().splitlines()
+        literal = snakefile[snakefile.index("    snakefile:") + 1].strip()
+        assert ast.literal_eval(literal) == str(root.resolve() / "Snakefile")
+    assert written["hostile"] == written["plain"]
+    assert load_yaml(tmp_path / "hostile-study" / "config" / "config.yaml") == load_yaml(
+        tmp_path / "plain-study" / "config" / "config.yaml")  # fmt: skip
+
+
+def test_a_checkout_path_holding_code_plans_without_running_it(tmp_path: Path) -> None:
+    """Before: the path was pasted between double quotes, so this folder name ran `touch pwned` at `snakemake -n`."""
+    root = fake_checkout(tmp_path, 'a"+str(__import__("os").system("touch pwned"))[:0]+"b')
+    study.init_study(tmp_path / "s", "demo", root=root)
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "results/table_a8.csv"], cwd=tmp_path / "s",
+                          capture_output=True, text=True)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "table_a8" in plan.stdout and not (tmp_path / "s" / "pwned").exists()
+
+
+YTE_CONFIG = "__use_yte__: true\ntop_k: ?__import__('os').system('touch pwned') + 3\n"
+
+
+@pytest.mark.parametrize("text,message", [
+    (YTE_CONFIG, "config/config.yaml: line 1: __use_yte__ asks Snakemake to run"),
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)),
+     "config/config.yaml: the document expands to more than 100,000 nodes"),
+])  # fmt: skip
+def test_a_study_config_that_is_a_template_or_an_alias_bomb_is_refused_by_a_dry_run(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """Refused before Snakemake's configfile directive renders it (the marker is never created) or expands it."""
+    study.init_study(tmp_path / "s", "demo")
+    (tmp_path / "s" / "config" / "config.yaml").write_text(text)
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=tmp_path / "s", capture_output=True,
+                          text=True)  # fmt: skip
+    assert plan.returncode != 0 and message in plan.stdout + plan.stderr, plan.stdout[-3000:]
+    assert not (tmp_path / "s" / "pwned").exists()
