@@ -115,6 +115,33 @@ def test_every_numeric_boolean_or_nullable_key_takes_its_value_from_the_command_
     assert [type(g) for g in got] == [type(e) for e in expected] if length else type(got) is type(expected)
 
 
+IN_FORCE = load_config(copy.deepcopy(DEMO), check_paths=False)
+NUMERIC = [
+    pytest.param(path, length, id=".".join(path))
+    for path, schema, length in leaves(ROOT_SCHEMA, ROOT_SCHEMA)
+    if kinds(schema, ROOT_SCHEMA) & {"integer", "number"} and typed_at(IN_FORCE, path) is not None
+]
+
+
+@pytest.mark.parametrize(("path", "length"), NUMERIC)
+def test_every_numeric_key_given_its_value_in_force_gives_the_same_params(path, length) -> None:
+    """The value in force (the demo's, or the default), given back written as integers and as floats, types to the
+    same value of the schema's type: Snakemake compares params by repr, and `16` against `16.0` reran a job."""
+    in_force = typed_at(IN_FORCE, path)
+    values = list(in_force) if length else [in_force]
+    schema = next(schema for p, schema, _ in leaves(ROOT_SCHEMA, ROOT_SCHEMA) if p == path)
+    expected = int if "integer" in kinds(schema, ROOT_SCHEMA) else float
+    assert {type(v) for v in values} == {expected}
+    for form in (int, float):
+        if form is int and not all(float(v).is_integer() for v in values):
+            continue
+        texts = [repr(form(v)) for v in values]
+        config = copy.deepcopy(DEMO)
+        given = "[" + ", ".join(texts) + "]" if length else texts[0]
+        update_config(config, parse_config([command_line(path, given, None)]))
+        assert repr(typed_at(load_config(config, check_paths=False), path)) == repr(in_force), texts
+
+
 def test_the_tta_prior_strength_of_the_command_line_is_taken() -> None:
     config = copy.deepcopy(DEMO)
     update_config(config, parse_config(["tta={prior_strength: 16, prior_at_prediction: false}"]))

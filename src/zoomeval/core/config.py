@@ -322,7 +322,7 @@ class Config:
     top_k: int = 36
     on_bad_image: str = "skip"
     max_resized_pixels: int = MAX_RESIZED_PIXELS
-    cover_time_limit: float = 30
+    cover_time_limit: float = 30.0
     #: where downloads, Hugging Face files, weights and extracted archives go
     resources: str = "resources"
     inference: InferenceSettings = InferenceSettings()

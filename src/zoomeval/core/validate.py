@@ -64,7 +64,8 @@ def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
     """Turn values that spell the schema's type into it, in place: integers, numbers, booleans and nulls given
     as strings where the key's schema (its ``type``, or its ``oneOf`` / ``anyOf`` alternatives) allows no string
     (``--config`` passes the items of lists and mappings as strings), integral floats where the schema wants
-    integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
+    integers, integers where it wants numbers (floats: one canonical form, so that an override equal to the value
+    in force changes no rule's params), and checksums in upper case. Refuse a number that is not finite (the JSON schema
     cannot: NaN passes every bound)."""
     _normalise(config, schema, schema, ())
     for entry in [*_mappings(config.get("datasets")), config.get("sam"), {"multilabel": config.get("multilabel")}]:
@@ -104,6 +105,8 @@ def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: t
             value = {"true": True, "false": False}.get(value.strip().lower(), value)
     if "integer" in kinds and "number" not in kinds and isinstance(value, float) and value.is_integer():
         value = int(value)
+    if "number" in kinds and "integer" not in kinds and type(value) is int:  # not bool: the schema refuses it
+        value = float(value)  # 16 and 16.0 are one value; as rule params they would differ (Snakemake compares reprs)
     return _finite(value, path)
 
 
