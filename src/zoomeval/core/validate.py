@@ -163,6 +163,10 @@ def schema_message(error: Any) -> str:
     """A JSON schema error as ``<key>: <what is wrong>``, with the allowed keys or the schema's description
     where jsonschema's own message does not say what is expected."""
     error = _intended_branch(error)
+    if "propertyNames" in error.schema_path:  # a name of a dataset or model: say which and what a name may be
+        name = error.instance if len(error.instance) <= 60 else f"{error.instance[:40]}... ({len(error.instance)} "
+        name += "" if len(error.instance) <= 60 else "characters)"
+        return f"{dotted((*error.absolute_path, name))}: not a valid name: {error.schema['description']}"
     message = f"{dotted(error.absolute_path)}: {error.message}"
     if error.validator == "additionalProperties":
         return f"{message}; the keys allowed here are {', '.join(error.schema.get('properties', {}))}"
