@@ -221,6 +221,32 @@ def test_names_snakemake_would_take_for_a_recursion_are_refused_exactly_where_it
     assert message.startswith(f"models.{'a' * 20}: not a valid name") and "repeated 20 times" in message
 
 
+def test_every_missing_input_and_unusable_setting_is_listed_at_once(tmp_path: Path, monkeypatch) -> None:
+    """Before: one refusal per run, the first missing file only (fixing `images` revealed `annotations`)."""
+    def change(c):
+        c["datasets"]["val"] = {**VAL, "variants": ["original"], "label_sets": ["in", "multilabel"]}
+        c["models"]["ckpt"] = {"source": "checkpoint", "architecture": "resnet50", "weights": "a" * 64,
+                               "checkpoint": str(tmp_path / "r50.pth")}  # fmt: skip
+        c["inference"]["device"] = "cuda:7"
+        c["tta"]["models"] = ["nope"]
+        c["multilabel"] = str(tmp_path / "human.json")
+
+    config = copy.deepcopy(DEMO)
+    change(config)
+    monkeypatch.setattr(devices, "gpus_at_most", lambda: 1)
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    missing = "does not exist; download it and point the key at it, or give a url"
+    assert str(info.value).splitlines() == [
+        f"multilabel: '{tmp_path / 'human.json'}' {missing}",
+        "inference.device: 'cuda:7' does not exist here, 1 CUDA device visible; use auto, cpu, cuda:0",
+        "tta.models: 'nope' is not in this config's models; use one of ['efficientnet_lite0', 'ckpt']",
+        f"datasets.val.images: '/data/val.tar' {missing}",
+        f"datasets.val.annotations: '/data/bbox.tgz' {missing}",
+        f"models.ckpt.checkpoint: '{tmp_path / 'r50.pth'}' {missing}",
+    ]
+
+
 def test_model_names_with_inner_dots_still_work() -> None:
     config = validated(lambda c: c["models"].update({"resnet50.tv_in1k": c["models"].pop("efficientnet_lite0")}))
     assert list(config.models) == ["resnet50.tv_in1k"]

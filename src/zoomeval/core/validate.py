@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -196,30 +197,67 @@ def _intended_branch(error: Any) -> Any:
 
 
 def check_config(config: Config, registries: Registries, check_paths: bool = True) -> None:
-    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist)."""
-    check_names(config)
-    for dataset in config.datasets.values():
-        check_dataset(config, dataset, registries, check_paths)
+    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist).
+    Every problem is reported at once, one line each (a dry run lists every missing file, not the first)."""
+    if problems := config_problems(config, registries, check_paths):
+        raise ConfigError("\n".join(problems))
+
+
+def config_problems(config: Config, registries: Registries, check_paths: bool = True) -> list[str]:
+    """The messages of every check of :func:`check_config` that fails, in order, each once; the local inputs that
+    do not exist (:func:`missing_inputs`) are listed all."""
+    checks: list[Callable[[], None]] = [partial(check_names, config), partial(check_stats, config)]
+    checks += [partial(check_dataset, config, d, registries, check_paths) for d in config.datasets.values()]
+    checks.append(partial(check_device, "inference.device", config.inference.device))
+    if config.sam is not None:
+        checks.append(partial(check_device, "sam.device", config.sam.device))
+    checks += [partial(check_model, model, check_paths) for model in config.models.values()]
+    checks += [partial(check_tta, config), partial(check_policies, config)]
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as error:
+            problems.append(str(error))
+    if check_paths:
+        problems += missing_inputs(config)
+    return list(dict.fromkeys(problems))
+
+
+def missing_inputs(config: Config) -> list[str]:
+    """One line per local input of the config (dataset inputs, the SAM checkpoint, model checkpoints) that does not
+    exist, naming its key; URLs and Hugging Face inputs are fetched later. (The multilabel annotations are checked
+    with the label sets that read them.)"""
+    inputs = [(f"datasets.{d.name}.{key}", spec) for d in config.datasets.values() for key, spec in d.inputs.items()]
+    if config.sam is not None:
+        inputs.append(("sam.checkpoint", config.sam.checkpoint))
+    for model in config.models.values():
+        if model.checkpoint is not None and set(model.weights) != {"0"}:
+            inputs.append((f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint)))
+    problems = []
+    for key, spec in inputs:
+        try:
+            check_local_input(key, spec)
+        except ConfigError as error:
+            problems.append(str(error))
+    return problems
+
+
+def check_stats(config: Config) -> None:
     if unknown := [name for name in config.stats.datasets if name not in config.datasets]:
         raise ConfigError(
             f"stats.pairs: {unknown[0]!r} is not a dataset of this config; use one of {list(config.datasets)}"
         )
-    check_device("inference.device", config.inference.device)
-    if config.sam is not None:
-        check_device("sam.device", config.sam.device)
-        if check_paths:
-            check_local_input("sam.checkpoint", config.sam.checkpoint)
-    for model in config.models.values():
-        if model.checkpoint is not None and model.source not in CHECKPOINT_SOURCES:
-            raise ConfigError(f"models.{model.name}.checkpoint: only sources {' and '.join(CHECKPOINT_SOURCES)} read "
-                              f"it; remove it from this {model.source} model")  # fmt: skip
-        if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
-            raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
-                              "the checkpoint you verified (sha256sum FILE)")  # fmt: skip
-        if check_paths and model.checkpoint is not None:
-            check_local_input(f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint))
-    check_tta(config)
-    check_policies(config)
+
+
+def check_model(model: Any, check_paths: bool) -> None:
+    """A model entry's checkpoint key: read by its source, and pinned by a real sha256."""
+    if model.checkpoint is not None and model.source not in CHECKPOINT_SOURCES:
+        raise ConfigError(f"models.{model.name}.checkpoint: only sources {' and '.join(CHECKPOINT_SOURCES)} read "
+                          f"it; remove it from this {model.source} model")  # fmt: skip
+    if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
+        raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
+                          "the checkpoint you verified (sha256sum FILE)")  # fmt: skip
 
 
 def check_policies(config: Config) -> None:
@@ -255,9 +293,6 @@ def check_dataset(config: Config, dataset: Any, registries: Registries, check_pa
     for name in adapter.required:
         if name not in dataset.inputs:
             raise ConfigError(f"{key}.{name} is required for adapter {adapter.name}: a local path, url or hf source")
-    if check_paths:
-        for name, spec in dataset.inputs.items():
-            check_local_input(f"{key}.{name}", spec)
     needs_masks = set(dataset.variants) - {"original"}
     if needs_masks and not adapter.boxes:
         raise ConfigError(
