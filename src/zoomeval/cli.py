@@ -51,11 +51,14 @@ def _init(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     if args.kind == "models":
-        from zoomeval.inference.catalogue import catalogue, matching
+        from zoomeval.inference.catalogue import catalogue, matching, unusable
 
         if not args.source:
             raise ValueError("zoomeval list models needs a SOURCE (zoomeval list sources)")
-        _print_rows(matching(catalogue(args.source), args.pattern or "*"))
+        cat = catalogue(args.source)
+        pairs = matching(cat, args.pattern or "*")
+        # a model that cannot be evaluated gets a third column saying why
+        _print_rows((a, t, *[f"not evaluable: {why}" for why in [unusable(cat, a, t)] if why]) for a, t in pairs)
         return 0
     if args.source:
         raise ValueError(f"zoomeval list {args.kind} takes no further argument")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
-from zoomeval.core.config import Config, Registries, resolve
+from zoomeval.core.config import Config, ConfigError, Registries, resolve
 from zoomeval.core.provenance import CHECKOUT
 from zoomeval.core.validate import validate_config
 from zoomeval.datasets.registry import ADAPTERS
@@ -34,16 +34,22 @@ def check_model_names(config: Config, cache: Path) -> None:
     """Every model's architecture and tag against its library's catalogue (:mod:`zoomeval.inference.catalogue`), read
     from JSON files under ``cache`` so that building the DAG imports no ML library; entries whose weights are a local
     checkpoint or whose architecture a model_config defines are left to :func:`check_models`, and so are libraries
-    that are not installed."""
+    that are not installed. Architectures, tags and output widths (:func:`~zoomeval.inference.catalogue.unusable`)."""
     from zoomeval.inference.catalogue import cached_catalogue, check_names
 
+    problems = []
     for spec in config.models.values():
         if MODEL_SOURCES.get(spec.source).names is None or spec.checkpoint is not None:
             continue
         if getattr(spec.options, "model_config", None) is not None:
             continue
         if (catalogue := cached_catalogue(spec.source, cache)) is not None:
-            check_names(spec, catalogue, spec.source)
+            try:
+                check_names(spec, catalogue, spec.source)
+            except ConfigError as error:
+                problems.append(str(error))
+    if problems:  # every model at once, one line each
+        raise ConfigError("\n".join(problems))
 
 
 def check_models(config: Config) -> None:
