@@ -560,3 +560,11 @@ def test_a_missing_input_an_adapter_requires_is_named() -> None:
 def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
     assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")
+
+
+def test_compile_asked_for_on_the_cpu_is_refused_with_the_fix() -> None:
+    message = refusal(lambda c: c["inference"].update(device="cpu", compile=True))
+    assert message == ("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on a "
+                       "CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto to "
+                       "compile where a GPU is found")  # fmt: skip
+    assert validated(lambda c: c["inference"].update(device="auto", compile=True)).inference.compile

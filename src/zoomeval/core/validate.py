@@ -208,7 +208,7 @@ def config_problems(config: Config, registries: Registries, check_paths: bool = 
     do not exist (:func:`missing_inputs`) are listed all."""
     checks: list[Callable[[], None]] = [partial(check_names, config), partial(check_stats, config)]
     checks += [partial(check_dataset, config, d, registries, check_paths) for d in config.datasets.values()]
-    checks.append(partial(check_device, "inference.device", config.inference.device))
+    checks += [partial(check_device, "inference.device", config.inference.device), partial(check_compile, config)]
     if config.sam is not None:
         checks.append(partial(check_device, "sam.device", config.sam.device))
     checks += [partial(check_model, model, check_paths) for model in config.models.values()]
@@ -241,6 +241,15 @@ def missing_inputs(config: Config) -> list[str]:
         except ConfigError as error:
             problems.append(str(error))
     return problems
+
+
+def check_compile(config: Config) -> None:
+    """``compile: true`` with ``device: cpu`` asks for what the jobs do on CUDA only (with ``auto`` resolved to a CPU
+    they turn it off, saying so: :meth:`~zoomeval.core.config.InferenceSettings.for_device`)."""
+    if config.inference.compile and config.inference.device == "cpu":
+        raise ConfigError("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on "
+                          "a CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto "
+                          "to compile where a GPU is found")  # fmt: skip
 
 
 def check_stats(config: Config) -> None:
