@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from PIL import Image
 
 from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
 from zoomeval import study
@@ -216,3 +218,33 @@ def test_a_study_config_that_is_a_template_or_an_alias_bomb_is_refused_by_a_dry_
                           text=True)  # fmt: skip
     assert plan.returncode != 0 and message in plan.stdout + plan.stderr, plan.stdout[-3000:]
     assert not (tmp_path / "s" / "pwned").exists()
+
+
+@pytest.mark.workflow
+def test_the_gpu_preset_plans_and_runs_on_a_cpu_only_machine(tmp_path: Path) -> None:
+    """`zoomeval init DIR --preset gpu`, its data and model swapped for two images and the embedded model, the GPU
+    inference settings kept (compile, bf16, 12 workers, batches of 333): `snakemake -n`, then a run with CUDA hidden
+    ends with Table A8; before, standard_eval died with SIGSEGV under torch.compile."""
+    assert zoomeval("init", "s", "--preset", "gpu", cwd=tmp_path).returncode == 0
+    for k, wnid in enumerate(("n01440764", "n02123045")):
+        (tmp_path / "images" / wnid).mkdir(parents=True)
+        Image.fromarray(np.full((240, 320, 3), 60 * k, np.uint8)).save(tmp_path / "images" / wnid / "x.png")
+    path = tmp_path / "s" / "config" / "config.yaml"
+    config = load_yaml(path)
+    assert (config["inference"]["compile"], config["inference"]["num_workers"]) == (True, 12)
+    demo = load_yaml(ROOT / "config" / "config.yaml")
+    config |= {"scales": [224, 256], "top_k": 2, "models": demo["models"],
+               "datasets": {"two": {"adapter": "imagefolder", "root": str(tmp_path / "images")}}}  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for args in (["-n"], []):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args, "results/table_a8.csv"],
+                              cwd=tmp_path / "s", capture_output=True, text=True, env=env)  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    with open(tmp_path / "s" / "results" / "table_a8.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert (row["dataset"], row["model"], row["n_scales"]) == ("two", "efficientnet_lite0", "2")
+    for log in ("logs/standard/two/efficientnet_lite0.log", "logs/predictions/two/original/efficientnet_lite0.log"):
+        text = (tmp_path / "s" / log).read_text()
+        assert "inference.compile: turned off: inference.device 'auto' resolved to the cpu here" in text, log
+        assert "inference.num_workers: 12 capped at this job's 2 cores" in text, log
