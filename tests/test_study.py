@@ -178,7 +178,7 @@ def test_the_checkout_path_enters_the_study_files_as_a_literal(tmp_path: Path, n
         root = fake_checkout(tmp_path / label, folder)
         study.init_study(tmp_path / f"{label}-study", "gpu", root=root)
         texts = [(tmp_path / f"{label}-study" / f).read_text() for f in ("Snakefile", "config/config.yaml")]
-        for relative in ("Snakefile", "config/imagenet_val.yaml", "config/overlays/gpu.yaml", ""):
+        for relative in ("Snakefile", "src", "config/imagenet_val.yaml", "config/overlays/gpu.yaml", ""):
             texts = [t.replace(repr(str(root.resolve() / relative)), f"<{relative}>") for t in texts]
         written[label] = texts
         snakefile = (tmp_path / f"{label}-study" / "Snakefile").read_text().splitlines()

@@ -39,6 +39,9 @@ STUDY_SNAKEFILE = """\
 # A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
 # it here, e.g. `snakemake --cores 8 all` or `snakemake --cores 8 results/table_a8.csv`; results/ and logs/ are
 # this directory's. The config is config/config.yaml (every key: the workflow's config/README.md).
+import sys
+
+sys.path.insert(0, {src})  # the workflow's package, as the workflow's own Snakefile adds it
 from zoomeval.core.strict_yaml import refuse_templating
 
 # Read strictly first: Snakemake would render a __use_yte__ template (running its expressions) and expand aliases.
@@ -106,7 +109,8 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     (directory / "config").mkdir(parents=True, exist_ok=True)
     root_text = repr(str(root.resolve()))
     literal = repr(str(snakefile.resolve()))
-    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=literal))
+    src = repr(str(root.resolve() / "src"))
+    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=literal, src=src))
     sources = " + ".join(repr(str(c.resolve())) for c in configs)
     header = CONFIG_HEADER.format(preset=preset, source=sources)
     written[1].write_text(header + "\n".join(c.read_text() for c in configs))
