@@ -166,10 +166,10 @@ def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("..", "models...: not a valid name: a model name"),
-        (".hidden", "models..hidden: not a valid name: a model name"),
-        ("-r", "models.-r: not a valid name: a model name"),
-        ("a/b", "models.a/b: not a valid name: a model name"),
+        ("..", "models: '..' is not a valid name: a model name"),
+        (".hidden", "models: '.hidden' is not a valid name: a model name"),
+        ("-r", "models: '-r' is not a valid name: a model name"),
+        ("a/b", "models: 'a/b' is not a valid name: a model name"),
         ("efficientnet_lite0.aggregates", "models.efficientnet_lite0.aggregates: a model name cannot end in "
          ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'"),
         ("efficientnet_lite0.part12", "models.efficientnet_lite0.part12: a model name cannot end in .part12: with "
@@ -185,7 +185,7 @@ def test_model_names_that_escape_or_collide_are_refused(name: str, message: str)
 @pytest.mark.parametrize("name", ["..", "a/b", ".x", "-x", "a.b"])
 def test_dataset_names_that_are_not_plain_folder_names_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
-    assert message.startswith(f"datasets.{name}: not a valid name: a dataset name: letters, digits, _ and -, not ")
+    assert message.startswith(f"datasets: {name!r} is not a valid name: a dataset name: letters, digits, _ and -, not ")
 
 
 #: The longest file name derived from a model name: an atomic write (zoomeval.core.io) of a part's aggregates.
@@ -199,10 +199,11 @@ def test_names_are_bounded_so_that_every_file_named_after_them_fits(tmp_path: Pa
     (tmp_path / LONGEST_DERIVED.format(name=longest, part=999_999_999)).touch()  # 255 bytes: the file system's limit
     too_long = "m" * 240  # passed before, then predict died with OSError: [Errno 36] File name too long
     message = refusal(lambda c: c["models"].update({too_long: c["models"].pop("efficientnet_lite0")}))
-    assert message.startswith(f"models.{'m' * 40}... (240 characters): not a valid name: a model name: ")
+    assert message.startswith(f"models: '{'m' * 40}'... (240 characters) is not a valid name: a model name: ")
     assert "at most 200 characters" in message
     message = refusal(lambda c: c["datasets"].update({"d" * 201: c["datasets"].pop("demo")}))
-    assert message.startswith(f"datasets.{'d' * 40}... (201 characters): not a valid name") and "at most 200" in message
+    assert message.startswith(f"datasets: '{'d' * 40}'... (201 characters) is not a valid name")
+    assert "at most 200" in message
 
 
 def test_names_snakemake_would_take_for_a_recursion_are_refused_exactly_where_it_does() -> None:
@@ -218,7 +219,7 @@ def test_names_snakemake_would_take_for_a_recursion_are_refused_exactly_where_it
     assert refused == [name for name in names if detector.is_periodic(name) is not None]
     assert "a" * 20 in refused and "a" * 19 not in refused and "resnet_" + "ab" * 20 in refused
     message = refusal(lambda c: c["models"].update({"a" * 20: c["models"].pop("efficientnet_lite0")}))
-    assert message.startswith(f"models.{'a' * 20}: not a valid name") and "repeated 20 times" in message
+    assert message.startswith(f"models: '{'a' * 20}' is not a valid name") and "repeated 20 times" in message
 
 
 def test_every_missing_input_and_unusable_setting_is_listed_at_once(tmp_path: Path, monkeypatch) -> None:

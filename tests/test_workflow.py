@@ -194,7 +194,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
             "datasets.mine.variants: ['fgset'] need object boxes",
         ),
         # a model named .. wrote every variant's analysis to one metrics.json
-        (lambda c: c["models"].update({"..": c["models"]["efficientnet_lite0"]}), "models: '..' does not match"),
+        (lambda c: c["models"].update({"..": c["models"]["efficientnet_lite0"]}), "models: '..' is not a valid name"),
         # dataset v_real and v's ReaL scoring shared their Table A8 rows and results/analysis/v_real
         (
             lambda c: c["datasets"].update(

@@ -165,9 +165,9 @@ def schema_message(error: Any) -> str:
     where jsonschema's own message does not say what is expected."""
     error = _intended_branch(error)
     if "propertyNames" in error.schema_path:  # a name of a dataset or model: say which and what a name may be
-        name = error.instance if len(error.instance) <= 60 else f"{error.instance[:40]}... ({len(error.instance)} "
-        name += "" if len(error.instance) <= 60 else "characters)"
-        return f"{dotted((*error.absolute_path, name))}: not a valid name: {error.schema['description']}"
+        name, size = error.instance, len(error.instance)
+        name = repr(name) if size <= 60 else f"{name[:40]!r}... ({size} characters)"
+        return f"{dotted(error.absolute_path)}: {name} is not a valid name: {error.schema['description']}"
     message = f"{dotted(error.absolute_path)}: {error.message}"
     if error.validator == "additionalProperties":
         return f"{message}; the keys allowed here are {', '.join(error.schema.get('properties', {}))}"
