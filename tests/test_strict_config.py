@@ -5,6 +5,8 @@ as strings), found by walking the schema rather than listed by hand."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -218,3 +220,23 @@ def test_snakemake_refuses_a_config_file_with_a_duplicate_key_before_any_job(tmp
     assert proc.returncode != 0
     assert f"{tmp_path / 'config.yaml'}: key 'scales' is given twice, on lines {first} and {len(lines) + 1}" in out
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.workflow
+def test_a_command_line_configfile_that_is_a_template_or_a_bomb_is_refused_naming_it(tmp_path) -> None:
+    """A --configfile is loaded by Snakemake's command line before any workflow code: a list bomb loads there as
+    shared references and is refused by the re-read; a template is rendered there first (Snakemake's doing, which
+    no workflow can prevent; the checkout's and a study's own config/config.yaml are read before it is) and
+    refused after."""
+    for text, message in ((bomb(9), "config.yaml: the document expands to more than 100,000 nodes"),
+                          ("__use_yte__: true\ntop_k: 3\n", "config.yaml: line 1: __use_yte__ asks Snakemake")):
+        (tmp_path / "config.yaml").write_text(text)
+        proc = run_snakemake(tmp_path, "--dry-run", check=False)
+        assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+    # the checkout's default config, read before its configfile directive: the template never runs
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("__use_yte__: true\ntop_k: ?open('pwned', 'w') and 3\n")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-n"], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode != 0 and "config/config.yaml: line 1: __use_yte__" in proc.stdout + proc.stderr
+    assert not (tmp_path / "pwned").exists()
