@@ -569,3 +569,12 @@ def test_compile_asked_for_on_the_cpu_is_refused_with_the_fix() -> None:
                        "CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto to "
                        "compile where a GPU is found")  # fmt: skip
     assert validated(lambda c: c["inference"].update(device="auto", compile=True)).inference.compile
+
+
+def test_a_plan_notes_compile_off_where_auto_finds_no_gpu(monkeypatch) -> None:
+    monkeypatch.setattr(devices, "gpus_at_most", lambda: 0)
+    assert devices.cpu_note("auto", True) == ("inference.compile: no GPU is visible here, so the jobs run on the "
+                                              "CPU with compile turned off")  # fmt: skip
+    assert devices.cpu_note("auto", False) is None and devices.cpu_note("cuda", True) is None
+    monkeypatch.setattr(devices, "gpus_at_most", lambda: 1)
+    assert devices.cpu_note("auto", True) is None

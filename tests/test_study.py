@@ -241,6 +241,9 @@ def test_the_gpu_preset_plans_and_runs_on_a_cpu_only_machine(tmp_path: Path) -> 
         proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args, "results/table_a8.csv"],
                               cwd=tmp_path / "s", capture_output=True, text=True, env=env)  # fmt: skip
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        if args:  # the plan says it once
+            note = "inference.compile: no GPU is visible here, so the jobs run on the CPU with compile turned off"
+            assert (proc.stdout + proc.stderr).count(note) == 1
     with open(tmp_path / "s" / "results" / "table_a8.csv") as fh:
         (row,) = list(csv.DictReader(fh))
     assert (row["dataset"], row["model"], row["n_scales"]) == ("two", "efficientnet_lite0", "2")

@@ -2,12 +2,13 @@
 # typed: every rule reads CFG. Checks that import torchvision or timm run in the Snakefile's onstart.
 import os
 import re
+import sys
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
 from zoomeval.core.strict_yaml import load_yaml
-from zoomeval.core.devices import claims_gpu
+from zoomeval.core.devices import claims_gpu, cpu_note
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.catalogue import CACHE as CATALOGUES
@@ -26,6 +27,8 @@ refuse_placeholders(workflow.resource_settings.default_resources, workflow.resou
 # Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
 if workflow.is_main_process:
     check_model_names(CFG, CATALOGUES)
+    if note := cpu_note(CFG.inference.device, CFG.inference.compile):
+        print(note, file=sys.stderr)
 R = CFG.resources
 
 
