@@ -80,6 +80,8 @@ class Classifier:
         def forward(crops: torch.Tensor) -> torch.Tensor:
             try:
                 return compiled(crops)
+            except torch.OutOfMemoryError:  # the batch's, not the compiler's
+                raise
             except Exception as error:  # torch._dynamo wraps the compiler's failures in its own exception types
                 raise RuntimeError(f"model {self.name!r} failed under torch.compile (inference.compile: true): "
                                    f"{error}; set inference.compile: false") from error  # fmt: skip
