@@ -267,8 +267,10 @@ def test_an_unknown_architecture_is_refused_by_a_dry_run_with_the_closest_names(
 
 
 def test_models_without_an_imagenet_head_are_refused_by_a_dry_run_all_at_once(tmp_path, snakemake_run, config_writer):
-    """Before: both planned their jobs. Now `snakemake -n` names each, its width and what is expected."""
+    """Before: both planned their jobs. Now `snakemake -n` names each, its width and what is expected, with the
+    missing data file in the same refusal."""
     config = config_writer(tmp_path)
+    config["datasets"]["mine"] = {"adapter": "imagefolder", "root": str(tmp_path / "nowhere")}
     config["models"]["clip"] = {"source": "timm", "architecture": "resnet50_clip.openai"}
     config["models"]["dino"] = {"source": "timm", "architecture": "convnext_tiny.dinov3_lvd1689m"}
     config_writer(tmp_path, **config)
@@ -277,6 +279,7 @@ def test_models_without_an_imagenet_head_are_refused_by_a_dry_run_all_at_once(tm
     assert proc.returncode != 0
     assert "models.clip: resnet50_clip.openai has a 1024-wide output (timm's config), not ImageNet-1k's 1000" in out
     assert "models.dino: convnext_tiny.dinov3_lvd1689m has no classifier head (timm's config gives 0 outputs" in out
+    assert f"datasets.mine.root: '{tmp_path / 'nowhere'}' does not exist" in out
     assert not (tmp_path / "results").exists()
 
 

@@ -5,6 +5,7 @@ and imports neither torch, timm, scipy nor polars: the workflow's DAG is built w
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,14 @@ REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LAB
 SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def load_config(config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA) -> Config:
-    """Validate a config mapping in place (see :mod:`zoomeval.core.validate`) and return it typed."""
-    return validate_config(config, schema, REGISTRIES, check_paths)
+def load_config(
+    config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA, catalogues: Path | None = None
+) -> Config:
+    """Validate a config mapping in place (see :mod:`zoomeval.core.validate`) and return it typed; with
+    ``catalogues`` (the folder of the cached catalogues) the models' names and widths are checked too, every
+    problem listed at once."""
+    more = None if catalogues is None else partial(model_name_problems, cache=catalogues)
+    return validate_config(config, schema, REGISTRIES, check_paths, more)
 
 
 def typed_config(config: dict[str, Any]) -> Config:
@@ -30,11 +36,11 @@ def typed_config(config: dict[str, Any]) -> Config:
     return resolve(config, REGISTRIES)
 
 
-def check_model_names(config: Config, cache: Path) -> None:
-    """Every model's architecture and tag against its library's catalogue (:mod:`zoomeval.inference.catalogue`), read
-    from JSON files under ``cache`` so that building the DAG imports no ML library; entries whose weights are a local
-    checkpoint or whose architecture a model_config defines are left to :func:`check_models`, and so are libraries
-    that are not installed. Architectures, tags and output widths (:func:`~zoomeval.inference.catalogue.unusable`)."""
+def model_name_problems(config: Config, cache: Path) -> list[str]:
+    """A line per model whose architecture, tag or output width (:func:`~zoomeval.inference.catalogue.unusable`)
+    its library's catalogue (:mod:`zoomeval.inference.catalogue`) refuses, read from JSON files under ``cache`` so
+    that building the DAG imports no ML library; entries whose weights are a local checkpoint or whose architecture
+    a model_config defines are left to :func:`check_models`, and so are libraries that are not installed."""
     from zoomeval.inference.catalogue import cached_catalogue, check_names
 
     problems = []
@@ -48,8 +54,7 @@ def check_model_names(config: Config, cache: Path) -> None:
                 check_names(spec, catalogue, spec.source)
             except ConfigError as error:
                 problems.append(str(error))
-    if problems:  # every model at once, one line each
-        raise ConfigError("\n".join(problems))
+    return problems
 
 
 def check_models(config: Config) -> None:

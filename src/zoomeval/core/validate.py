@@ -4,13 +4,14 @@ Values are first normalised (numbers, booleans and nulls given as strings where 
 as ``--config`` passes the items of lists and mappings; integral floats; upper-case checksums), then validated
 against the JSON schema (``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and
 values out of range. The config is then resolved into its typed form (:mod:`zoomeval.core.config`, where the
-defaults are) and :func:`check_config` checks what needs the registries: required inputs, missing local paths,
+defaults are) and :func:`config_problems` checks what needs the registries: required inputs, missing local paths,
 variants that need boxes on a dataset without boxes, label sets the adapter cannot give, names whose outputs
-would collide, devices that do not exist. Every message starts with the key it concerns.
+would collide, devices that do not exist; every problem at once, one line each, starting with the key it concerns.
 
-Checks that need torchvision or timm (architectures and weights tags) are not made here: they run when a run
-starts (:func:`zoomeval.registries.check_models`, from the Snakefile's ``onstart``), so that parsing the workflow
-and ``snakemake -n`` stay free of the ML stack.
+Checks that need torchvision or timm are not made here: the workflow checks the models' names and widths against
+the libraries' cached catalogues (:func:`zoomeval.registries.model_name_problems`, passed as ``more_checks``), and
+what needs the libraries themselves runs when a run starts (:func:`zoomeval.registries.check_models`, from the
+Snakefile's ``onstart``), so that parsing the workflow and ``snakemake -n`` stay free of the ML stack.
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ NULLS = {"null", "Null", "NULL", "~", ""}
 
 
 def validate_config(
-    config: dict[str, Any], schema: str | Path, registries: Registries, check_paths: bool = True
+    config: dict[str, Any],
+    schema: str | Path,
+    registries: Registries,
+    check_paths: bool = True,
+    more_checks: Callable[[Config], list[str]] | None = None,
 ) -> Config:
     """Validate ``config`` as the Snakefile does and return it typed: normalise it in place, validate it against
-    the JSON schema file ``schema`` (through Snakemake's validator), resolve it and :func:`check_config` it.
-    With ``check_paths=False`` local inputs need not exist (to check example configs)."""
+    the JSON schema file ``schema`` (through Snakemake's validator), resolve it and check it
+    (:func:`config_problems`), the problems ``more_checks`` finds in the typed config listed with the others. With
+    ``check_paths=False`` local inputs need not exist (to check example configs)."""
     from jsonschema import ValidationError
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -57,7 +63,8 @@ def validate_config(
             raise
         raise ConfigError(schema_message(error.__context__)) from None
     typed = resolve(config, registries)
-    check_config(typed, registries, check_paths)
+    if problems := config_problems(typed, registries, check_paths) + (more_checks(typed) if more_checks else []):
+        raise ConfigError("\n".join(problems))
     return typed
 
 
@@ -196,16 +203,10 @@ def _intended_branch(error: Any) -> Any:
     return error
 
 
-def check_config(config: Config, registries: Registries, check_paths: bool = True) -> None:
-    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist).
-    Every problem is reported at once, one line each (a dry run lists every missing file, not the first)."""
-    if problems := config_problems(config, registries, check_paths):
-        raise ConfigError("\n".join(problems))
-
-
 def config_problems(config: Config, registries: Registries, check_paths: bool = True) -> list[str]:
-    """The messages of every check of :func:`check_config` that fails, in order, each once; the local inputs that
-    do not exist (:func:`missing_inputs`) are listed all."""
+    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist):
+    the message of every check that fails, in order, each once, and every local input that does not exist
+    (:func:`missing_inputs`), so that a dry run lists them all at once rather than the first."""
     checks: list[Callable[[], None]] = [partial(check_names, config), partial(check_stats, config)]
     checks += [partial(check_dataset, config, d, registries, check_paths) for d in config.datasets.values()]
     checks += [partial(check_device, "inference.device", config.inference.device), partial(check_compile, config)]
