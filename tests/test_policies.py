@@ -305,3 +305,25 @@ def test_the_policies_section_is_typed_and_bad_values_are_refused_naming_the_key
     assert load_config(dict(demo), check_paths=False).policies.budgets == (1, 2, 4, 9, 18, 36, 72, 144, 324)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config({**demo, "policies": policies}, check_paths=False)
+
+
+def test_a_one_image_dataset_gets_its_references_and_its_policies_left_out_with_the_reason(tmp_path):
+    """Before: its zoom_policies job failed (cross-validation needs at least 2 images, got 1), stopping `all` after
+    every prediction was made. Now the references are scored and each policy's row is left out, saying why."""
+    files = write_files(tmp_path, "d", confident_when_right([{ONE}], 1))
+    nothing_left_out = replace(metrics("d"), left_out=LeftOut("d", {}, {}))
+    document = cv_document(*files, nothing_left_out, PoliciesConfig(budgets=(1, 2), folds=5))
+    assert document["not_fitted"] == "cross-validation needs at least 2 images, got 1"
+    assert (document["protocol"], document["folds"], document["fitted"]) == ("cv5", [], [])
+    assert {r["policy"] for r in document["rows"]} == {"one_crop", "oracle_top_k", "oracle_max"}
+    write_table_zoom_policies([document], [], tmp_path / "t.csv", tmp_path / "t.md")
+    with open(tmp_path / "t.csv", newline="") as fh:
+        cells = list(csv.DictReader(fh))
+    left = [c for c in cells if c["protocol"] == "cv5"]
+    assert [c["policy"] for c in left] == list(P.POLICIES)
+    assert {(c["budget"], c["acc"], c["gap_closed"], c["n_images"], c["n_unscored"], c["left_out"]) for c in left} == {
+        ("", "", "", "0", "1", "1 not scored (cross-validation needs at least 2 images, got 1)")}  # fmt: skip
+    one = next(c for c in cells if c["policy"] == "one_crop")
+    assert (one["n_images"], one["acc"], one["n_unscored"], one["left_out"]) == ("1", "100.00", "0", "none")
+    plot_zoom_policies([document], [], tmp_path / "f.png", "d")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"

@@ -250,7 +250,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "crop_size": spec.input_size,
         "resize_backend": resolve_backend(settings.resize_backend, classifier.device),
         "precision": settings.precision,
-        "compile": settings.compile,
+        "compile": classifier.settings.compile,  # as it ran (off on a CPU)
         "channels_last": settings.channels_last,
         "class_set": "full" if class_indices is None else "subset",
         "class_indices": None if class_indices is None else list(class_indices),
