@@ -18,7 +18,10 @@ import yaml
 
 from tests.chromium import CHROMIUM, Chromium
 from tests.conftest import ROOT
+from zoomeval.analysis.metrics import METRICS_SCHEMA_VERSION
 from zoomeval.core import docs
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS
+from zoomeval.report.tables import TABLE_A8_COLUMNS
 
 ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
@@ -92,8 +95,8 @@ def test_pages_open_in_chromium_without_errors(served, tmp_path, page, heading):
 
 
 def test_the_generated_reference_pages_are_up_to_date(capsys):
-    """docs/reference/config.md, config/README.md and docs/reference/rules.md are what the schema and the rules
-    generate; after editing either, run `python -m zoomeval.core.docs`."""
+    """docs/reference/config.md, config/README.md, docs/reference/rules.md and docs/reference/outputs.md are what
+    the schema, the rules and the results layout generate; after editing any, run `python -m zoomeval.core.docs`."""
     assert docs.main(["--check", "--root", str(ROOT)]) == 0, capsys.readouterr().err
 
 
@@ -149,6 +152,8 @@ def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
     rule = "# Stage A.\n\n\n# Why a.\nrule a:\n    output:\n        'x',\n"
     (tmp_path / "workflow" / "rules" / "a.smk").write_text(rule)
     (tmp_path / "Snakefile").write_text("")
+    (tmp_path / docs.OUTPUT_NOTES).parent.mkdir(parents=True)
+    (tmp_path / docs.OUTPUT_NOTES).write_text("intro: ''\ndetails: {}\nafter: ''\n")
     pages = {str(path): text for path, text in docs.outputs(tmp_path).items()}
     entry = "### `inference.pin_memory`\n\nCopy batches from pinned memory.\n\n- **Type**: boolean\n"
     assert entry + "- **Default**: `false`\n- **Reruns**: no\n" in pages["docs/reference/config.md"]
@@ -156,6 +161,25 @@ def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
     assert row in pages["config/README.md"].splitlines()
     assert "### `a`\n\nWhy a.\n\n```python\noutput:\n    'x',\n```" in pages["docs/reference/rules.md"]
     assert "## `workflow/rules/a.smk`\n\nStage A.\n" in pages["docs/reference/rules.md"]
+
+
+def test_the_outputs_page_gives_each_output_its_declared_columns_and_schema_version():
+    """The outputs page takes a table's columns and a file's schema version from the modules that write them."""
+    page = docs.outputs_reference({"intro": "", "details": {}, "after": ""})
+    table_a8 = page.split("### `table_a8`\n\n")[1].split("\n\n### ")[0].splitlines()
+    assert table_a8[0] == "`results/table_a8.{ext}`: Table A8: upper bounds on original, object-only and " \
+        "background-only images."
+    columns = [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS]
+    assert table_a8[2:] == ["- **Columns**: " + ", ".join(f"`{c}`" for c in columns)]
+    assert columns[-4:] == ["n_scales", "n_bad", "n_unscored", "left_out"]
+    metrics = page.split("### `metrics`\n\n")[1].split("\n\n### ")[0]
+    assert metrics.endswith(f"- **Schema version**: {METRICS_SCHEMA_VERSION}") and METRICS_SCHEMA_VERSION == 4
+    assert "| `analyze` | `logs/analysis/{scored}/{variant}/{model}.log` |" in page.splitlines()
+
+
+def test_the_outputs_page_refuses_details_of_an_undeclared_output():
+    with pytest.raises(ValueError, match=r"details of \['table_9'\], which the layout does not declare"):
+        docs.outputs_reference({"intro": "", "details": {"table_9": "x"}, "after": ""})
 
 
 @pytest.mark.parametrize(("node", "words"), [

@@ -4,11 +4,11 @@
 
 rule box_masks:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
     output:
-        masks="results/masks/{dataset}/bbox.parquet",
+        masks=LAYOUT.path("masks", method="bbox"),
     log:
-        "logs/masks/{dataset}/bbox.log",
+        LAYOUT.log("box_masks"),
     conda:
         CONDA_ENV
     script:
@@ -17,12 +17,12 @@ rule box_masks:
 
 rule sam_masks:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
         checkpoint=sam_checkpoint_input,
     output:
-        masks="results/masks/{dataset}/{method}.parquet",
+        masks=LAYOUT.path("masks"),
     log:
-        "logs/masks/{dataset}/{method}.log",
+        LAYOUT.log("sam_masks"),
     wildcard_constraints:
         method="sam_box|sam_auto",
     conda:
@@ -37,17 +37,17 @@ rule sam_masks:
 
 rule contact_sheet:
     input:
-        manifest="results/datasets/{dataset}/manifest.parquet",
-        masks="results/masks/{dataset}/{method}.parquet",
+        manifest=LAYOUT.path("manifest"),
+        masks=LAYOUT.path("masks"),
     output:
         png=report(
-            "results/masks/{dataset}/{method}_contact_sheet.png",
+            LAYOUT.path("contact_sheet"),
             caption="../report/contact_sheet.rst",
             category="Masks",
             labels={"dataset": "{dataset}", "method": "{method}"},
         ),
     log:
-        "logs/masks/{dataset}/{method}_contact_sheet.log",
+        LAYOUT.log("contact_sheet"),
     conda:
         CONDA_ENV
     script:

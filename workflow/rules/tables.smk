@@ -4,16 +4,16 @@
 rule table_a8:
     input:
         metrics=[
-            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=report("results/table_a8.csv", caption="../report/table_a8.rst", category="Tables"),
-        md="results/table_a8.md",
+        csv=report(LAYOUT.path("table_a8", ext="csv"), caption="../report/table_a8.rst", category="Tables"),
+        md=LAYOUT.path("table_a8", ext="md"),
     log:
-        "logs/tables/table_a8.log",
+        LAYOUT.log("table", table="table_a8"),
     conda:
         CONDA_ENV
     params:
@@ -26,16 +26,16 @@ rule table_a8:
 rule table_1:
     input:
         metrics=[
-            f"results/analysis/{scored}/original/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant="original", model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             if "original" in variants(d)
         ],
     output:
-        csv=report("results/table_1.csv", caption="../report/table_1.rst", category="Tables"),
-        md="results/table_1.md",
+        csv=report(LAYOUT.path("table_1", ext="csv"), caption="../report/table_1.rst", category="Tables"),
+        md=LAYOUT.path("table_1", ext="md"),
     log:
-        "logs/tables/table_1.log",
+        LAYOUT.log("table", table="table_1"),
     conda:
         CONDA_ENV
     script:
@@ -45,16 +45,18 @@ rule table_1:
 rule table_zoom_groups:
     input:
         metrics=[
-            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=report("results/table_zoom_groups.csv", caption="../report/table_zoom_groups.rst", category="Tables"),
-        md="results/table_zoom_groups.md",
+        csv=report(
+            LAYOUT.path("table_zoom_groups", ext="csv"), caption="../report/table_zoom_groups.rst", category="Tables"
+        ),
+        md=LAYOUT.path("table_zoom_groups", ext="md"),
     log:
-        "logs/tables/table_zoom_groups.log",
+        LAYOUT.log("table", table="table_zoom_groups"),
     conda:
         CONDA_ENV
     script:
@@ -64,16 +66,18 @@ rule table_zoom_groups:
 rule table_aggregation:
     input:
         metrics=[
-            f"results/analysis/{scored}/original/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant="original", model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             if "original" in variants(d)
         ],
     output:
-        csv=report("results/table_aggregation.csv", caption="../report/table_aggregation.rst", category="Tables"),
-        md="results/table_aggregation.md",
+        csv=report(
+            LAYOUT.path("table_aggregation", ext="csv"), caption="../report/table_aggregation.rst", category="Tables"
+        ),
+        md=LAYOUT.path("table_aggregation", ext="md"),
     log:
-        "logs/tables/table_aggregation.log",
+        LAYOUT.log("table", table="table_aggregation"),
     conda:
         CONDA_ENV
     script:
@@ -83,16 +87,20 @@ rule table_aggregation:
 rule table_imagenet_hard:
     input:
         metrics=[
-            f"results/analysis/{scored}/original/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant="original", model=m)
             for m in MODELS
             for scored, (d, label_set) in SCORED.items()
             if d in HARD_DATASETS and label_set == "in" and "original" in variants(d)
         ],
     output:
-        csv=report("results/table_imagenet_hard.csv", caption="../report/table_imagenet_hard.rst", category="Tables"),
-        md="results/table_imagenet_hard.md",
+        csv=report(
+            LAYOUT.path("table_imagenet_hard", ext="csv"),
+            caption="../report/table_imagenet_hard.rst",
+            category="Tables",
+        ),
+        md=LAYOUT.path("table_imagenet_hard", ext="md"),
     log:
-        "logs/tables/table_imagenet_hard.log",
+        LAYOUT.log("table", table="table_imagenet_hard"),
     conda:
         CONDA_ENV
     params:
@@ -105,17 +113,17 @@ rule table_imagenet_hard:
 rule leaderboard:
     input:
         metrics=[
-            f"results/analysis/{scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv="results/leaderboard.csv",
-        md="results/leaderboard.md",
-        html="results/leaderboard.html",
+        csv=LAYOUT.path("leaderboard", ext="csv"),
+        md=LAYOUT.path("leaderboard", ext="md"),
+        html=LAYOUT.path("leaderboard", ext="html"),
     log:
-        "logs/tables/leaderboard.log",
+        LAYOUT.log("table", table="leaderboard"),
     conda:
         CONDA_ENV
     script:

@@ -17,7 +17,7 @@ import polars as pl
 
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.core.io import read_metadata
-from zoomeval.core.layout import OUTPUTS, RESULTS, Layout
+from zoomeval.core.layout import OUTPUTS, RESULTS, Layout, cases_of
 from zoomeval.core.zoom import Transform, transforms
 
 
@@ -48,12 +48,13 @@ class Study:
 
     def _found(self, name: str) -> list[dict[str, str]]:
         """The wildcards of every existing file of output ``name``, sorted; a file that is also another output (an
-        aggregates file beside the predictions) is not one."""
+        aggregates file beside the predictions) is not one, but one of its cases is (Table A8 is a ``table``)."""
         pattern = self.layout.path(name, **{w: "*" for w in OUTPUTS[name].wildcards})
         found = []
         for path in self.path.glob(pattern):
             relative = str(path.relative_to(self.path))
-            if any(self.layout.parse(other, relative) for other in OUTPUTS if other != name):
+            others = [other for other in OUTPUTS if other not in (name, *cases_of(name))]
+            if any(self.layout.parse(other, relative) is not None for other in others):
                 continue
             if (wildcards := self.layout.parse(name, relative)) is not None:
                 found.append(wildcards)
