@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from zoomeval.core.layout import Layout
+
 ROOT = Path(__file__).resolve().parents[1]
+#: The demo's results layout (a test's study directory has the default results root).
+LAYOUT = Layout()
 
 
 def run_snakemake(
@@ -64,9 +68,9 @@ def config_writer():
 # A small demo run (one dataset variant, three scales, shards of two images) shared by the tests that kill a run
 # and resume it (tests/test_resume.py, tests/test_slurm.py) and compare it with one uninterrupted local run.
 # table_aggregation reads the aggregates that predict writes beside its predictions.
-SMALL_TARGETS = ("results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv")
-SMALL_PREDICTIONS = "results/predictions/demo/original/efficientnet_lite0.parquet"
-SMALL_PREDICT_LOG = "logs/predictions/demo/original/efficientnet_lite0.log"
+SMALL_TARGETS = tuple(LAYOUT.path(table, ext="csv") for table in ("table_a8", "table_1", "table_aggregation"))
+SMALL_PREDICTIONS = LAYOUT.path("predictions", dataset="demo", variant="original", model="efficientnet_lite0")
+SMALL_PREDICT_LOG = LAYOUT.log("predict", dataset="demo", variant="original", model="efficientnet_lite0")
 SMALL_SHARD_IMAGES = 2
 
 

@@ -137,6 +137,20 @@ def test_a_studys_rows_can_be_limited_to_the_metrics_files_it_names(studies) -> 
     assert study_rows(a, "a", named) == everything[2:]
 
 
+def test_a_limited_runs_rows_are_read_under_its_own_results_root(studies, tmp_path) -> None:
+    """A limited run's tree (``results/limit-2``, as the study's leaderboard rule passes it): its datasets and
+    prediction files are read there; the default root, which holds none, is refused."""
+    expected = study_rows(studies[0], "a")
+    limited = tmp_path / "limited"
+    (limited / "results").mkdir(parents=True)
+    (studies[0] / "results").rename(limited / "results" / "limit-2")
+    assert study_rows(limited, "a", results="results/limit-2") == expected
+    named = [limited / "results/limit-2/analysis/demo/original/r50/metrics.json"]
+    assert study_rows(limited, "a", named, "results/limit-2") == expected[1:2]
+    with pytest.raises(ValueError, match=r"no results/analysis/\*/\*/\*/metrics.json"):
+        study_rows(limited, "a")
+
+
 def test_a_percentage_that_is_no_count_and_a_study_without_results_are_refused(studies, tmp_path) -> None:
     path = studies[0] / "results/analysis/demo/original/r50/metrics.json"
     document = json.loads(path.read_text())

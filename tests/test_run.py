@@ -14,7 +14,7 @@ from conftest import ROOT, write_small_config
 from test_study import files_and_times
 
 from zoomeval.core.config import InferenceSettings
-from zoomeval.core.layout import run_roots
+from zoomeval.core.layout import Layout, run_layout
 from zoomeval.core.progress import Progress, ProgressLog, format_eta, parse_line
 from zoomeval.datasets.build import first_images
 from zoomeval.datasets.inputs import plan_all
@@ -133,13 +133,16 @@ def test_the_display_shows_a_bar_with_the_eta_for_a_running_predict_job(tmp_path
 
 def test_the_limit_takes_the_first_images_and_its_own_roots_and_titles() -> None:
     assert first_images([1, 2, 3, 4], 2) == [1, 2] and first_images([1, 2, 3], None) == [1, 2, 3]
-    assert run_roots(None) == ("results", "logs") and run_roots(2) == ("results/limit-2", "logs/limit-2")
+    assert (run_layout(None).root, run_layout(None).logs) == ("results", "logs")
+    limited_run = run_layout(2)
+    assert (limited_run.root, limited_run.logs) == ("results/limit-2", "logs/limit-2")  # not results/logs
+    assert limited_run.log("table", table="table_a8") == "logs/limit-2/tables/table_a8.log"
     assert limited("Table 1", None) == "Table 1"
     assert limited("Table 1", 2).startswith("Table 1 [LIMITED RUN: the first 2 images of each dataset")
     assert limited_target("results/table_1.csv", "results/limit-2") == "results/limit-2/table_1.csv"
     assert limited_target("results/limit-2/table_1.csv", "results/limit-2") == "results/limit-2/table_1.csv"
     assert limited_target("results/table_1.csv", "results") == "results/table_1.csv"
-    plan = RunPlan(("results/limit-2/table_a8.csv",), "results/limit-2", "logs/limit-2", 2, 4, 1)
+    plan = RunPlan(("results/limit-2/table_a8.csv",), limited_run, 2, 4, 1)
     assert plan.argv()[1:] == ["-m", "snakemake", "results/limit-2/table_a8.csv", "--cores", "4", "--resources",
                                "gpu=1", "--config", "limit=2"]  # fmt: skip
 
@@ -190,12 +193,13 @@ def test_the_disk_needed_is_the_archives_not_yet_extracted_and_the_predictions_n
     config = load_config(raw, check_paths=False)
     inputs, results = plan_all(config), str(tmp_path / "results")
     archives = (tmp_path / "val.tar").stat().st_size + (tmp_path / "bbox.tgz").stat().st_size
-    assert disk_needs(config, inputs, results) == {str(tmp_path / "res"): archives, results: 2 * 9 * 3 * 32}
+    layout = Layout(results)
+    assert disk_needs(config, inputs, layout) == {str(tmp_path / "res"): archives, results: 2 * 9 * 3 * 32}
     Path(str(inputs["imagenet", "images"].extracted)).mkdir(parents=True)
     (tmp_path / "results" / "predictions" / "imagenet" / "original").mkdir(parents=True)
     (tmp_path / "results" / "predictions" / "imagenet" / "original" / "resnet50.parquet").touch()
-    assert disk_needs(config, inputs, results) == {str(tmp_path / "res"): (tmp_path / "bbox.tgz").stat().st_size,
-                                                   results: 0}  # fmt: skip
+    assert disk_needs(config, inputs, layout) == {str(tmp_path / "res"): (tmp_path / "bbox.tgz").stat().st_size,
+                                                  results: 0}  # fmt: skip
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -215,12 +219,12 @@ def test_one_run_names_two_missing_data_files_and_a_missing_weight(tmp_path: Pat
     proc = zoomeval("run", "study", "--limit", "2", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
-        f"zoomeval run: datasets.imagenet.images: {tmp_path}/val.tar does not exist; download it and point the key "
+        f"zoomeval run: datasets.imagenet.images: '{tmp_path}/val.tar' does not exist; download it and point the key "
         "at it, or give a url",
-        f"zoomeval run: datasets.imagenet.annotations: {tmp_path}/bbox.tgz does not exist; download it and point the "
-        "key at it, or give a url",
-        f"zoomeval run: models.mine.checkpoint: {tmp_path}/mine.pth does not exist; point the key at the checkpoint "
-        "file",
+        f"zoomeval run: datasets.imagenet.annotations: '{tmp_path}/bbox.tgz' does not exist; download it and point "
+        "the key at it, or give a url",
+        f"zoomeval run: models.mine.checkpoint: '{tmp_path}/mine.pth' does not exist; download it and point the key "
+        "at it, or give a url",
         "zoomeval run: 3 problem(s) found before starting; nothing was run",
     ]
     assert not (tmp_path / "study" / "logs").exists()
@@ -232,6 +236,25 @@ def test_a_bad_limit_or_directory_is_one_line_and_status_2(tmp_path: Path) -> No
     proc = zoomeval("run", str(tmp_path / "nosuch"), cwd=tmp_path)
     assert (proc.returncode, proc.stderr) == (2, f"zoomeval run: {tmp_path}/nosuch is no directory: give a study "
                                                  "directory (zoomeval init)\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["config/config.yaml", "profiles/default/config.yaml"])
+def test_a_templated_config_or_profile_is_refused_before_snakemake_renders_it(tmp_path: Path, where: str) -> None:
+    """Snakemake runs a ``__use_yte__`` file's ?-expressions (here: one that creates a marker file) when it loads
+    it, the workflow profile before any workflow code: ``zoomeval run`` refuses the file first and starts nothing."""
+    assert zoomeval("init", "study", "--preset", "demo", cwd=tmp_path).returncode == 0
+    study, marker = tmp_path / "study", tmp_path / "marker"
+    expression = f"?open({str(marker)!r}, 'w').close() or 1"
+    if where == "config/config.yaml":
+        (study / where).write_text((study / where).read_text() + f"__use_yte__: true\nmarker: {expression}\n")
+    else:  # the study's own profile in place of the link to the checkout's
+        (study / "profiles" / "default").unlink()
+        (study / "profiles" / "default").mkdir()
+        (study / where).write_text(f"__use_yte__: true\ncores: {expression}\n")
+    proc = zoomeval("run", "study", "--limit", "2", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"zoomeval run: {where}: line ") and "__use_yte__ asks Snakemake" in proc.stderr
+    assert not marker.exists() and not (study / "logs").exists()
 
 
 @pytest.mark.workflow
@@ -248,8 +271,8 @@ def test_a_limited_run_of_a_demo_study_prints_its_table_a8_and_leaves_the_full_r
     before = {name: files_and_times(study / name) for name in ("results", "logs")}
     proc = zoomeval("run", "--limit", "2", cwd=study)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    title = ("# Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) "
-             "images [LIMITED RUN: the first 2 images of each dataset only (config limit), not a result]")  # fmt: skip
+    title = ("# Table A8: maximum possible top-1 accuracy (%) on original images [LIMITED RUN: the first 2 images of "
+             "each dataset only (config limit), not a result]")  # fmt: skip
     assert proc.stdout.startswith(title + "\n")
     [row] = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
     assert row.split(" | ")[1:4] == ["original", "demo", "2"]
@@ -259,6 +282,15 @@ def test_a_limited_run_of_a_demo_study_prints_its_table_a8_and_leaves_the_full_r
         after = {k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}
         assert after == files, name
     assert (study / "results" / "limit-2" / "table_a8.csv").is_file()
+    assert (study / "logs" / "limit-2" / "tables" / "table_a8.log").is_file()
+    # the notebook reader takes the limited tree as its results root, and the full run's tree does not list it
+    from zoomeval import Study
+
+    limited_study = Study(study, results="results/limit-2")
+    assert limited_study.tables() == ["table_a8"]
+    assert limited_study.table("table_a8")["n_images"].to_list() == [2]
+    assert limited_study.runs().rows() == [("demo", "original", "efficientnet_lite0")]
+    assert Study(study).runs().is_empty()
 
 
 def test_the_summary_names_a_failed_job_and_its_log_and_prints_no_older_table(tmp_path: Path, monkeypatch) -> None:
@@ -268,7 +300,7 @@ def test_the_summary_names_a_failed_job_and_its_log_and_prints_no_older_table(tm
     state = SnakemakeLog()
     for line in SNAKEMAKE_OUTPUT.format(log="logs/predictions/demo/original/m.log").splitlines():
         state.feed(line)
-    plan = RunPlan(("results/limit-2/table_a8.csv",), "results/limit-2", "logs/limit-2", 2, 2, 0)
+    plan = RunPlan(("results/limit-2/table_a8.csv",), run_layout(2), 2, 2, 0)
     assert summary(plan, state, 1) == [
         "failed: standard_eval demo/m: logs/standard/demo/m.log",
         "browser: not built (target `all` builds it)",
@@ -276,5 +308,5 @@ def test_the_summary_names_a_failed_job_and_its_log_and_prints_no_older_table(tm
         "logs: logs/limit-2/ (Snakemake's own output: logs/limit-2/zoomeval-run.log)",
     ]
     assert summary(plan, state, 0)[0] == "# an older run's Table A8\n"  # this run's: its target, and it ended well
-    other = RunPlan(("results/limit-2/table_1.csv",), "results/limit-2", "logs/limit-2", 2, 2, 0)
+    other = RunPlan(("results/limit-2/table_1.csv",), run_layout(2), 2, 2, 0)
     assert "an older run" not in "".join(summary(other, state, 0))

@@ -1,7 +1,8 @@
 """The checks ``zoomeval run`` makes before it starts Snakemake, each problem collected so that one run lists them
-all (Snakemake stops at the first): local data files that do not exist, model weights that are neither present nor
-to be had (a local checkpoint that is missing; a download that no offline route holds and whose host cannot be
-reached), free disk against what extraction and predictions will need, and GPU settings on a machine without a GPU.
+all (Snakemake stops at the first): local inputs that do not exist (the config's own path checks,
+:func:`zoomeval.core.validate.config_problems`), model weights that are neither present nor to be had (a download
+that no offline route holds and whose host cannot be reached), free disk against what extraction and predictions
+will need, and GPU settings on a machine without a GPU.
 
 The config must have passed :func:`zoomeval.registries.load_config` with ``check_paths=False`` (which stops at no
 missing file); paths are relative to the working directory, the study's.
@@ -19,8 +20,11 @@ from urllib.parse import urlparse
 
 from zoomeval.core.config import Config, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
+from zoomeval.core.layout import Layout
+from zoomeval.core.validate import config_problems
 from zoomeval.datasets.inputs import Input, plan_all
 from zoomeval.inference.models import MODEL_SOURCES, local_checkpoint, weights_folder
+from zoomeval.registries import REGISTRIES
 
 #: Bytes a prediction file and its shards take per (image, zoom transform) row, an upper estimate (the demo's
 #: efficientnet_lite0 files take about 5; a 1000-class model on real images more): shards are kept until the
@@ -31,13 +35,6 @@ BYTES_PER_ROW_TOP5 = 2 * 48
 DOCS = "docs/how-to/offline.md"
 #: The sources whose weights come from the Hugging Face Hub through huggingface_hub's cache.
 HUB_SOURCES = ("timm", "open_clip")
-
-
-def missing_inputs(inputs: dict[tuple[str, str], Input]) -> Iterator[str]:
-    """A line for each local input (a data file or folder, the SAM checkpoint, the annotations) that does not exist."""
-    for item in inputs.values():
-        if item.spec.path is not None and not Path(str(item.spec.path)).exists():
-            yield f"{item.key}: {item.spec.path} does not exist; download it and point the key at it, or give a url"
 
 
 def host_answers(host: str, timeout: float = 5.0) -> bool:
@@ -89,14 +86,10 @@ def _offline_copy(spec: ModelSpec) -> tuple[bool, str | None]:
 
 
 def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers) -> Iterator[str]:
-    """A line for each model whose weights are neither in its weights folder nor to be had: a local checkpoint that
-    does not exist, or a download that no offline route holds, from a host that does not answer."""
+    """A line for each model whose weights are neither in its weights folder nor to be had: a download that no
+    offline route holds, from a host that does not answer (a missing local checkpoint is the config's problem)."""
     for spec in config.models.values():
-        local = local_checkpoint(spec)
-        if local is not None and not local.is_file():
-            yield f"models.{spec.name}.checkpoint: {local} does not exist; point the key at the checkpoint file"
-            continue
-        if MODEL_SOURCES.get(spec.source).fetch is None or local is not None:
+        if MODEL_SOURCES.get(spec.source).fetch is None or local_checkpoint(spec) is not None:
             continue  # the weights ship in a package, or the local file is linked into place
         folder = Path(str(weights_folder(spec, config.resources)))
         if folder.is_dir() and any(folder.iterdir()):
@@ -112,9 +105,9 @@ def _rows_per_image(config: Config) -> int:
     return 9 * len(config.scales)
 
 
-def _images(config: Config, dataset: str, results: str) -> int | None:
+def _images(config: Config, dataset: str, layout: Layout) -> int | None:
     """The images a dataset's jobs will predict: its manifest's count where built, else the limit, else unknown."""
-    manifest = Path(results) / "datasets" / dataset / "manifest.parquet"
+    manifest = Path(layout.path("manifest", dataset=dataset))
     if manifest.is_file():
         import pyarrow.parquet as pq
 
@@ -122,11 +115,11 @@ def _images(config: Config, dataset: str, results: str) -> int | None:
     return config.limit
 
 
-def disk_needs(config: Config, inputs: dict[tuple[str, str], Input], results: str) -> dict[str, int]:
+def disk_needs(config: Config, inputs: dict[tuple[str, str], Input], layout: Layout) -> dict[str, int]:
     """Bytes still to be written, by folder: each archive not yet extracted (its size, about what its images take
-    once extracted) under the resources folder, and the prediction files not yet written under ``results`` (for
-    datasets whose number of images is known)."""
-    needs = {config.resources: 0, results: 0}
+    once extracted) under the resources folder, and the prediction files not yet written under the layout's results
+    root (for datasets whose number of images is known)."""
+    needs = {config.resources: 0, layout.root: 0}
     for item in inputs.values():
         archive = Path(str(item.archive)) if item.archive else None
         if item.extracted and not Path(item.extracted).is_dir() and archive is not None and archive.is_file():
@@ -135,9 +128,9 @@ def disk_needs(config: Config, inputs: dict[tuple[str, str], Input], results: st
     for name, dataset in config.datasets.items():
         for variant in dataset.variants:
             for model in config.models:
-                done = Path(results) / "predictions" / name / variant / f"{model}.parquet"
-                if not done.is_file() and (n := _images(config, name, results)) is not None:
-                    needs[results] += n * _rows_per_image(config) * per_row
+                done = Path(layout.path("predictions", dataset=name, variant=variant, model=model))
+                if not done.is_file() and (n := _images(config, name, layout)) is not None:
+                    needs[layout.root] += n * _rows_per_image(config) * per_row
     return needs
 
 
@@ -175,9 +168,9 @@ def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
                "GPU (the NVIDIA driver lists none); run it on the GPU machine, or use fp32 on the CPU")  # fmt: skip
 
 
-def problems(config: Config, results: str, reach: Callable[[str], bool] = host_answers) -> list[str]:
-    """Every problem the preflight finds (empty: Snakemake may start)."""
+def problems(config: Config, layout: Layout, reach: Callable[[str], bool] = host_answers) -> list[str]:
+    """Every problem the preflight finds (empty: Snakemake may start): first the config's path checks (local inputs,
+    checkpoints and annotations that do not exist; the rest of the config has passed ``load_config`` already)."""
     inputs, reach = plan_all(config), functools.cache(reach)  # each host asked once
-    found = [*missing_inputs(inputs), *missing_weights(config, reach), *gpu_without_gpu(config, gpus_at_most())]
-    return [*found, *short_disk(disk_needs(config, inputs, results))]
-
+    found = [*config_problems(config, REGISTRIES), *missing_weights(config, reach)]
+    return [*found, *gpu_without_gpu(config, gpus_at_most()), *short_disk(disk_needs(config, inputs, layout))]

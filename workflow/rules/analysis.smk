@@ -4,20 +4,18 @@
 # {scored} is a dataset name, suffixed _<label set> for its other label sets (e.g. _real, _multilabel).
 rule analyze:
     input:
-        predictions=lambda wc: f"{RESULTS}/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
-        aggregates=lambda wc: f"{RESULTS}/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.aggregates.parquet",
-        manifest=lambda wc: f"{RESULTS}/datasets/{SCORED[wc.scored][0]}/manifest.parquet",
+        predictions=of_scored("predictions"),
+        aggregates=of_scored("aggregates"),
+        manifest=of_scored("manifest"),
         bad_images=bad_images_input,
         labels=labels_input,
-        standard=lambda wc: (
-            f"{RESULTS}/standard/{SCORED[wc.scored][0]}/{wc.model}.parquet" if wc.variant == "original" else []
-        ),
+        standard=lambda wc: of_scored("standard")(wc) if wc.variant == "original" else [],
     output:
-        metrics=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/metrics.json",
-        cover=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/cover.json",
-        matrix=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/correct.npz",
+        metrics=LAYOUT.path("metrics"),
+        cover=LAYOUT.path("cover"),
+        matrix=LAYOUT.path("correct"),
     log:
-        f"{LOGS}/analysis/{{scored}}/{{variant}}/{{model}}.log",
+        LAYOUT.log("analyze"),
     wildcard_constraints:
         scored=_alternation(SCORED),
     conda:

@@ -5,11 +5,11 @@
 # One thumbnail per sampled image of a dataset, shared by its label sets.
 rule browser_thumbnails:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
     output:
-        directory(f"{RESULTS}/browser/thumbnails/{{dataset}}"),
+        directory(LAYOUT.path("browser_thumbnails")),
     log:
-        f"{LOGS}/browser/thumbnails/{{dataset}}.log",
+        LAYOUT.log("browser_thumbnails"),
     conda:
         CONDA_ENV
     threads: 4
@@ -24,13 +24,13 @@ rule browser_thumbnails:
 rule browser_crops:
     input:
         manifest=browser_manifest,
-        matrices=original_analysis("correct.npz"),
-        covers=original_analysis("cover.json"),
+        matrices=original_analysis("correct"),
+        covers=original_analysis("cover"),
         labels=labels_input,
     output:
-        directory(f"{RESULTS}/browser/crops/{{scored}}"),
+        directory(LAYOUT.path("browser_crops")),
     log:
-        f"{LOGS}/browser/crops/{{scored}}.log",
+        LAYOUT.log("browser_crops"),
     wildcard_constraints:
         scored=_alternation(BROWSED),
     conda:
@@ -50,13 +50,15 @@ rule browser_data:
         manifest=browser_manifest,
         bad_images=bad_images_input,
         matrices=browser_matrices,
-        covers=original_analysis("cover.json"),
-        predictions=lambda wc: [f"{RESULTS}/predictions/{SCORED[wc.scored][0]}/original/{m}.parquet" for m in MODELS],
+        covers=original_analysis("cover"),
+        predictions=lambda wc: [
+            LAYOUT.path("predictions", dataset=SCORED[wc.scored][0], variant="original", model=m) for m in MODELS
+        ],
         labels=labels_input,
     output:
-        directory(f"{RESULTS}/browser/data/{{scored}}"),
+        directory(LAYOUT.path("browser_data")),
     log:
-        f"{LOGS}/browser/data/{{scored}}.log",
+        LAYOUT.log("browser_data"),
     wildcard_constraints:
         scored=_alternation(BROWSED),
     conda:
@@ -75,15 +77,15 @@ rule browser_data:
 
 rule browser:
     input:
-        data=[f"{RESULTS}/browser/data/{s}" for s in BROWSED],
-        thumbnails=[f"{RESULTS}/browser/thumbnails/{d}" for d in dict.fromkeys(SCORED[s][0] for s in BROWSED)],
-        crops=[f"{RESULTS}/browser/crops/{s}" for s in BROWSED],
+        data=[LAYOUT.path("browser_data", scored=s) for s in BROWSED],
+        thumbnails=[LAYOUT.path("browser_thumbnails", dataset=d) for d in dict.fromkeys(SCORED[s][0] for s in BROWSED)],
+        crops=[LAYOUT.path("browser_crops", scored=s) for s in BROWSED],
     output:
-        html=f"{RESULTS}/browser/index.html",
-        assets=directory(f"{RESULTS}/browser/assets"),
-        catalogue=f"{RESULTS}/browser/catalogue.js",
+        html=LAYOUT.path("browser"),
+        assets=directory(LAYOUT.path("browser_assets")),
+        catalogue=LAYOUT.path("browser_catalogue"),
     log:
-        f"{LOGS}/browser/site.log",
+        LAYOUT.log("browser"),
     conda:
         CONDA_ENV
     params:

@@ -2,34 +2,41 @@
 # typed: every rule reads CFG. Checks that import torchvision or timm run in the Snakefile's onstart.
 import os
 import re
+import sys
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
 from zoomeval.core.strict_yaml import load_yaml
-from zoomeval.core.devices import claims_gpu
-from zoomeval.core.layout import run_roots
+from zoomeval.core.devices import claims_gpu, cpu_note
+from zoomeval.core.layout import OUTPUTS, run_layout
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.catalogue import CACHE as CATALOGUES
 from zoomeval.inference.models import head_name, local_checkpoint, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
-from zoomeval.registries import check_model_names, load_config
+from zoomeval.registries import load_config
 from zoomeval.report.report_check import check_built
 
 # Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
 for path in workflow.configfiles:
     load_yaml(path)
-CFG = load_config(config, schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"))
+# Every problem at once: the config's, and the models' architectures, tags and widths against the libraries' name
+# lists (cached per library version; checked by the main process, not again in every job).
+CFG = load_config(
+    config,
+    schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"),
+    catalogues=CATALOGUES if workflow.is_main_process else None,
+)
 # A workflow profile's placeholder partition or account (profiles/slurm ships 'CHANGE_ME') is refused here, when the
 # workflow is parsed: before any job is submitted, and by a dry run.
 refuse_placeholders(workflow.resource_settings.default_resources, workflow.resource_settings.overwrite_resources)
-# Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
-if workflow.is_main_process:
-    check_model_names(CFG, CATALOGUES)
+if workflow.is_main_process and (note := cpu_note(CFG.inference.device, CFG.inference.compile)):
+    print(note, file=sys.stderr)
 R = CFG.resources
-# The results and logs roots: `results` and `logs`, or a limited run's own (config key limit), which never mix.
-RESULTS, LOGS = run_roots(CFG.limit)
+# Every path under the results and logs roots comes from the layout (zoomeval.core.layout), whose roots are chosen
+# here once: `results` and `logs`, or a limited run's own `results/limit-N` and `logs/limit-N` (config key limit).
+LAYOUT = run_layout(CFG.limit)
 
 
 def start_checks():
@@ -51,9 +58,8 @@ CONDA_ENV = "../../envs/zoomeval.yaml"
 # GPU jobs claim the `gpu` resource; run with --resources gpu=N so they never share a GPU.
 GPU_PER_JOB = int(claims_gpu(CFG.inference.device))
 SAM_GPU = int(CFG.sam is not None and claims_gpu(CFG.sam.device))
-# A prediction job's files without their suffix, and the part wildcard its predict jobs add with inference.parts > 1.
-PREDICTIONS = f"{RESULTS}/predictions/{{dataset}}/{{variant}}/{{model}}"
-PART = ".part{part}" if CFG.inference.parts > 1 else ""
+# With inference.parts > 1, a predict job writes a part of a prediction job's files (merge_predictions joins them).
+PART = "_part" if CFG.inference.parts > 1 else ""
 
 
 def _under(root, paths):
@@ -117,7 +123,7 @@ def checkpoint_input(wc):
 
 def head_input(wc):
     """The zero-shot head a predict, standard_eval or tta job of an open_clip model reads (none for other models)."""
-    return f"{RESULTS}/zero_shot/{HEAD_OF_MODEL[wc.model]}.safetensors" if wc.model in HEAD_OF_MODEL else []
+    return LAYOUT.path("zero_shot_head", head=HEAD_OF_MODEL[wc.model]) if wc.model in HEAD_OF_MODEL else []
 
 
 def head_job_inputs(wc):
@@ -143,30 +149,30 @@ def masks_input(wc):
     """The mask file an fgset/bgset prediction job needs (none for the original images)."""
     if wc.variant == "original":
         return []
-    return f"{RESULTS}/masks/{wc.dataset}/{CFG.datasets[wc.dataset].mask_method}.parquet"
+    return LAYOUT.path("masks", dataset=wc.dataset, method=CFG.datasets[wc.dataset].mask_method)
 
 
 def counts_masks_input(wc):
     """The SAM mask file whose object counts an object_counts job reads (none when counting boxes)."""
     if CFG.datasets[wc.dataset].count_method == "bbox":
         return []
-    return f"{RESULTS}/masks/{wc.dataset}/sam_auto.parquet"
+    return LAYOUT.path("masks", dataset=wc.dataset, method="sam_auto")
 
 
 def final_outputs():
     """Everything the `all` target builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
     tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
     tables += ("table_imagenet_hard",) if HARD_DATASETS else ()
-    outputs = [f"{RESULTS}/{table}.{ext}" for table in tables for ext in ("csv", "md")]
+    outputs = [LAYOUT.path(table, ext=ext) for table in tables for ext in ("csv", "md")]
     for d, entry in CFG.datasets.items():
         if set(entry.variants) - {"original"}:
-            outputs.append(f"{RESULTS}/masks/{d}/{entry.mask_method}_contact_sheet.png")
+            outputs.append(LAYOUT.path("contact_sheet", dataset=d, method=entry.mask_method))
     if CFG.stats.pairs:
-        outputs += [f"{RESULTS}/stats/mannwhitney.csv", f"{RESULTS}/stats/object_counts.png"]
+        outputs += [LAYOUT.path("mann_whitney"), LAYOUT.path("object_counts_figure")]
     for scored, (d, _) in SCORED.items():
-        outputs += [f"{RESULTS}/figures/{scored}/{name}.png" for name in ("upper_bounds", "variants")]
+        outputs += [LAYOUT.path(name, scored=scored) for name in ("upper_bounds", "variants_figure")]
         outputs += [
-            f"{RESULTS}/figures/{scored}/{v}/{m}/{name}.png"
+            LAYOUT.path(name, scored=scored, variant=v, model=m)
             for v in variants(d)
             for m in MODELS
             for name in ("anchor_grid", "scale_curves", "top_k_locations", "centre_bias")
@@ -179,29 +185,36 @@ def final_outputs():
 BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
 
 
-def bad_images_input(wc):
-    """The bad_images.csv of a scored dataset (the images its tables note as left out)."""
-    return f"{RESULTS}/datasets/{SCORED[wc.scored][0]}/bad_images.csv"
+def of_scored(name, scored="scored"):
+    """Input function: output ``name`` of the dataset the job's ``{scored}`` (or other) wildcard scores, with the
+    job's own values of the output's other wildcards (variant, model)."""
+
+    def path(wc):
+        others = {key: getattr(wc, key) for key in OUTPUTS[name].wildcards if key != "dataset"}
+        return LAYOUT.path(name, dataset=SCORED[getattr(wc, scored)][0], **others)
+
+    return path
 
 
-def browser_manifest(wc):
-    return f"{RESULTS}/datasets/{SCORED[wc.scored][0]}/manifest.parquet"
+# The bad_images.csv of a scored dataset (the images its tables note as left out), and its manifest.
+bad_images_input = of_scored("bad_images")
+browser_manifest = of_scored("manifest")
 
 
 def browser_matrices(wc):
     """Every (model, variant) matrix of a scored dataset, models outermost (the order the script pairs them in)."""
-    return [
-        f"{RESULTS}/analysis/{wc.scored}/{v}/{m}/correct.npz" for m in MODELS for v in variants(SCORED[wc.scored][0])
-    ]
+    dataset = SCORED[wc.scored][0]
+    return [LAYOUT.path("correct", scored=wc.scored, variant=v, model=m) for m in MODELS for v in variants(dataset)]
 
 
 def original_analysis(name):
-    return lambda wc: [f"{RESULTS}/analysis/{wc.scored}/original/{m}/{name}" for m in MODELS]
+    """Input function: output ``name`` (``correct``, ``cover``) of each model's analysis of the original images."""
+    return lambda wc: [LAYOUT.path(name, scored=wc.scored, variant="original", model=m) for m in MODELS]
 
 
 def browser_outputs():
     """What `all` builds for the image browser and the hard sets."""
-    return [f"{RESULTS}/browser/index.html", f"{RESULTS}/hard/summary.csv", f"{RESULTS}/hard/summary.md"]
+    return [LAYOUT.path("browser"), LAYOUT.path("hard_summary", ext="csv"), LAYOUT.path("hard_summary", ext="md")]
 
 
 def labels_input(wc):
@@ -209,7 +222,7 @@ def labels_input(wc):
     (workflow/rules/multilabel.smk) for the multilabel and imagenet_m label sets, none for the others."""
     dataset, label_set = SCORED[wc.scored]
     labels_file = LABEL_SETS[label_set].labels_file
-    return f"{RESULTS}/labels/{dataset}/{labels_file}" if labels_file else []
+    return LAYOUT.path("labels", dataset=dataset, labels_file=labels_file) if labels_file else []
 
 
 # `snakemake --report` before its targets are built says which to build first (Snakemake would name one missing file).

@@ -5,11 +5,11 @@ rule generated_dataset:
     input:
         unpack(dataset_inputs),
     output:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
-        images=directory(f"{RESULTS}/datasets/{{dataset}}/images"),
-        bad_images=f"{RESULTS}/datasets/{{dataset}}/bad_images.csv",
+        manifest=LAYOUT.path("manifest"),
+        images=directory(LAYOUT.path("images")),
+        bad_images=LAYOUT.path("bad_images"),
     log:
-        f"{LOGS}/datasets/{{dataset}}.log",
+        LAYOUT.log("dataset"),
     wildcard_constraints:
         dataset=_alternation(WRITTEN_DATASETS),
     conda:
@@ -29,10 +29,10 @@ rule dataset_manifest:
     input:
         unpack(dataset_inputs),
     output:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
-        bad_images=f"{RESULTS}/datasets/{{dataset}}/bad_images.csv",
+        manifest=LAYOUT.path("manifest"),
+        bad_images=LAYOUT.path("bad_images"),
     log:
-        f"{LOGS}/datasets/{{dataset}}.log",
+        LAYOUT.log("dataset"),
     wildcard_constraints:
         dataset=_alternation([d for d in DATASETS if d not in WRITTEN_DATASETS]),
     conda:

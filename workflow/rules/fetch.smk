@@ -14,7 +14,7 @@ rule fetch_url:
     output:
         f"{R}/{{download}}",
     log:
-        f"{LOGS}/fetch/{{download}}.log",
+        LAYOUT.log("fetch_url"),
     wildcard_constraints:
         download=_alternation(URLS),
     conda:
@@ -30,7 +30,7 @@ rule fetch_hf:
     output:
         directory(f"{R}/{{snapshot}}"),
     log:
-        f"{LOGS}/fetch/{{snapshot}}.log",
+        LAYOUT.log("fetch_hf"),
     wildcard_constraints:
         snapshot=_alternation(SNAPSHOTS),
     conda:
@@ -48,7 +48,7 @@ rule extract_archive:
     output:
         directory(f"{R}/{{extracted}}"),
     log:
-        f"{LOGS}/fetch/{{extracted}}.log",
+        LAYOUT.log("extract_archive"),
     wildcard_constraints:
         extracted=_alternation(EXTRACTIONS),
     conda:
@@ -67,7 +67,7 @@ rule fetch_weights:
     output:
         directory(f"{R}/{{weights}}"),
     log:
-        f"{LOGS}/fetch/{{weights}}.log",
+        LAYOUT.log("fetch_weights"),
     wildcard_constraints:
         weights=_alternation(WEIGHTS),
     conda:

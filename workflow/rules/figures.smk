@@ -3,39 +3,39 @@
 
 rule model_figures:
     input:
-        matrix=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/correct.npz",
-        cover=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/cover.json",
+        matrix=LAYOUT.path("correct"),
+        cover=LAYOUT.path("cover"),
     output:
         anchors=report(
-            f"{RESULTS}/figures/{{scored}}/{{variant}}/{{model}}/anchor_grid.png",
+            LAYOUT.path("anchor_grid"),
             caption="../report/anchor_grid.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "{model}", "variant": "{variant}", "figure": "anchor grid"},
         ),
         scales=report(
-            f"{RESULTS}/figures/{{scored}}/{{variant}}/{{model}}/scale_curves.png",
+            LAYOUT.path("scale_curves"),
             caption="../report/scale_curves.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "{model}", "variant": "{variant}", "figure": "scale curves"},
         ),
         top_k=report(
-            f"{RESULTS}/figures/{{scored}}/{{variant}}/{{model}}/top_k_locations.png",
+            LAYOUT.path("top_k_locations"),
             caption="../report/top_k_locations.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "{model}", "variant": "{variant}", "figure": "top-k locations"},
         ),
         centre_bias=report(
-            f"{RESULTS}/figures/{{scored}}/{{variant}}/{{model}}/centre_bias.png",
+            LAYOUT.path("centre_bias"),
             caption="../report/centre_bias.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "{model}", "variant": "{variant}", "figure": "centre bias"},
         ),
     log:
-        f"{LOGS}/figures/{{scored}}/{{variant}}/{{model}}.log",
+        LAYOUT.log("model_figures"),
     wildcard_constraints:
         scored=_alternation(SCORED),
     conda:
@@ -49,27 +49,27 @@ rule model_figures:
 rule dataset_figures:
     input:
         metrics=lambda wc: [
-            f"{RESULTS}/analysis/{wc.scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=wc.scored, variant=v, model=m)
             for m in MODELS
             for v in variants(SCORED[wc.scored][0])
         ],
     output:
         upper_bounds=report(
-            f"{RESULTS}/figures/{{scored}}/upper_bounds.png",
+            LAYOUT.path("upper_bounds"),
             caption="../report/upper_bounds.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "all", "variant": "original", "figure": "1 -> top-k -> all"},
         ),
         variants=report(
-            f"{RESULTS}/figures/{{scored}}/variants.png",
+            LAYOUT.path("variants_figure"),
             caption="../report/variants.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "all", "variant": "all", "figure": "variants"},
         ),
     log:
-        f"{LOGS}/figures/{{scored}}.log",
+        LAYOUT.log("dataset_figures"),
     wildcard_constraints:
         scored=_alternation(SCORED),
     conda:

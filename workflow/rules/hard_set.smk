@@ -6,12 +6,12 @@ rule hard_set:
     input:
         manifest=browser_manifest,
         bad_images=bad_images_input,
-        matrices=original_analysis("correct.npz"),
+        matrices=original_analysis("correct"),
         labels=labels_input,
     output:
-        f"{RESULTS}/hard/{{scored}}.parquet",
+        LAYOUT.path("hard"),
     log:
-        f"{LOGS}/hard/{{scored}}.log",
+        LAYOUT.log("hard_set"),
     wildcard_constraints:
         scored=_alternation(BROWSED),
     conda:
@@ -26,12 +26,12 @@ rule hard_set:
 
 rule hard_summary:
     input:
-        hard_sets=[f"{RESULTS}/hard/{s}.parquet" for s in BROWSED],
+        hard_sets=[LAYOUT.path("hard", scored=s) for s in BROWSED],
     output:
-        csv=report(f"{RESULTS}/hard/summary.csv", caption="../report/hard_set.rst", category="Hard set"),
-        md=f"{RESULTS}/hard/summary.md",
+        csv=report(LAYOUT.path("hard_summary", ext="csv"), caption="../report/hard_set.rst", category="Hard set"),
+        md=LAYOUT.path("hard_summary", ext="md"),
     log:
-        f"{LOGS}/hard/summary.log",
+        LAYOUT.log("hard_summary"),
     conda:
         CONDA_ENV
     script:

@@ -7,15 +7,15 @@
 
 rule predict:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
         masks=masks_input,
         weights=weights_input,
         head=head_input,
     output:
-        predictions=part_output(f"{PREDICTIONS}{PART}.parquet"),
-        aggregates=part_output(f"{PREDICTIONS}{PART}.aggregates.parquet"),
+        predictions=part_output(LAYOUT.path(f"predictions{PART}")),
+        aggregates=part_output(LAYOUT.path(f"aggregates{PART}")),
     log:
-        f"{LOGS}/predictions/{{dataset}}/{{variant}}/{{model}}{PART}.log",
+        LAYOUT.log(f"predict{PART}"),
     conda:
         CONDA_ENV
     # The parts of a job share the cores (all of them without parts).
@@ -39,18 +39,14 @@ if CFG.inference.parts > 1:
 
     rule merge_predictions:
         input:
-            manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
-            predictions=expand(
-                f"{PREDICTIONS}.part{{part}}.parquet", part=range(CFG.inference.parts), allow_missing=True
-            ),
-            aggregates=expand(
-                f"{PREDICTIONS}.part{{part}}.aggregates.parquet", part=range(CFG.inference.parts), allow_missing=True
-            ),
+            manifest=LAYOUT.path("manifest"),
+            predictions=expand(LAYOUT.path("predictions_part"), part=range(CFG.inference.parts), allow_missing=True),
+            aggregates=expand(LAYOUT.path("aggregates_part"), part=range(CFG.inference.parts), allow_missing=True),
         output:
-            predictions=f"{PREDICTIONS}.parquet",
-            aggregates=f"{PREDICTIONS}.aggregates.parquet",
+            predictions=LAYOUT.path("predictions"),
+            aggregates=LAYOUT.path("aggregates"),
         log:
-            f"{LOGS}/predictions/{{dataset}}/{{variant}}/{{model}}.merge.log",
+            LAYOUT.log("merge_predictions"),
         conda:
             CONDA_ENV
         script:
@@ -62,9 +58,9 @@ rule zero_shot_head:
     input:
         unpack(head_job_inputs),
     output:
-        head=f"{RESULTS}/zero_shot/{{head}}.safetensors",
+        head=LAYOUT.path("zero_shot_head"),
     log:
-        f"{LOGS}/zero_shot/{{head}}.log",
+        LAYOUT.log("zero_shot_head"),
     wildcard_constraints:
         head=_alternation(HEADS),
     conda:
@@ -82,13 +78,13 @@ rule zero_shot_head:
 # The standard evaluation: each model once per image through its own evaluation transform (original images).
 rule standard_eval:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
         weights=weights_input,
         head=head_input,
     output:
-        predictions=f"{RESULTS}/standard/{{dataset}}/{{model}}.parquet",
+        predictions=LAYOUT.path("standard"),
     log:
-        f"{LOGS}/standard/{{dataset}}/{{model}}.log",
+        LAYOUT.log("standard_eval"),
     conda:
         CONDA_ENV
     threads: workflow.cores

@@ -4,11 +4,11 @@
 
 rule box_masks:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
     output:
-        masks=f"{RESULTS}/masks/{{dataset}}/bbox.parquet",
+        masks=LAYOUT.path("masks", method="bbox"),
     log:
-        f"{LOGS}/masks/{{dataset}}/bbox.log",
+        LAYOUT.log("box_masks"),
     conda:
         CONDA_ENV
     script:
@@ -17,12 +17,12 @@ rule box_masks:
 
 rule sam_masks:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
         checkpoint=sam_checkpoint_input,
     output:
-        masks=f"{RESULTS}/masks/{{dataset}}/{{method}}.parquet",
+        masks=LAYOUT.path("masks"),
     log:
-        f"{LOGS}/masks/{{dataset}}/{{method}}.log",
+        LAYOUT.log("sam_masks"),
     wildcard_constraints:
         method="sam_box|sam_auto",
     conda:
@@ -37,17 +37,17 @@ rule sam_masks:
 
 rule contact_sheet:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
-        masks=f"{RESULTS}/masks/{{dataset}}/{{method}}.parquet",
+        manifest=LAYOUT.path("manifest"),
+        masks=LAYOUT.path("masks"),
     output:
         png=report(
-            f"{RESULTS}/masks/{{dataset}}/{{method}}_contact_sheet.png",
+            LAYOUT.path("contact_sheet"),
             caption="../report/contact_sheet.rst",
             category="Masks",
             labels={"dataset": "{dataset}", "method": "{method}"},
         ),
     log:
-        f"{LOGS}/masks/{{dataset}}/{{method}}_contact_sheet.log",
+        LAYOUT.log("contact_sheet"),
     conda:
         CONDA_ENV
     script:

@@ -9,27 +9,27 @@ MULTILABEL_TABLE = [
         "dataset": d,
         "model": m,
         "adapter": CFG.datasets[d].adapter,
-        "predictions": f"{RESULTS}/predictions/{d}/original/{m}.parquet",
-        "manifest": f"{RESULTS}/datasets/{d}/manifest.parquet",
-        "labels": f"{RESULTS}/labels/{d}/multilabel.parquet",
-        "metrics": f"{RESULTS}/analysis/{scored_name(d, 'multilabel')}/original/{m}/metrics.json",
+        "predictions": LAYOUT.path("predictions", dataset=d, variant="original", model=m),
+        "manifest": LAYOUT.path("manifest", dataset=d),
+        "labels": LAYOUT.path("labels", dataset=d, labels_file="multilabel.parquet"),
+        "metrics": LAYOUT.path("metrics", scored=scored_name(d, "multilabel"), variant="original", model=m),
     }
     for m in MODELS
     for d in DATASETS
     if "multilabel" in CFG.datasets[d].label_sets
 ]
 # `all` builds the table when a dataset is scored with the multilabel label set
-MULTILABEL_OUTPUTS = [f"{RESULTS}/table_multilabel.csv", f"{RESULTS}/table_multilabel.md"] if MULTILABEL_TABLE else []
+MULTILABEL_OUTPUTS = [LAYOUT.path("table_multilabel", ext=ext) for ext in ("csv", "md")] if MULTILABEL_TABLE else []
 
 
 rule multilabel_labels:
     input:
         annotations=ANNOTATIONS.fetched or ANNOTATIONS.spec.path if ANNOTATIONS else [],
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
     output:
-        f"{RESULTS}/labels/{{dataset}}/multilabel.parquet",
+        LAYOUT.path("labels", labels_file="multilabel.parquet"),
     log:
-        f"{LOGS}/labels/{{dataset}}.log",
+        LAYOUT.log("multilabel_labels"),
     wildcard_constraints:
         dataset=_alternation(MULTILABEL_DATASETS),
     conda:
@@ -45,10 +45,12 @@ rule table_multilabel:
     input:
         files=[row[key] for row in MULTILABEL_TABLE for key in ("predictions", "manifest", "labels", "metrics")],
     output:
-        csv=report(f"{RESULTS}/table_multilabel.csv", caption="../report/table_multilabel.rst", category="Tables"),
-        md=f"{RESULTS}/table_multilabel.md",
+        csv=report(
+            LAYOUT.path("table_multilabel", ext="csv"), caption="../report/table_multilabel.rst", category="Tables"
+        ),
+        md=LAYOUT.path("table_multilabel", ext="md"),
     log:
-        f"{LOGS}/tables/table_multilabel.log",
+        LAYOUT.log("table", table="table_multilabel"),
     conda:
         CONDA_ENV
     params:

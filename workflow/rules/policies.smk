@@ -16,29 +16,29 @@ POLICY_TRANSFERS = [
 
 # Every policies document scored on each scored dataset: cross-validated, then transferred into it.
 POLICY_DOCUMENTS = {
-    s: [f"{RESULTS}/policies/{s}/{v}/{m}.json" for v in variants(d) for m in MODELS]
+    s: [LAYOUT.path("policies", scored=s, variant=v, model=m) for v in variants(d) for m in MODELS]
     + [
-        f"{RESULTS}/policies/transfer/{source}/{s}/{v}/{m}.json"
+        LAYOUT.path("policy_transfer", source=source, scored=s, variant=v, model=m)
         for source, target, v in POLICY_TRANSFERS
         if target == s
         for m in MODELS
     ]
     for s, (d, _) in SCORED.items()
 }
-POLICY_OUTPUTS = [f"{RESULTS}/table_zoom_policies.csv", f"{RESULTS}/table_zoom_policies.md"] + [
-    f"{RESULTS}/figures/{s}/zoom_policies.png" for s in SCORED
+POLICY_OUTPUTS = [LAYOUT.path("table_zoom_policies", ext=ext) for ext in ("csv", "md")] + [
+    LAYOUT.path("zoom_policies_figure", scored=s) for s in SCORED
 ]
 
 
 rule zoom_policies:
     input:
-        matrix=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/correct.npz",
-        metrics=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/metrics.json",
-        predictions=lambda wc: f"{RESULTS}/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
+        matrix=LAYOUT.path("correct"),
+        metrics=LAYOUT.path("metrics"),
+        predictions=of_scored("predictions"),
     output:
-        f"{RESULTS}/policies/{{scored}}/{{variant}}/{{model}}.json",
+        LAYOUT.path("policies"),
     log:
-        f"{LOGS}/policies/{{scored}}/{{variant}}/{{model}}.log",
+        LAYOUT.log("zoom_policies"),
     wildcard_constraints:
         scored=_alternation(SCORED),
     conda:
@@ -51,15 +51,15 @@ rule zoom_policies:
 
 rule zoom_policies_transfer:
     input:
-        source_matrix=f"{RESULTS}/analysis/{{source}}/{{variant}}/{{model}}/correct.npz",
-        source_predictions=lambda wc: f"{RESULTS}/predictions/{SCORED[wc.source][0]}/{wc.variant}/{wc.model}.parquet",
-        matrix=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/correct.npz",
-        metrics=f"{RESULTS}/analysis/{{scored}}/{{variant}}/{{model}}/metrics.json",
-        predictions=lambda wc: f"{RESULTS}/predictions/{SCORED[wc.scored][0]}/{wc.variant}/{wc.model}.parquet",
+        source_matrix=LAYOUT.path("correct", scored="{source}"),
+        source_predictions=of_scored("predictions", scored="source"),
+        matrix=LAYOUT.path("correct"),
+        metrics=LAYOUT.path("metrics"),
+        predictions=of_scored("predictions"),
     output:
-        f"{RESULTS}/policies/transfer/{{source}}/{{scored}}/{{variant}}/{{model}}.json",
+        LAYOUT.path("policy_transfer"),
     log:
-        f"{LOGS}/policies/transfer/{{source}}/{{scored}}/{{variant}}/{{model}}.log",
+        LAYOUT.log("zoom_policies_transfer"),
     wildcard_constraints:
         source=_alternation(SCORED),
         scored=_alternation(SCORED),
@@ -74,12 +74,16 @@ rule zoom_policies_transfer:
 rule table_zoom_policies:
     input:
         documents=[path for paths in POLICY_DOCUMENTS.values() for path in paths],
-        tta=f"{RESULTS}/table_tta.csv" if CFG.policies.memo else [],
+        tta=LAYOUT.path("table_tta", ext="csv") if CFG.policies.memo else [],
     output:
-        csv=report(f"{RESULTS}/table_zoom_policies.csv", caption="../report/table_zoom_policies.rst", category="Tables"),
-        md=f"{RESULTS}/table_zoom_policies.md",
+        csv=report(
+            LAYOUT.path("table_zoom_policies", ext="csv"),
+            caption="../report/table_zoom_policies.rst",
+            category="Tables",
+        ),
+        md=LAYOUT.path("table_zoom_policies", ext="md"),
     log:
-        f"{LOGS}/tables/table_zoom_policies.log",
+        LAYOUT.log("table", table="table_zoom_policies"),
     conda:
         CONDA_ENV
     params:
@@ -91,17 +95,17 @@ rule table_zoom_policies:
 rule zoom_policy_figure:
     input:
         documents=lambda wc: POLICY_DOCUMENTS[wc.scored],
-        tta=f"{RESULTS}/table_tta.csv" if CFG.policies.memo else [],
+        tta=LAYOUT.path("table_tta", ext="csv") if CFG.policies.memo else [],
     output:
         report(
-            f"{RESULTS}/figures/{{scored}}/zoom_policies.png",
+            LAYOUT.path("zoom_policies_figure"),
             caption="../report/zoom_policies.rst",
             category="Figures",
             subcategory="{scored}",
             labels={"model": "all", "variant": "all", "figure": "zoom policies"},
         ),
     log:
-        f"{LOGS}/figures/{{scored}}.zoom_policies.log",
+        LAYOUT.log("zoom_policy_figure"),
     wildcard_constraints:
         scored=_alternation(SCORED),
     conda:

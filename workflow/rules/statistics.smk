@@ -3,12 +3,12 @@
 
 rule object_counts:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
         masks=counts_masks_input,
     output:
-        counts=f"{RESULTS}/stats/object_counts/{{dataset}}.parquet",
+        counts=LAYOUT.path("object_counts"),
     log:
-        f"{LOGS}/stats/object_counts/{{dataset}}.log",
+        LAYOUT.log("object_counts"),
     wildcard_constraints:
         dataset=_alternation(STATS_DATASETS),  # count_method is set for these only
     conda:
@@ -21,14 +21,12 @@ rule object_counts:
 
 rule mann_whitney:
     input:
-        counts=[f"{RESULTS}/stats/object_counts/{d}.parquet" for d in STATS_DATASETS],
+        counts=[LAYOUT.path("object_counts", dataset=d) for d in STATS_DATASETS],
     output:
-        csv=report(f"{RESULTS}/stats/mannwhitney.csv", caption="../report/mannwhitney.rst", category="Object counts"),
-        png=report(
-            f"{RESULTS}/stats/object_counts.png", caption="../report/object_counts.rst", category="Object counts"
-        ),
+        csv=report(LAYOUT.path("mann_whitney"), caption="../report/mannwhitney.rst", category="Object counts"),
+        png=report(LAYOUT.path("object_counts_figure"), caption="../report/object_counts.rst", category="Object counts"),
     log:
-        f"{LOGS}/stats/mannwhitney.log",
+        LAYOUT.log("mann_whitney"),
     conda:
         CONDA_ENV
     params:

@@ -4,16 +4,16 @@
 rule table_a8:
     input:
         metrics=[
-            f"{RESULTS}/analysis/{scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=report(f"{RESULTS}/table_a8.csv", caption="../report/table_a8.rst", category="Tables"),
-        md=f"{RESULTS}/table_a8.md",
+        csv=report(LAYOUT.path("table_a8", ext="csv"), caption="../report/table_a8.rst", category="Tables"),
+        md=LAYOUT.path("table_a8", ext="md"),
     log:
-        f"{LOGS}/tables/table_a8.log",
+        LAYOUT.log("table", table="table_a8"),
     conda:
         CONDA_ENV
     params:
@@ -28,16 +28,16 @@ rule table_a8:
 rule table_1:
     input:
         metrics=[
-            f"{RESULTS}/analysis/{scored}/original/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant="original", model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             if "original" in variants(d)
         ],
     output:
-        csv=report(f"{RESULTS}/table_1.csv", caption="../report/table_1.rst", category="Tables"),
-        md=f"{RESULTS}/table_1.md",
+        csv=report(LAYOUT.path("table_1", ext="csv"), caption="../report/table_1.rst", category="Tables"),
+        md=LAYOUT.path("table_1", ext="md"),
     log:
-        f"{LOGS}/tables/table_1.log",
+        LAYOUT.log("table", table="table_1"),
     conda:
         CONDA_ENV
     params:
@@ -49,16 +49,18 @@ rule table_1:
 rule table_zoom_groups:
     input:
         metrics=[
-            f"{RESULTS}/analysis/{scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=report(f"{RESULTS}/table_zoom_groups.csv", caption="../report/table_zoom_groups.rst", category="Tables"),
-        md=f"{RESULTS}/table_zoom_groups.md",
+        csv=report(
+            LAYOUT.path("table_zoom_groups", ext="csv"), caption="../report/table_zoom_groups.rst", category="Tables"
+        ),
+        md=LAYOUT.path("table_zoom_groups", ext="md"),
     log:
-        f"{LOGS}/tables/table_zoom_groups.log",
+        LAYOUT.log("table", table="table_zoom_groups"),
     conda:
         CONDA_ENV
     params:
@@ -70,16 +72,18 @@ rule table_zoom_groups:
 rule table_aggregation:
     input:
         metrics=[
-            f"{RESULTS}/analysis/{scored}/original/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant="original", model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             if "original" in variants(d)
         ],
     output:
-        csv=report(f"{RESULTS}/table_aggregation.csv", caption="../report/table_aggregation.rst", category="Tables"),
-        md=f"{RESULTS}/table_aggregation.md",
+        csv=report(
+            LAYOUT.path("table_aggregation", ext="csv"), caption="../report/table_aggregation.rst", category="Tables"
+        ),
+        md=LAYOUT.path("table_aggregation", ext="md"),
     log:
-        f"{LOGS}/tables/table_aggregation.log",
+        LAYOUT.log("table", table="table_aggregation"),
     conda:
         CONDA_ENV
     params:
@@ -91,16 +95,20 @@ rule table_aggregation:
 rule table_imagenet_hard:
     input:
         metrics=[
-            f"{RESULTS}/analysis/{scored}/original/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant="original", model=m)
             for m in MODELS
             for scored, (d, label_set) in SCORED.items()
             if d in HARD_DATASETS and label_set == "in" and "original" in variants(d)
         ],
     output:
-        csv=report(f"{RESULTS}/table_imagenet_hard.csv", caption="../report/table_imagenet_hard.rst", category="Tables"),
-        md=f"{RESULTS}/table_imagenet_hard.md",
+        csv=report(
+            LAYOUT.path("table_imagenet_hard", ext="csv"),
+            caption="../report/table_imagenet_hard.rst",
+            category="Tables",
+        ),
+        md=LAYOUT.path("table_imagenet_hard", ext="md"),
     log:
-        f"{LOGS}/tables/table_imagenet_hard.log",
+        LAYOUT.log("table", table="table_imagenet_hard"),
     conda:
         CONDA_ENV
     params:
@@ -113,18 +121,21 @@ rule table_imagenet_hard:
 rule leaderboard:
     input:
         metrics=[
-            f"{RESULTS}/analysis/{scored}/{v}/{m}/metrics.json"
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS
             for scored, (d, _) in SCORED.items()
             for v in variants(d)
         ],
     output:
-        csv=f"{RESULTS}/leaderboard.csv",
-        md=f"{RESULTS}/leaderboard.md",
-        html=f"{RESULTS}/leaderboard.html",
+        csv=LAYOUT.path("leaderboard", ext="csv"),
+        md=LAYOUT.path("leaderboard", ext="md"),
+        html=LAYOUT.path("leaderboard", ext="html"),
     log:
-        f"{LOGS}/tables/leaderboard.log",
+        LAYOUT.log("table", table="leaderboard"),
     conda:
         CONDA_ENV
+    params:
+        # the rows' datasets and prediction files are read under the run's results root (a limited run's own)
+        limit=CFG.limit,
     script:
         "../scripts/leaderboard.py"

@@ -12,16 +12,16 @@ TTA_MEMO = {**asdict(CFG.tta.memo()), "seed": CFG.tta.seed}
 
 rule tta:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        manifest=LAYOUT.path("manifest"),
         weights=weights_input,
         head=head_input,
     output:
         # update: Snakemake keeps the old file until the job renames the new one onto it (tta writes atomically),
         # so a killed forced rerun never leaves Table 5 without a file it read; the file is marked incomplete
         # instead, and the next run reruns the job (rerun-incomplete, profiles/default) and then the table.
-        update(f"{RESULTS}/tta/{{dataset}}/{{method}}/{{model}}.parquet"),
+        update(LAYOUT.path("tta")),
     log:
-        f"{LOGS}/tta/{{dataset}}/{{method}}/{{model}}.log",
+        LAYOUT.log("tta"),
     wildcard_constraints:
         method=_alternation(TTA_METHODS),
     conda:
@@ -41,18 +41,18 @@ rule tta:
 rule table_tta:
     input:
         predictions=[
-            f"{RESULTS}/tta/{d}/{method}/{m}.parquet"
+            LAYOUT.path("tta", dataset=d, method=method, model=m)
             for method in CFG.tta.methods
             for m in TTA_MODELS
             for d in TTA_DATASETS
         ],
-        manifests=[f"{RESULTS}/datasets/{d}/manifest.parquet" for d in TTA_DATASETS],
-        bad_images=[f"{RESULTS}/datasets/{d}/bad_images.csv" for d in TTA_DATASETS],
+        manifests=[LAYOUT.path("manifest", dataset=d) for d in TTA_DATASETS],
+        bad_images=[LAYOUT.path("bad_images", dataset=d) for d in TTA_DATASETS],
     output:
-        csv=report(f"{RESULTS}/table_tta.csv", caption="../report/table_tta.rst", category="Tables"),
-        md=f"{RESULTS}/table_tta.md",
+        csv=report(LAYOUT.path("table_tta", ext="csv"), caption="../report/table_tta.rst", category="Tables"),
+        md=LAYOUT.path("table_tta", ext="md"),
     log:
-        f"{LOGS}/tables/table_tta.log",
+        LAYOUT.log("table", table="table_tta"),
     conda:
         CONDA_ENV
     params:

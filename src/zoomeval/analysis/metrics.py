@@ -93,6 +93,8 @@ def write_metrics(metrics: Metrics, cover: dict[str, Any], metrics_path: str | o
 def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     """The metrics in a metrics.json (or cover.json) of any schema version so far; refuses anything else."""
     document = read_json(path)
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: not a metrics document (a JSON object); re-run the analysis")
     version = document.pop("schema_version", 1)
     if version == 1 and "acc_top36" in document:
         document["acc_top_k"] = document.pop("acc_top36")

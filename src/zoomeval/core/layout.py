@@ -1,65 +1,185 @@
 """The results layout, declared once: every file or folder the workflow writes under a results root, as a named
-template with Snakemake-style ``{wildcards}``, with its parser.
+template with Snakemake-style ``{wildcards}``, with its parser; and every job's log under the logs root.
 
 The rule files, the leaderboard, the study index, the browser and the generated output reference
 (``docs/reference/outputs.md``) all take their paths from here; nothing else spells out a ``results/`` path.
-A study's results root is ``results`` unless the config says otherwise (a limited smoke-test run keeps its own).
+A study's results root is ``results`` and its logs lie beside it (``logs``); a limited smoke-test run (config key
+``limit``) keeps its own of each, ``results/limit-N`` and ``logs/limit-N`` (:func:`run_layout`).
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 #: The default results root, relative to the study directory.
 RESULTS = "results"
-#: Logs, relative to the study directory (one per job, mirroring the results' names).
+#: The logs folder (one log per job, mirroring the results' names), beside the results root: ``logs`` for ``results``.
 LOGS = "logs"
 
 _FIELD = re.compile(r"\{(\w+)\}")
 
+# Where an output's columns and schema version are declared: ``module:NAME`` of the stage that writes it (named, not
+# imported: core imports no later stage; the reference page resolves them, zoomeval.core.docs).
+_TABLES = "zoomeval.report.tables"
+_LEFT_OUT = "zoomeval.report.left_out:LEFT_OUT_COLUMNS"
+_PREDICTION_COLUMNS = ("zoomeval.inference.tables:BASE_FIELDS", "zoomeval.inference.tables:TOP5_FIELDS")
+
 
 @dataclass(frozen=True)
 class Output:
-    """One output: its template under the results root and what it holds (one line, for the reference)."""
+    """One output: its template under the results root and what it holds (one line, for the reference); where its
+    columns (in order, ``module:NAME`` each) and its schema version are declared, if they are."""
 
     name: str
     template: str
     what: str
+    columns: tuple[str, ...] = ()
+    schema_version: str | None = None
 
     @property
     def wildcards(self) -> tuple[str, ...]:
         return tuple(_FIELD.findall(self.template))
 
 
-def _outputs(*entries: tuple[str, str, str]) -> dict[str, Output]:
-    return {name: Output(name, template, what) for name, template, what in entries}
+def _outputs(*entries: tuple[object, ...]) -> dict[str, Output]:
+    return {entry[0]: Output(*entry) for entry in entries}
 
 
 #: Every output, by name. Templates are relative to the results root.
 OUTPUTS = _outputs(
-    ("manifest", "datasets/{dataset}/manifest.parquet", "one row per image: id, path, labels, size, boxes"),
+    ("dataset", "datasets/{dataset}", "a dataset's folder: its manifest, bad images and written images"),
+    ("manifest", "datasets/{dataset}/manifest.parquet", "one row per image: id, path, labels, size, boxes",
+     ("zoomeval.core.manifest:SCHEMA",), "zoomeval.core.manifest:SCHEMA_VERSION"),
     ("bad_images", "datasets/{dataset}/bad_images.csv", "the images that could not be decoded, with the error"),
     ("images", "datasets/{dataset}/images", "images an adapter writes (the demo, ImageNet-Hard)"),
-    ("labels", "labels/{dataset}/{labels_file}", "a label set's per-image labels"),
-    ("masks", "masks/{dataset}/{method}.parquet", "object masks per image (boxes or Segment Anything)"),
+    ("labels", "labels/{dataset}/{labels_file}", "a label set's per-image labels (multilabel.parquet)",
+     (), "zoomeval.datasets.multilabel:LABELS_SCHEMA_VERSION"),
+    ("masks", "masks/{dataset}/{method}.parquet", "object masks per image (bbox, sam_box or sam_auto)",
+     (), "zoomeval.masks.boxes:MASKS_SCHEMA_VERSION"),
     ("contact_sheet", "masks/{dataset}/{method}_contact_sheet.png", "the masks over a sample of images"),
-    ("zero_shot_head", "zero_shot/{head}.safetensors", "an open_clip model's zero-shot classifier head"),
-    ("predictions", "predictions/{dataset}/{variant}/{model}.parquet", "top-k per image and zoom transform"),
-    ("aggregates", "predictions/{dataset}/{variant}/{model}.aggregates.parquet", "views averaged per image"),
-    ("standard", "standard/{dataset}/{model}.parquet", "the standard (resize + centre crop) evaluation"),
-    ("tta", "tta/{dataset}/{method}/{model}.parquet", "test-time augmentation predictions"),
-    ("metrics", "analysis/{scored}/{variant}/{model}/metrics.json", "1-crop, upper-bound and cover metrics"),
+    ("zero_shot_head", "zero_shot/{head}.safetensors", "an open_clip model's zero-shot classifier head",
+     (), "zoomeval.inference.zero_shot:HEAD_SCHEMA_VERSION"),
+    ("predictions", "predictions/{dataset}/{variant}/{model}.parquet",
+     "top-k per image and zoom transform (top5 columns with inference.store_top5)",
+     _PREDICTION_COLUMNS, "zoomeval.inference.tables:SCHEMA_VERSION"),
+    ("aggregates", "predictions/{dataset}/{variant}/{model}.aggregates.parquet", "views averaged per image",
+     ("zoomeval.inference.aggregation:FIELDS",), "zoomeval.inference.aggregation:SCHEMA_VERSION"),
+    ("predictions_part", "predictions/{dataset}/{variant}/{model}.part{part}.parquet",
+     "one part of a prediction job (inference.parts > 1; temporary, merged into predictions)"),
+    ("aggregates_part", "predictions/{dataset}/{variant}/{model}.part{part}.aggregates.parquet",
+     "one part's aggregates (temporary, merged into aggregates)"),
+    ("standard", "standard/{dataset}/{model}.parquet", "the standard (resize + centre crop) evaluation",
+     ("zoomeval.inference.standard_eval:FIELDS", "zoomeval.inference.tables:TOP5_FIELDS"),
+     "zoomeval.inference.standard_eval:SCHEMA_VERSION"),
+    ("tta", "tta/{dataset}/{method}/{model}.parquet", "test-time augmentation predictions",
+     ("zoomeval.inference.tta:SCHEMA",), "zoomeval.inference.tta:SCHEMA_VERSION"),
+    ("metrics", "analysis/{scored}/{variant}/{model}/metrics.json", "1-crop, upper-bound and cover metrics",
+     (), "zoomeval.analysis.metrics:METRICS_SCHEMA_VERSION"),
     ("cover", "analysis/{scored}/{variant}/{model}/cover.json", "the greedy and exact set covers"),
     ("correct", "analysis/{scored}/{variant}/{model}/correct.npz", "the image x transform correctness matrix"),
-    ("policies", "policies/{scored}/{variant}/{model}.json", "label-free zoom policies, cross-validated"),
-    ("policy_transfer", "policies/transfer/{source}/{scored}/{variant}/{model}.json", "policies moved across"),
-    ("hard", "hard/{scored}.parquet", "the images no transform classifies correctly"),
-    ("object_counts", "stats/object_counts/{dataset}.parquet", "objects per image (Mann-Whitney U's input)"),
-    ("table", "{table}.{ext}", "a table as CSV or Markdown (table_a8, table_1, ...)"),
+    ("policies", "policies/{scored}/{variant}/{model}.json", "label-free zoom policies, cross-validated",
+     (), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
+    ("policy_transfer", "policies/transfer/{source}/{scored}/{variant}/{model}.json", "policies moved across",
+     (), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
+    ("hard", "hard/{scored}.parquet", "the images no transform classifies correctly (ImageNet-Hard's layout)",
+     ("zoomeval.report.hard_set:HARD_SCHEMA",), "zoomeval.report.hard_set:HARD_SCHEMA_VERSION"),
+    ("hard_summary", "hard/summary.{ext}", "the hard sets' composition by origin (csv, md)",
+     ("zoomeval.report.hard_set:SUMMARY_COLUMNS", _LEFT_OUT)),
+    ("object_counts", "stats/object_counts/{dataset}.parquet", "objects per image (Mann-Whitney U's input)",
+     ("zoomeval.analysis.stats:OBJECT_COUNTS_SCHEMA",), "zoomeval.analysis.stats:OBJECT_COUNTS_SCHEMA_VERSION"),
+    ("mann_whitney", "stats/mannwhitney.csv", "Mann-Whitney U between the object counts of dataset pairs",
+     ("zoomeval.analysis.stats:MANN_WHITNEY_COLUMNS",)),
+    ("object_counts_figure", "stats/object_counts.png", "the object counts' distributions, per dataset"),
+    ("anchor_grid", "figures/{scored}/{variant}/{model}/anchor_grid.png", "accuracy per anchor and scale"),
+    ("scale_curves", "figures/{scored}/{variant}/{model}/scale_curves.png", "accuracy against scale, per anchor"),
+    ("top_k_locations", "figures/{scored}/{variant}/{model}/top_k_locations.png", "where the greedy picks lie"),
+    ("centre_bias", "figures/{scored}/{variant}/{model}/centre_bias.png", "the centre anchor's share of the picks"),
+    ("upper_bounds", "figures/{scored}/upper_bounds.png", "1 crop -> top-k -> all transforms, per model"),
+    ("variants_figure", "figures/{scored}/variants.png", "original, object-only and background-only, per model"),
+    ("zoom_policies_figure", "figures/{scored}/zoom_policies.png", "policy accuracy against forward passes"),
+    ("browser", "browser/index.html", "the per-image browser's page (open it in a browser)"),
+    ("browser_assets", "browser/assets", "the page's script, style and class names"),
+    ("browser_catalogue", "browser/catalogue.js", "the scored datasets the page offers",
+     (), "zoomeval.report.browser_data:BROWSER_SCHEMA_VERSION"),
+    ("browser_data", "browser/data/{scored}", "a scored dataset's index and page shards for the browser",
+     (), "zoomeval.report.browser_data:BROWSER_SCHEMA_VERSION"),
+    ("browser_thumbnails", "browser/thumbnails/{dataset}", "a dataset's thumbnails, shared by its label sets"),
+    ("browser_crops", "browser/crops/{scored}", "the crop of each model's first greedy pick that solves an image"),
+    ("table", "{table}.{ext}", "a table as CSV or Markdown (table_a8, table_1, ...: each below)"),
+    ("table_a8", "table_a8.{ext}", "Table A8: upper bounds on original, object-only and background-only images",
+     (f"{_TABLES}:TABLE_A8_COLUMNS", _LEFT_OUT)),
+    ("table_1", "table_1.{ext}", "Table 1: 1 crop, the top-k cover and all transforms; a column per dataset"),
+    ("table_zoom_groups", "table_zoom_groups.{ext}", "zoom-in, zoom-out and zoom-224 within each greedy cover"),
+    ("table_aggregation", "table_aggregation.{ext}", "the aggregation methods' accuracy on the original images",
+     (f"{_TABLES}:TABLE_AGGREGATION_COLUMNS", _LEFT_OUT)),
+    ("table_imagenet_hard", "table_imagenet_hard.{ext}", "ImageNet-Hard: the standard evaluation beside the card"),
+    ("table_multilabel", "table_multilabel.{ext}", "multi-label accuracy (Shankar et al. 2020) beside top-1",
+     ("zoomeval.report.multilabel_table:COLUMNS", _LEFT_OUT)),
+    ("table_tta", "table_tta.{ext}", "Table 5: test-time adaptation (MEMO) against the standard evaluation"),
+    ("table_zoom_policies", "table_zoom_policies.{ext}", "zoom policies' accuracy against forward passes",
+     ("zoomeval.report.zoom_policies:COLUMNS", _LEFT_OUT), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
+    ("leaderboard", "leaderboard.{ext}", "the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)",
+     ("zoomeval.report.leaderboard:COLUMNS",)),
     ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key"),
-)
+)  # fmt: skip
+
+#: What each wildcard of a template stands for (the output reference's key).
+WILDCARDS = {
+    "dataset": "a dataset of the config (key `datasets`)",
+    "scored": "a dataset as scored with a label set: its name, suffixed `_<label set>` for its other label sets "
+    "(e.g. `imagenet_real`)",
+    "variant": "`original`, `fgset` (object only) or `bgset` (background only)",
+    "model": "a model of the config (key `models`)",
+    "method": "a mask method (`bbox`, `sam_box`, `sam_auto`) or a test-time method (`none`, `memo_augmix`, `memo_rrc`)",
+    "head": "an open_clip model's zero-shot head (its weights and class names)",
+    "labels_file": "a label set's labels file (`multilabel.parquet`)",
+    "part": "a part of a prediction job, 0 to `inference.parts` - 1",
+    "source": "the scored dataset whose fitted policies are applied to `{scored}`",
+    "table": "a table's name",
+    "ext": "a table's format: `csv` or `md` (the leaderboard also `html`)",
+    "download": "a downloaded input, under the resources root",
+    "snapshot": "a Hugging Face snapshot, under the resources root",
+    "extracted": "an extracted archive, under the resources root",
+    "weights": "a model's weights folder, under the resources root",
+}
+
+#: Each job's log, by its rule's name (``dataset``: both manifest rules; ``table``: every table's). Templates are
+#: relative to the logs root.
+JOB_LOGS = {
+    "fetch_url": "fetch/{download}.log",
+    "fetch_hf": "fetch/{snapshot}.log",
+    "extract_archive": "fetch/{extracted}.log",
+    "fetch_weights": "fetch/{weights}.log",
+    "dataset": "datasets/{dataset}.log",
+    "multilabel_labels": "labels/{dataset}.log",
+    "box_masks": "masks/{dataset}/bbox.log",
+    "sam_masks": "masks/{dataset}/{method}.log",
+    "contact_sheet": "masks/{dataset}/{method}_contact_sheet.log",
+    "zero_shot_head": "zero_shot/{head}.log",
+    "predict": "predictions/{dataset}/{variant}/{model}.log",
+    "predict_part": "predictions/{dataset}/{variant}/{model}.part{part}.log",
+    "merge_predictions": "predictions/{dataset}/{variant}/{model}.merge.log",
+    "standard_eval": "standard/{dataset}/{model}.log",
+    "tta": "tta/{dataset}/{method}/{model}.log",
+    "analyze": "analysis/{scored}/{variant}/{model}.log",
+    "zoom_policies": "policies/{scored}/{variant}/{model}.log",
+    "zoom_policies_transfer": "policies/transfer/{source}/{scored}/{variant}/{model}.log",
+    "object_counts": "stats/object_counts/{dataset}.log",
+    "mann_whitney": "stats/mannwhitney.log",
+    "model_figures": "figures/{scored}/{variant}/{model}.log",
+    "dataset_figures": "figures/{scored}.log",
+    "zoom_policy_figure": "figures/{scored}.zoom_policies.log",
+    "browser_thumbnails": "browser/thumbnails/{dataset}.log",
+    "browser_crops": "browser/crops/{scored}.log",
+    "browser_data": "browser/data/{scored}.log",
+    "browser": "browser/site.log",
+    "hard_set": "hard/{scored}.log",
+    "hard_summary": "hard/summary.log",
+    "table": "tables/{table}.log",
+}
 
 
 def _fill(template: str, wildcards: dict[str, object]) -> str:
@@ -70,16 +190,48 @@ def _fill(template: str, wildcards: dict[str, object]) -> str:
     return _FIELD.sub(lambda m: str(wildcards[m[1]]) if m[1] in wildcards else m[0], template)
 
 
+def cases_of(name: str) -> tuple[str, ...]:
+    """The outputs that are cases of output ``name``: its template with some wildcards given (``table_a8`` and the
+    other tables of ``table``), not another file that merely matches it (``aggregates`` of ``predictions``)."""
+    layout = Layout()
+    cases = []
+    for other in OUTPUTS:
+        values = layout.parse(name, layout.path(other)) if other != name else None
+        if values is not None and all("{" not in v or _FIELD.fullmatch(v) for v in values.values()):
+            cases.append(other)
+    return tuple(cases)
+
+
+def relative_to(name: str, page: str, **wildcards: object) -> str:
+    """Output ``name``'s path relative to the folder of output ``page`` (the link a page there gives it)."""
+    folder = posixpath.dirname(OUTPUTS[page].template)
+    return posixpath.relpath(_fill(OUTPUTS[name].template, wildcards), folder or ".")
+
+
 @dataclass(frozen=True)
 class Layout:
-    """The outputs under one results root (``results`` unless a config names another)."""
+    """The outputs under one results root (``results`` unless a config names another) and the jobs' logs under
+    ``logs`` (default: a ``logs`` folder beside the results root, so a run under another root keeps its logs apart)."""
 
     root: str = RESULTS
+    logs: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.logs:
+            object.__setattr__(self, "logs", str(PurePosixPath(self.root).parent / LOGS))
 
     def path(self, name: str, **wildcards: object) -> str:
         """The path of output ``name`` (``metrics``, ...), relative to the study directory; wildcards not given stay
         ``{name}`` for Snakemake to fill."""
         return str(PurePosixPath(self.root) / _fill(OUTPUTS[name].template, wildcards))
+
+    def log(self, rule: str, **wildcards: object) -> str:
+        """The log of a job of ``rule`` (a key of :data:`JOB_LOGS`), as :meth:`path` fills an output's."""
+        return str(PurePosixPath(self.logs) / _fill(JOB_LOGS[rule], wildcards))
+
+    def glob(self, name: str, **wildcards: object) -> str:
+        """:meth:`path` with the wildcards not given as ``*`` (a pattern for ``Path.glob``)."""
+        return _FIELD.sub("*", self.path(name, **wildcards))
 
     def parse(self, name: str, path: str) -> dict[str, str] | None:
         """The wildcards of ``path`` as output ``name`` (relative to the study directory), or None if it is not one."""
@@ -89,10 +241,11 @@ class Layout:
         return None if match is None else match.groupdict()
 
 
-def run_roots(limit: int | None) -> tuple[str, str]:
-    """The results and logs roots of a run: :data:`RESULTS` and :data:`LOGS`, or for a run limited to the first
-    ``limit`` images of each dataset (config key ``limit``) folders of its own under them, so that a smoke test never
-    overwrites or mixes with the full results."""
+def run_layout(limit: int | None) -> Layout:
+    """The layout of a run: the default roots, or for a run limited to the first ``limit`` images of each dataset
+    (config key ``limit``) trees of its own, ``results/limit-N`` and ``logs/limit-N``, so that a smoke test never
+    overwrites or mixes with the full run's results or logs. Both roots are given: the default logs root beside
+    ``results/limit-N`` would be ``results/logs``, inside the full run's results."""
     if limit is None:
-        return RESULTS, LOGS
-    return f"{RESULTS}/limit-{limit}", f"{LOGS}/limit-{limit}"
+        return Layout()
+    return Layout(f"{RESULTS}/limit-{limit}", logs=f"{LOGS}/limit-{limit}")

@@ -33,6 +33,7 @@ from zoomeval.analysis.label_sets import left_out_of, relabel
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.analysis.metrics import read_greedy
 from zoomeval.core.io import write_text
+from zoomeval.core.layout import relative_to
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
 from zoomeval.report.left_out import why
@@ -222,8 +223,8 @@ def index_document(c: Correctness, shown: Shown, models: list[dict[str, Any]], *
         "greedy": [d["greedy"] for d in models],
         "n_scored": len(c.image_ids),
         "n_images": len(shown.records),
-        "thumbnails": f"thumbnails/{fields['dataset']}/",
-        "crops": f"crops/{fields['name']}/",
+        "thumbnails": relative_to("browser_thumbnails", "browser", dataset=fields["dataset"]) + "/",
+        "crops": relative_to("browser_crops", "browser", scored=fields["name"]) + "/",
         "origins": origins,
         "origin": [origins.index(r.origin) for r in shown.records],
         "codes": [[image_codes(c.matrices[m, v][:, shown.columns], c.order).tolist() for v in c.variants]

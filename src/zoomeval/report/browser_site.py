@@ -13,6 +13,7 @@ from pathlib import Path
 from zoomeval import __version__
 from zoomeval.core.classes import description
 from zoomeval.core.io import write_text
+from zoomeval.core.layout import relative_to
 from zoomeval.report.browser_data import BROWSER_SCHEMA_VERSION, script
 
 ASSETS = ("browser.js", "browser.css")
@@ -23,9 +24,11 @@ def write_site(out_dir: str | os.PathLike[str], datasets: Sequence[dict[str, obj
     ``label_set`` and ``n_images`` (images shown) in the order the page offers them."""
     out = Path(out_dir)
     files = resources.files("zoomeval.report") / "browser_assets"
-    write_text(out / "index.html", (files / "index.html").read_text())
+    # the page's own files where the layout puts them (index.html's links expect the layout's names)
+    write_text(out / relative_to("browser", "browser"), (files / "index.html").read_text())
+    assets = out / relative_to("browser_assets", "browser")
     for name in ASSETS:
-        write_text(out / "assets" / name, (files / name).read_text())
-    write_text(out / "assets" / "classes.js", script("classes", [description(i) for i in range(1000)]))
+        write_text(assets / name, (files / name).read_text())
+    write_text(assets / "classes.js", script("classes", [description(i) for i in range(1000)]))
     catalogue = {"schema_version": BROWSER_SCHEMA_VERSION, "zoomeval": __version__, "datasets": list(datasets)}
-    write_text(out / "catalogue.js", script("catalogue", catalogue))
+    write_text(out / relative_to("browser_catalogue", "browser"), script("catalogue", catalogue))

@@ -21,6 +21,7 @@ from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.io import read_metadata, write_csv, write_text
+from zoomeval.core.layout import RESULTS, Layout
 from zoomeval.report.tables import markdown_table
 
 ACCURACIES = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max")
@@ -38,33 +39,38 @@ FORMATS = (".csv", ".md", ".html")
 def split_scored(results: Path, scored: str) -> tuple[str, str]:
     """``(dataset, label set)`` of a scored name (``imagenet_real``: imagenet scored with ReaL), from the datasets
     the study built (``results/datasets/<name>``)."""
-    if (results / "datasets" / scored).is_dir():
+    layout = Layout(str(results))
+    if Path(layout.path("dataset", dataset=scored)).is_dir():
         return scored, "in"
     for label_set in LABEL_SETS:
         dataset = scored.removesuffix(f"_{label_set}")
-        if dataset != scored and (results / "datasets" / dataset).is_dir():
+        if dataset != scored and Path(layout.path("dataset", dataset=dataset)).is_dir():
             return dataset, label_set
-    raise ValueError(f"{results}/analysis/{scored}: no dataset {scored!r} nor one it scores under results/datasets/")
+    raise ValueError(f"{results}/analysis/{scored}: no dataset {scored!r} nor one it scores under {results}/datasets/")
 
 
-def study_rows(directory: Path, study: str, paths: Sequence[Path] | None = None) -> list[dict[str, Any]]:
-    """The rows of one study directory, in path order: of its metrics files ``paths`` (default: all there are)."""
-    results = directory / "results"
-    paths = sorted(results.glob("analysis/*/*/*/metrics.json")) if paths is None else list(paths)
+def study_rows(directory: Path, study: str, paths: Sequence[Path] | None = None, results: str = RESULTS
+               ) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of one study directory, in path order: of its metrics files ``paths`` (default: all there are under
+    its results root ``results``, e.g. a limited run's ``results/limit-2``)."""
+    pattern = Layout(results).glob("metrics")
+    paths = sorted(directory.glob(pattern)) if paths is None else list(paths)
     if not paths:
-        raise ValueError(f"{directory}: no results/analysis/*/*/*/metrics.json; run the study's workflow first")
-    return [_row(path, results, study) for path in paths]
+        raise ValueError(f"{directory}: no {pattern}; run the study's workflow first")
+    root = directory / results
+    return [_row(path, root, study) for path in paths]
 
 
 def _row(path: Path, results: Path, study: str) -> dict[str, Any]:
     scored, variant, model = path.parts[-4:-1]
     metrics = read_metrics(path)
     dataset, label_set = split_scored(results, scored)
-    predictions = results / "predictions" / dataset / variant / f"{model}.parquet"
+    layout = Layout(str(results))
+    predictions = Path(layout.path("predictions", dataset=dataset, variant=variant, model=model))
     if not predictions.is_file():
         raise ValueError(f"{path}: its prediction file {predictions} is missing, so its provenance is unknown")
     meta = read_metadata(predictions)
-    standard = results / "standard" / dataset / f"{model}.parquet"
+    standard = Path(layout.path("standard", dataset=dataset, model=model))
     geometry = (read_metadata(standard).get("geometry") if standard.is_file() else None) or {}
     spec = meta["model"]
     row: dict[str, Any] = {

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TextIO
 
 from zoomeval.core.devices import gpus_at_most
-from zoomeval.core.layout import RESULTS, run_roots
-from zoomeval.core.strict_yaml import load_yaml
+from zoomeval.core.layout import RESULTS, Layout, run_layout
+from zoomeval.core.strict_yaml import load_yaml, refuse_templating
 from zoomeval.preflight import problems
 from zoomeval.registries import load_config
 from zoomeval.run.display import Display
@@ -24,6 +24,9 @@ from zoomeval.run.snakemake_log import SnakemakeLog
 
 #: The study's config, as `zoomeval init` writes it and the study's Snakefile reads it.
 CONFIG = Path("config") / "config.yaml"
+#: The YAML files Snakemake reads in a study before any workflow code runs, rendering a ``__use_yte__`` template's
+#: Python expressions: the config, and the workflow profile it finds beside the study's Snakefile.
+SNAKEMAKE_YAML = (CONFIG, Path("profiles") / "default" / "config.yaml")
 #: Snakemake's console output, under the run's logs root.
 SNAKEMAKE_LOG = "zoomeval-run.log"
 #: Lines of Snakemake's output shown when it fails without a failed job to name.
@@ -34,11 +37,11 @@ REFRESH_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What ``zoomeval run`` starts: targets and roots (relative to the study directory), limit, cores and GPUs."""
+    """What ``zoomeval run`` starts: targets, the run's layout (its results and logs roots, relative to the study
+    directory), limit, cores and GPUs."""
 
     targets: tuple[str, ...]
-    results: str
-    logs: str
+    layout: Layout
     limit: int | None
     cores: int
     gpus: int
@@ -61,14 +64,16 @@ def plan_run(targets: Sequence[str], limit: int | None, cores: int | None) -> tu
     """The run in the current directory (a study's), and the problems the preflight finds in it."""
     if not CONFIG.is_file():
         raise FileNotFoundError(f"{Path.cwd() / CONFIG} does not exist: give a study directory (zoomeval init)")
+    for path in SNAKEMAKE_YAML:
+        refuse_templating(path)
     raw = load_yaml(CONFIG)
     if limit is not None:
         raw["limit"] = limit
     config = load_config(raw, check_paths=False)  # missing files are the preflight's, all of them at once
-    results, logs = run_roots(config.limit)
-    chosen = tuple(limited_target(t, results) for t in targets) or (f"{results}/table_a8.csv",)
-    plan = RunPlan(chosen, results, logs, config.limit, cores or len(os.sched_getaffinity(0)), gpus_at_most() or 0)
-    return plan, problems(config, results)
+    layout = run_layout(config.limit)
+    chosen = tuple(limited_target(t, layout.root) for t in targets) or (layout.path("table_a8", ext="csv"),)
+    plan = RunPlan(chosen, layout, config.limit, cores or len(os.sched_getaffinity(0)), gpus_at_most() or 0)
+    return plan, problems(config, layout)
 
 
 def follow(process: subprocess.Popen[bytes], log: Path, display: Display, state: SnakemakeLog) -> None:
@@ -88,27 +93,27 @@ def follow(process: subprocess.Popen[bytes], log: Path, display: Display, state:
 
 def summary(plan: RunPlan, state: SnakemakeLog, status: int) -> list[str]:
     """What the run prints at its end: Table A8 (Markdown), then the paths of the browser, report and logs."""
-    table, browser = Path(plan.results, "table_a8.md"), Path(plan.results, "browser", "index.html")
+    table, browser = Path(plan.layout.path("table_a8", ext="md")), Path(plan.layout.path("browser"))
     wanted = {"all", str(table), str(table.with_suffix(".csv"))} & set(plan.targets)  # not an older run's table
     built = status == 0 and table.is_file() and bool(wanted)
     lines = [table.read_text()] if built else []
     lines += [f"failed: {job.label}: {', '.join(job.logs)}" for job in state.failed]
     if status != 0 and not state.failed:  # Snakemake stopped before or between jobs: its own last words
-        output = Path(plan.logs, SNAKEMAKE_LOG).read_text(errors="replace").splitlines()
+        output = Path(plan.layout.logs, SNAKEMAKE_LOG).read_text(errors="replace").splitlines()
         lines += [line for line in output if line.strip()][-TAIL_LINES:]
     if built:
         lines.append(f"Table A8: {table} and {table.with_suffix('.csv')}")
     lines.append(f"browser: {browser}" if browser.is_file() else "browser: not built (target `all` builds it)")
     config = f" --config limit={plan.limit}" if plan.limit is not None else ""
-    lines.append(f"report: snakemake --report {plan.results}/report.html{config} (once `all` is built)")
-    lines.append(f"logs: {plan.logs}/ (Snakemake's own output: {plan.logs}/{SNAKEMAKE_LOG})")
+    lines.append(f"report: snakemake --report {plan.layout.root}/report.html{config} (once `all` is built)")
+    lines.append(f"logs: {plan.layout.logs}/ (Snakemake's own output: {plan.layout.logs}/{SNAKEMAKE_LOG})")
     return lines
 
 
 def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, SnakemakeLog]:
     """Start Snakemake for ``plan`` and show its progress on ``screen``; its exit status (130 if interrupted while
     it ended well) and final state."""
-    log = Path(plan.logs, SNAKEMAKE_LOG)
+    log = Path(plan.layout.logs, SNAKEMAKE_LOG)
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"running: snakemake {' '.join(plan.argv()[3:])} (its output: {log})", file=screen)
     display, state = Display(screen), SnakemakeLog()
