@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zoomeval.core.cells import csv_cell
+
 #: Key of the JSON document stored in each Parquet file's key-value metadata.
 METADATA_KEY = b"zoomeval"
 
@@ -68,10 +70,11 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """The one CSV writer of every table: each cell made safe (:func:`zoomeval.core.cells.csv_cell`)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerow([csv_cell(c) for c in header])
+    writer.writerows([csv_cell(c) for c in row] for row in rows)
     write_text(path, buf.getvalue())
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.stats import accuracy_interval
+from zoomeval.core.cells import markdown_cell
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
@@ -45,7 +46,11 @@ def _cell(column: str, value: Any) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+    """The one Markdown table writer: each cell made safe (:func:`zoomeval.core.cells.markdown_cell`)."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(map(markdown_cell, cells)) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
 
 
 def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], title: str,
