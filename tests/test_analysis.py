@@ -1,5 +1,6 @@
 """Table A8 cells recomputed by hand from a small prediction file."""
 
+import hashlib
 import json
 from dataclasses import replace
 
@@ -191,7 +192,18 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert list(document) == ["schema_version", *METRICS_KEYS]
-    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 4
+    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 5
+    # what it was computed from: the prediction file's sha256 and the comparability key
+    digest = hashlib.sha256((tmp_path / "p.parquet").read_bytes()).hexdigest()
+    assert document["inputs"] == {"predictions": {"path": str(tmp_path / "p.parquet"), "sha256": digest},
+                                  "standard": None}  # fmt: skip
+    images = hashlib.sha256(b'[["a", [5]], ["b", [7, 9]], ["c", [3]]]').hexdigest()
+    assert document["key"] == {
+        "dataset": "toy", "images": images, "class_set": "full", "label_set": "in", "variant": "original",
+        "scales": SCALES, "anchors": 9, "resize_backend": None, "model": None, "weights_sha256": None,
+        "input_size": 224, "mean": None, "std": None, "precision": None, "compile": None, "channels_last": None,
+        "top_k": 1, "zoomeval": None, "zoomeval_commit": None,
+    }  # fmt: skip
     assert document["left_out"] == {"dataset": "toy", "bad": {"unreadable": 2}, "unscored": {}}
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
     assert read_metrics(tmp_path / "metrics.json") == analysis.metrics
@@ -218,8 +230,8 @@ def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
     assert read_metrics(tmp_path / "v2.json") == unrecorded and metrics.acc_standard is None
     (tmp_path / "v3.json").write_text(json.dumps({**version_3, "schema_version": 3}))
     assert read_metrics(tmp_path / "v3.json") == unrecorded
-    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 5}))
-    with pytest.raises(ValueError, match="schema_version 5 .* upgrade zoomeval"):
+    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 6}))
+    with pytest.raises(ValueError, match="schema_version 6 .* upgrade zoomeval"):
         read_metrics(tmp_path / "new.json")
     del old["n_classes"]
     (tmp_path / "partial.json").write_text(json.dumps(old))

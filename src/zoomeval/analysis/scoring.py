@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from zoomeval.analysis.aggregation_scores import aggregation_accuracy
+from zoomeval.analysis.comparability import comparability_key, file_input
 from zoomeval.analysis.cover import Pick, greedy_cover
 from zoomeval.analysis.cover_breakdown import top_k_locations, zoom_groups
 from zoomeval.analysis.exact_cover import ExactCover, exact_cover
@@ -167,7 +168,10 @@ def analyze_predictions(
         top_k=top_k,
         acc_standard=None if standard is None or not len(standard) else 100 * float(standard.mean()),
         left_out=left_out,
-    )
+        inputs={"predictions": file_input(predictions_path),
+                "standard": None if standard_path is None else file_input(standard_path)},
+        key=comparability_key(meta, records, order, label_set, top_k),
+    )  # fmt: skip
     return Analysis(metrics, cover, matrix, order, records, meta["crop_size"])
 
 
