@@ -1,5 +1,9 @@
 # Stage 5: tables.
 
+from zoomeval.core.layout import Layout
+
+STUDY_INDEX = Layout().path("study_index")
+
 
 rule table_a8:
     input:
@@ -101,9 +105,30 @@ rule table_imagenet_hard:
         "../scripts/table_imagenet_hard.py"
 
 
-# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies).
+# The study index, written last: every finished result with its sha256 and comparability key (report/study_index.py).
+rule study_index:
+    input:
+        metrics=[
+            Layout().path("metrics", scored=scored, variant=v, model=m)
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            for v in variants(d)
+        ],
+    output:
+        index=STUDY_INDEX,
+    log:
+        "logs/tables/study_index.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/study_index.py"
+
+
+# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies),
+# read through the study index as the command reads any study.
 rule leaderboard:
     input:
+        index=STUDY_INDEX,
         metrics=[
             f"results/analysis/{scored}/{v}/{m}/metrics.json"
             for m in MODELS

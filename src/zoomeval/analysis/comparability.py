@@ -13,7 +13,7 @@ from typing import Any
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import Transform
+from zoomeval.core.zoom import transforms
 
 #: The comparability key's fields, in the order notes name them.
 KEY_FIELDS = (
@@ -39,20 +39,19 @@ def class_set(meta: dict[str, Any]) -> str:
     return "full" if indices is None else f"subset of {len(indices)} classes ({digest(indices)[:12]})"
 
 
-def comparability_key(meta: dict[str, Any], records: Sequence[Record], order: Sequence[Transform], label_set: str,
-                      top_k: int) -> dict[str, Any]:  # fmt: skip
-    """The key of a result from its prediction file's metadata ``meta``, the scored ``records``, the transforms
-    searched (``order``), the label set and the greedy picks counted."""
+def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: int) -> dict[str, Any]:
+    """The key of a result from its prediction file's metadata ``meta``, the digest of the scored images
+    (:func:`images_digest`), the label set and the greedy picks counted."""
     model = meta.get("model") or {}
     arch_tag = f"{model['architecture']}.{model['weights']}" if {"architecture", "weights"} <= model.keys() else None
+    order = transforms(list(meta.get("scales") or []))
     key = {
-        "dataset": meta.get("dataset"), "images": images_digest(records), "class_set": class_set(meta),
-        "label_set": label_set, "variant": meta.get("variant"), "scales": meta.get("scales"),
-        "anchors": len({(t.row, t.col) for t in order}), "resize_backend": meta.get("resize_backend"),
-        "model": arch_tag, "weights_sha256": model.get("weights_sha256"), "input_size": meta.get("crop_size"),
-        "mean": model.get("mean"), "std": model.get("std"), "precision": meta.get("precision"),
-        "compile": meta.get("compile"), "channels_last": meta.get("channels_last"), "top_k": top_k,
-        "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
+        "dataset": meta.get("dataset"), "images": images, "class_set": class_set(meta), "label_set": label_set,
+        "variant": meta.get("variant"), "scales": meta.get("scales"), "anchors": len({(t.row, t.col) for t in order}),
+        "resize_backend": meta.get("resize_backend"), "model": arch_tag, "weights_sha256": model.get("weights_sha256"),
+        "input_size": meta.get("crop_size"), "mean": model.get("mean"), "std": model.get("std"),
+        "precision": meta.get("precision"), "compile": meta.get("compile"), "channels_last": meta.get("channels_last"),
+        "top_k": top_k, "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
     }  # fmt: skip
     return {field: key[field] for field in KEY_FIELDS}
 

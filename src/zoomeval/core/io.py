@@ -69,13 +69,17 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
         tmp.write_text(text)
 
 
-def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """The one CSV writer of every table: each cell made safe (:func:`zoomeval.core.cells.csv_cell`)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([csv_cell(c) for c in header])
     writer.writerows([csv_cell(c) for c in row] for row in rows)
-    write_text(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    write_text(path, csv_text(header, rows))
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
