@@ -205,5 +205,9 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
     scores["acc_standard"] = None if correct is None or not len(correct) else 100 * float(correct.mean())
     for field in VERIFIED:
         if not same_number(getattr(metrics, field), scores[field]):
-            raise ValueError(f"{path}: {field} is {getattr(metrics, field)}, but {scores[field]} recomputed from "
-                             f"{result.inputs['predictions']}; re-run its analysis")  # fmt: skip
+            raise ValueError(f"{path}: {field} is {_shown(getattr(metrics, field))}, but {_shown(scores[field])} "
+                             f"recomputed from {result.inputs['predictions']}; re-run its analysis")  # fmt: skip
+
+
+def _shown(value: float | None) -> str:
+    return "null" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
