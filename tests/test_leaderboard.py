@@ -19,7 +19,6 @@ from scipy.stats import binomtest
 
 from tests.chromium import CHROMIUM, Chromium
 from zoomeval.analysis.comparability import KEY_FIELDS
-from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.io import read_json, write_json, write_parquet
@@ -27,7 +26,7 @@ from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record, write_manifest
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.tables import BASE_FIELDS
-from zoomeval.report.leaderboard import ACCURACIES, COLUMNS
+from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING
 from zoomeval.report.study_index import write_index
 
 LAYOUT = Layout()
@@ -53,8 +52,8 @@ def hit(seed: int, i: int, t: Transform) -> bool:
     return (i * (3 * t.row + t.col + 1) + t.scale // 32 + seed) % 7 == 0
 
 
-def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, dataset: str = "demo",
-          label_sets=("in",), top_k: int = 3, records=RECORDS, meta=None, spec=None, variant="original") -> Path:  # fmt: skip
+def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, dataset: str = "demo", label_sets=("in",),
+          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original") -> Path:  # fmt: skip
     """A finished study of one model: its files as the workflow writes them, the analysis run from the study
     directory (paths relative to it) and the study sealed by its index."""
     order = transforms(scales)
@@ -74,7 +73,8 @@ def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, datase
     metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales, **(meta or {})}
     write_parquet(folder / files["predictions"], table, metadata)
     standard = [(r.labels[0] if int(r.image_id[1:]) % 3 == seed % 3 else 998) for r in records]
-    top5 = [[p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994] for p, r in zip(standard, records)]
+    top5 = [[p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994]
+            for p, r in zip(standard, records, strict=True)]
     write_parquet(folder / files["standard"], pa.table({"image_id": [r.image_id for r in records],
                   "pred": pa.array(standard, pa.int16()), "top5": pa.array(top5, pa.list_(pa.int16()))}),
                   {"model": spec, "geometry": GEOMETRY})  # fmt: skip
@@ -185,19 +185,22 @@ def test_two_studies_of_one_config_are_one_group_with_the_same_numbers(tmp_path)
     assert len({r["group"] for r in rows}) == 1 and len({r["key_sha256"] for r in rows}) == 1
     numbers = ["acc_standard", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact"]
     assert [r[c] for c in numbers for r in rows[:1]] == [r[c] for c in numbers for r in rows[1:]]
-    assert [(r["study"], r["note"]) for r in rows] == [("a", "same numbers as study b"), ("b", "same numbers as study a")]
+    assert [(r["study"], r["note"]) for r in rows] == [("a", "same numbers as study b"),
+                                                       ("b", "same numbers as study a")]  # fmt: skip
 
 
 #: one change of each comparability-key field (anchors: the 3 x 3 grid is fixed in the code, so no study differs)
 CHANGES = {
     "dataset": {"dataset": "demo2"}, "images": {"records": RECORDS[:-1]},
-    "class_set": {"meta": {"class_set": "subset", "class_indices": [0, 1, 2, 3]}}, "label_set": {"label_sets": ("real",)},
+    "class_set": {"meta": {"class_set": "subset", "class_indices": [0, 1, 2, 3]}},
+    "label_set": {"label_sets": ("real",)},
     "scales": {"scales": [64, 256]}, "resize_backend": {"meta": {"resize_backend": "torch"}},
     "model": {"spec": {"architecture": "resnet18"}}, "weights_sha256": {"spec": {"weights_sha256": "cd" * 32}},
     "input_size": {"meta": {"crop_size": 256}}, "mean": {"spec": {"mean": [0.5, 0.5, 0.5]}},
     "std": {"spec": {"std": [0.5, 0.5, 0.5]}}, "precision": {"meta": {"precision": "bf16"}},
     "compile": {"meta": {"compile": True}}, "channels_last": {"meta": {"channels_last": True}},
-    "top_k": {"top_k": 2}, "variant": {"variant": "fg"}, "zoomeval": {"meta": {"zoomeval": "0.2.0"}}, "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}},
+    "top_k": {"top_k": 2}, "variant": {"variant": "fg"}, "zoomeval": {"meta": {"zoomeval": "0.2.0"}},
+    "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}},
 }  # fmt: skip
 
 
@@ -206,7 +209,11 @@ def test_changing_any_key_field_separates_the_groups_and_the_note_names_it(tmp_p
     assert set(CHANGES) == set(KEY_FIELDS) - {"anchors"}
     rows = board(study(tmp_path / "a"), study(tmp_path / "b", **CHANGES[field]))
     assert len({r["key_sha256"] for r in rows}) == 2
+    (a,) = [r for r in rows if r["study"] == "a"]
     (b,) = [r for r in rows if r["study"] == "b"]
+    if field in HEADING:  # the heading names the field: demo / original / in
+        assert a["group"] != b["group"] and b["note"] == ""
+        return
     note = b["note"].removeprefix("kept apart from the rows with ")
     assert note.split(" ")[0] == field or f", {field} " in note, b["note"]
 
@@ -237,7 +244,7 @@ def test_a_half_finished_study_is_refused_or_listed_apart(tmp_path) -> None:
     proc = zoomeval("leaderboard", str(tmp_path / "done"), str(tmp_path / "half"), "--allow-stale")
     assert proc.returncode == 0
     assert "| r50 | done |" in proc.stdout and "| r50 | half |" not in proc.stdout
-    assert f"## Left apart (--allow-stale)" in proc.stdout and f"- {tmp_path / 'half' / predictions}" in proc.stdout
+    assert "## Left apart (--allow-stale)" in proc.stdout and f"- {tmp_path / 'half' / predictions}" in proc.stdout
     assert proc.stderr.startswith(f"zoomeval leaderboard: left apart: {tmp_path / 'half' / predictions}: changed")
     # an unsealed study (no index) is refused naming the index
     (tmp_path / "half" / LAYOUT.path("study_index")).unlink()

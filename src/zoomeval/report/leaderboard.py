@@ -4,9 +4,10 @@ label set) from each study's index (``results/study.json``), each result verifie
 they apply and where each number comes from (the prediction file's metadata and the files' sha256).
 
 Rows are compared only within a group that shares the full comparability key
-(:data:`zoomeval.analysis.comparability.KEY_FIELDS`); a group is noted with the fields that keep it apart from the
-groups nearest it. The same model on the same group from two studies gives two rows, each noting whether the
-other's numbers agree: rows are reported, never averaged. A study given twice is reported once, with a note.
+(:data:`zoomeval.analysis.comparability.KEY_FIELDS`); each group's heading names its dataset, variant and label
+set, and its rows note the other key fields that keep it apart from the nearest groups of the same heading. The same
+model on the same group from two studies gives two rows, each noting whether the other's numbers agree: rows are
+reported, never averaged. A study given twice is reported once, with a note.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ FORMATS = (".csv", ".md", ".html")
 LEFT_APART = "Left apart (--allow-stale): stale, missing, tampered or malformed"
 #: Groups further apart than this many key fields are not noted against each other (their headings differ).
 NEAREST = 3
+#: The key fields a group's heading names.
+HEADING = ("dataset", "variant", "label_set")
 
 
 def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False
@@ -102,7 +105,7 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
     study was given more than once."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(row["key_sha256"], []).append(row)
+        groups.setdefault(row["key_sha256"], []).append(row)  # the key's own digest: rows alike in every field
     keys = {name: members[0]["key"] for name, members in groups.items()}
     labels = {name: _describe(keys[name], members[0]["n_images"]) for name, members in groups.items()}
     out = []
@@ -121,8 +124,11 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
 
 
 def _nearest(name: str, keys: dict[str, dict[str, Any]]) -> list[str]:
-    """The other groups whose keys differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
-    distance = {o: len(key_differences(keys[o], keys[name])) for o in keys if o != name}
+    """The other groups of the same heading fields (dataset, variant, label set: the heading names them) whose keys
+    differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
+    heading = [keys[name][f] for f in HEADING]
+    distance = {o: len(key_differences(keys[o], keys[name])) for o in keys
+                if o != name and [keys[o][f] for f in HEADING] == heading}  # fmt: skip
     least = min(distance.values(), default=0)
     return [o for o, d in distance.items() if d == least <= NEAREST]
 
