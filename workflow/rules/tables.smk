@@ -1,9 +1,5 @@
 # Stage 5: tables.
 
-from zoomeval.core.layout import Layout
-
-STUDY_INDEX = Layout().path("study_index")
-
 
 rule table_a8:
     input:
@@ -103,6 +99,11 @@ rule table_imagenet_hard:
         models={m: CFG.models[m].entry() for m in MODELS},
     script:
         "../scripts/table_imagenet_hard.py"
+
+
+from zoomeval.core.layout import Layout
+
+STUDY_INDEX = Layout().path("study_index")
 
 
 # The study index, written last: every finished result with its sha256 and comparability key (report/study_index.py).
