@@ -296,7 +296,7 @@ def test_malformed_files_and_options_give_one_line_not_a_traceback(tmp_path) -> 
     table = pq.read_table(predictions)
     forge = json.loads(table.schema.metadata[b"zoomeval"])
     for broken, message in [({k: v for k, v in forge.items() if k != "model"}, "metadata field model is None"),
-                            (None, "no zoomeval metadata; expected a prediction file written by zoomeval")]:
+                            (None, "no zoomeval metadata; expected a file written by zoomeval")]:
         if broken is None:
             pq.write_table(table.replace_schema_metadata({}), predictions)
         else:
@@ -327,6 +327,9 @@ def test_cells_carry_no_formula_markup_column_break_or_escape_code(tmp_path) -> 
     assert zoomeval("leaderboard", *map(str, folders), "-o", str(tmp_path / "b.html")).returncode == 0
     page = (tmp_path / "b.html").read_text()
     assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    (folders[2] / "results/study.json").unlink()  # a refusal naming the folder prints no escape code either
+    line = refused(*folders)
+    assert "\x1b" not in line and "x[31mred/results/study.json: missing" in line
 
 
 def test_a_study_given_twice_is_reported_once_with_a_note(tmp_path) -> None:

@@ -70,10 +70,13 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
     output = Path(args.output) if args.output else None
     directories = [Path(d) for d in args.directories]
-    if args.format == "timm":
-        text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify)
-    else:
-        text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify)
+    try:
+        if args.format == "timm":
+            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify)
+        else:
+            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify)
+    except ValueError as exc:  # its message names files, whose names may hold escape codes
+        raise ValueError(terminal_text(str(exc))) from None
     for line in apart:
         print(terminal_text(f"zoomeval leaderboard: left apart: {line}"), file=sys.stderr)
     if not args.output:

@@ -92,8 +92,10 @@ def check_entry(directory: Path, entry: Entry, layout: Layout = LAYOUT) -> Resul
         raise ValueError(f"{path}: n_images {metrics.n_images} is more than the {meta['n_images']} images of "
                          f"{inputs['predictions']}; expected at most that")  # fmt: skip
     standard = inputs.get("standard")
-    geometry = (read_metadata(standard).get("geometry") if standard else None) or {}
-    return Result(entry, metrics, meta, geometry if isinstance(geometry, dict) else {}, inputs)
+    geometry = (zoomeval_metadata(standard).get("geometry") if standard else None) or {}
+    if not isinstance(geometry, dict):
+        raise ValueError(f"{standard}: metadata field geometry is {geometry!r}; expected an object")
+    return Result(entry, metrics, meta, geometry, inputs)
 
 
 def _inputs(directory: Path, path: Path, metrics: Metrics, layout: Layout) -> dict[str, Path]:
@@ -115,15 +117,23 @@ def _inputs(directory: Path, path: Path, metrics: Metrics, layout: Layout) -> di
     return out
 
 
-def prediction_metadata(path: Path) -> dict[str, Any]:
-    """A prediction file's metadata, refused unless it has what a row needs in the form expected."""
+def zoomeval_metadata(path: Path) -> dict[str, Any]:
+    """The zoomeval metadata of a Parquet file, refused (naming the file) where there is none."""
     try:
         meta = read_metadata(path)
     except KeyError:
-        raise ValueError(f"{path}: no zoomeval metadata; expected a prediction file written by zoomeval") from None
+        raise ValueError(f"{path}: no zoomeval metadata; expected a file written by zoomeval") from None
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
         raise ValueError(f"{path}: not a Parquet file with zoomeval metadata ({exc})") from None
-    model = meta.get("model") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: its zoomeval metadata is a {type(meta).__name__}; expected an object")
+    return meta
+
+
+def prediction_metadata(path: Path) -> dict[str, Any]:
+    """A prediction file's metadata, refused unless it has what a row needs in the form expected."""
+    meta = zoomeval_metadata(path)
+    model = meta.get("model")
     if not isinstance(model, dict) or not all(isinstance(model.get(f), str) for f in MODEL_FIELDS):
         raise ValueError(f"{path}: metadata field model is {model!r}; expected an object with the strings "
                          f"{', '.join(MODEL_FIELDS)}")  # fmt: skip
