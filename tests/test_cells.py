@@ -14,7 +14,6 @@ from zoomeval.report.tables import markdown_table
     ("cell", "written"),
     [
         ('=HYPERLINK("http://x","x")', '\'=HYPERLINK("http://x","x")'),
-        ("+1+1", "'+1+1"),
         ("-1+1", "'-1+1"),
         ("@SUM(A1)", "'@SUM(A1)"),
         ("\tx", "'\tx"),
@@ -24,6 +23,9 @@ from zoomeval.report.tables import markdown_table
         ("-12", "-12"),
         ("-1e-3", "-1e-3"),
         ("-.5", "-.5"),
+        ("+0.52", "+0.52"),
+        ("+1+1", "'+1+1"),
+        ("-1e3+1", "'-1e3+1"),
         ("a=1", "a=1"),
         (-0.5, -0.5),
         (None, None),
