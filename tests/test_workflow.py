@@ -348,6 +348,7 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = everything.stdout + everything.stderr
     counts = job_counts(out)
     assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
+    assert counts["study_index"] == 1 and "results/study.json" in out  # sealed last, over every metrics file
     # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
     assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
     assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
