@@ -54,6 +54,11 @@ def write_predictions(path, records=RECORDS, drop=0):
     write_parquet(path, prediction_table(rows, preds), meta)
 
 
+def metrics_key(metrics):
+    """The digest of a result's comparability key, as Table A8's key_sha256 shows it."""
+    return hashlib.sha256(json.dumps(metrics.key, sort_keys=True).encode()).hexdigest()
+
+
 def test_table_a8_cells_by_hand(tmp_path):
     write_predictions(tmp_path / "p.parquet")
     analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1)
@@ -68,11 +73,13 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert cover["exact"]["status"] == "optimal" and len(cover["exact"]["transforms"]) == 2
     assert metrics.acc_top_k == pytest.approx(100 / 3) and metrics.top_k == 1  # top_k = 1: only the first pick
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
+    key = metrics_key(metrics)
     assert (tmp_path / "t.csv").read_text() == (
         "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard,"
-        "architecture,n_scales,n_bad,n_unscored,left_out\n"
-        "m,original,toy,3,33.33,33.33,66.67,2,2,0,,,2,0,0,none\n"  # no standard evaluation nor arch.tag: empty
+        "architecture,n_scales,n_bad,n_unscored,left_out,key_sha256\n"
+        f"m,original,toy,3,33.33,33.33,66.67,2,2,0,,,2,0,0,none,{key}\n"  # no standard evaluation nor arch.tag: empty
     )
+    assert f"| none | {key[:12]} |" in (tmp_path / "t.md").read_text()
     # 1 and 2 of 3 images, with their Wilson intervals (scipy: binomtest(1, 3).proportion_ci(method="wilson"))
     ci = [binomtest(k, 3).proportion_ci(method="wilson") for k in (1, 2)]
     one, two = (f"{100 * k / 3:.2f} [{100 * c.low:.2f}, {100 * c.high:.2f}]" for k, c in zip((1, 2), ci, strict=True))
@@ -179,7 +186,7 @@ def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
     assert metrics.by_origin["x"]["acc_1crop"] == 50.0  # a is right at LOC:1_1_Size:256, c is not
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     row = (tmp_path / "t.csv").read_text().splitlines()[1]
-    assert row == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,,2,0,0,none"
+    assert row == f"m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,,2,0,0,none,{metrics_key(metrics)}"
     # a file that misses an image of the manifest is refused
     write_standard(tmp_path / "short.parquet", {"a": 5, "b": 7})
     with pytest.raises(ValueError, match="cover 2 of the 3 images.*--forcerun standard_eval"):
