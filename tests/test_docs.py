@@ -24,8 +24,11 @@ ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifact
 
 
 def build_site(out: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    """``mkdocs build --strict -f <checkout>/mkdocs.yml`` run from another directory (the site's parent): the
+    build reads nothing relative to the working directory."""
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "--site-dir", str(out)]
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +95,47 @@ def test_the_generated_reference_pages_are_up_to_date(capsys):
     """docs/reference/config.md, config/README.md and docs/reference/rules.md are what the schema and the rules
     generate; after editing either, run `python -m zoomeval.core.docs`."""
     assert docs.main(["--check", "--root", str(ROOT)]) == 0, capsys.readouterr().err
+
+
+def test_the_site_builds_from_another_directory_with_the_readmes_snippets(site):
+    assert not Path(site).is_relative_to(ROOT)
+    assert "creates .venv, installs the pinned versions" in (site / "get-started" / "install.html").read_text()
+
+
+def test_pages_show_config_files_as_text_github_shows_too():
+    """A page includes a config file as a copy of its text (refreshed by python -m zoomeval.core.docs), not as a
+    snippet line that only the site expands; README.md and CHANGELOG.md stay snippets of the site-only pages."""
+    snippets = {m for page in (ROOT / "docs").rglob("*.md") for m in re.findall(r'--8<-- "([^":]+)', page.read_text())}
+    assert snippets == {"README.md", "CHANGELOG.md"}
+    page = (ROOT / "docs" / "how-to" / "imagenet-gpu.md").read_text()
+    for path in ("config/imagenet_val.yaml", "config/overlays/gpu.yaml"):
+        assert f"```yaml\n{(ROOT / path).read_text()}```\n<!-- end include {path} -->" in page
+
+
+def test_an_included_config_that_changed_makes_its_page_stale(tmp_path, capsys):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "a.yaml").write_text("top_k: 3\n")
+    page = tmp_path / "docs" / "how-to" / "a.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("# A\n\n<!-- include config/a.yaml: old -->\n```yaml\ntop_k: 2\n```\n"
+                    "<!-- end include config/a.yaml -->\n\nAfter.\n")  # fmt: skip
+    refreshed = docs.included_files(tmp_path, page.read_text())
+    start = docs.INCLUDE_START.format(path="config/a.yaml")
+    assert refreshed == f"# A\n\n{start}\n```yaml\ntop_k: 3\n```\n<!-- end include config/a.yaml -->\n\nAfter.\n"
+    assert docs.included_files(tmp_path, refreshed) == refreshed  # written once, then up to date
+    (tmp_path / "config" / "a.yaml").write_text("top_k: 4  # ```\n")  # a fence in the file: a longer fence
+    assert "````yaml\ntop_k: 4  # ```\n````" in docs.included_files(tmp_path, refreshed)
+
+
+def test_the_cascades_documented_grid_is_the_codes():
+    from zoomeval.analysis.policies import TAU_QUANTILES
+
+    page = " ".join((ROOT / "docs" / "explanations" / "policies.md").read_text().split())
+    assert len(TAU_QUANTILES) == 41 and list(TAU_QUANTILES[:3]) == [0, 0.025, 0.05] and TAU_QUANTILES[-1] == 1
+    assert "the 41 quantiles 0, 0.025, 0.05, ..., 1 (`TAU_QUANTILES`)" in page
+    budgets = yaml.safe_load((ROOT / docs.SCHEMA).read_text())["properties"]["policies"]["properties"]["budgets"]
+    assert f"(default {', '.join(map(str, budgets['default']))})" in page
+    assert f"at most 42 × (number of budgets) pairs: {42 * len(budgets['default'])} with the defaults" in page
 
 
 def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):

@@ -289,7 +289,7 @@ def test_malformed_files_and_options_give_one_line_not_a_traceback(tmp_path) -> 
     assert reseal_failed.returncode == 2 and "Traceback" not in reseal_failed.stderr
     write_json(a / "results/study.json", {"kind": "study_index", "schema_version": 1, "results": [
         {"path": str(metrics.relative_to(a)), "sha256": hashlib.sha256(metrics.read_bytes()).hexdigest(), "key": {}}]})
-    assert f"{metrics}: expected a JSON object of metrics, not a list" in refused(a)
+    assert f"{metrics}: not a metrics document (a JSON object); re-run the analysis" in refused(a)
     metrics.write_text(document)
     (a / "results/study.json").write_text(index)
     predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")

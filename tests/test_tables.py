@@ -138,6 +138,17 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
             "(no ReaL label).\n") in notes  # fmt: skip
 
 
+@pytest.mark.parametrize(("variants", "title"), [
+    (["original"], "original"),
+    (["bgset", "original", "bgset"], "original and background-only (bgset)"),
+    (["bgset", "fgset", "original"], "original, object-only (fgset) and background-only (bgset)"),
+])  # fmt: skip
+def test_table_a8s_title_names_the_variants_that_ran(tmp_path, variants, title):
+    write_table_a8([replace(METRICS[0], variant=v) for v in variants], tmp_path / "a8.csv", tmp_path / "a8.md")
+    heading = (tmp_path / "a8.md").read_text().splitlines()[0]
+    assert heading == f"# Table A8: maximum possible top-1 accuracy (%) on {title} images"
+
+
 def test_a_metrics_file_without_what_it_left_out_says_so(tmp_path):
     write_table_a8([replace(METRICS[1], left_out=None)], tmp_path / "a8.csv", tmp_path / "a8.md")
     assert (tmp_path / "a8.csv").read_text().splitlines()[1].endswith(

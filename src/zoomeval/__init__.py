@@ -1,3 +1,17 @@
 """zoomeval: how much of an image classifier's accuracy depends on framing (zoom) and background."""
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["Study", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # zoomeval.Study is imported on first use: importing zoomeval (every job, every DAG build) stays free of polars.
+    if name == "Study":
+        from zoomeval.report.reader import Study
+
+        return Study
+    raise AttributeError(f"module 'zoomeval' has no attribute {name!r}")

@@ -1,24 +1,41 @@
-"""The ``zoomeval`` command: ``init`` a study directory, ``list`` what the registries and the model libraries hold,
-and merge studies into one ``leaderboard``. Each subcommand is a thin call into the package."""
+"""The zoomeval command: init writes a study directory, list shows what the registries and the model libraries
+hold, and leaderboard merges studies into one table. Each subcommand is a thin call into the package."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import re
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from zoomeval import study
+from zoomeval import __version__, study
+from zoomeval.core.provenance import workflow_commit
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.registries import REGISTRIES
 
 #: ``zoomeval list`` kinds that print a registry of the package.
 REGISTRY_KINDS = ("adapters", "sources", "label-sets", "presets")
 
 
+#: reStructuredText roles (``:mod:`zoomeval.x```, ``:class:`~a.B```) and literals (````x````), for plain text.
+_ROLE = re.compile(r":\w+:`(~?)([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """``text`` with its reStructuredText markup removed: a role shows its target (its last part after ``~``), a
+    literal its text."""
+    text = _ROLE.sub(lambda m: m[2].rsplit(".", 1)[-1] if m[1] else m[2], text)
+    return _LITERAL.sub(r"\1", text)
+
+
 def first_paragraph(text: str) -> str:
-    """A text's first paragraph, on one line."""
-    return " ".join(text.strip().split("\n\n")[0].split())
+    """A docstring's first paragraph, on one line, in plain words."""
+    return plain(" ".join(text.strip().split("\n\n")[0].split()))
 
 
 def registry_rows(kind: str) -> list[tuple[str, str]]:
@@ -28,11 +45,13 @@ def registry_rows(kind: str) -> list[tuple[str, str]]:
                          f"{a.classes}") for a in REGISTRIES.adapters.values()]  # fmt: skip
     if kind == "sources":
         modules = {s.name: sys.modules[s.load.__module__] for s in REGISTRIES.sources.values()}
-        return [(name, first_paragraph(inspect.getdoc(module) or "")) for name, module in modules.items()]
+        docs = {name: first_paragraph(inspect.getdoc(module) or "") for name, module in modules.items()}
+        return [(name, text.removeprefix(f"{name}: ")) for name, text in docs.items()]
     if kind == "label-sets":
-        return [(s.name, s.source) for s in REGISTRIES.label_sets.values()]
+        sets = REGISTRIES.label_sets.values()
+        return [(s.name, first_paragraph(inspect.getdoc(s.relabel) or s.source)) for s in sets]
     if kind == "presets":
-        return [(name, first_paragraph(study.preset_summary(name))) for name in study.PRESETS]
+        return [(name, study.preset_summary(name)) for name in study.PRESETS]
     raise ValueError(f"unknown kind {kind!r}; expected one of {[*REGISTRY_KINDS, 'models']}")
 
 
@@ -42,10 +61,18 @@ def _print_rows(rows: Iterable[tuple[str, ...]]) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    root = Path(args.workflow) if args.workflow else study.CHECKOUT
-    written = study.init_study(Path(args.directory), args.preset, root)
+    root, folder = Path(args.workflow) if args.workflow else study.CHECKOUT, Path(args.directory)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; give a new directory for the study")
+    written = study.init_study(folder, args.preset, root)
     print(f"wrote {', '.join(map(str, written))}")
-    print(f"next: cd {args.directory} && snakemake --cores 8 all")
+    print("next:")
+    print(f"  cd {shlex.quote(args.directory)}")
+    if todo := list(study.placeholders(load_yaml(written[1]))):
+        print("  edit config/config.yaml; these keys name files you provide:")
+        print("\n".join(f"    {key}: {value}" for key, value in todo))
+    print(f"  {study.preset_command(args.preset, root)} -n   # the plan: every job, and what is missing")
+    print(f"  {study.preset_command(args.preset, root)}")
     return 0
 
 
@@ -55,7 +82,10 @@ def _list(args: argparse.Namespace) -> int:
 
         if not args.source:
             raise ValueError("zoomeval list models needs a SOURCE (zoomeval list sources)")
-        _print_rows(matching(catalogue(args.source), args.pattern or "*"))
+        if not (rows := matching(catalogue(args.source), args.pattern or "*")):
+            raise ValueError(f"no {args.source} model matches {args.pattern!r} (a shell pattern over "
+                             "architecture.weights, e.g. 'resnet50*')")  # fmt: skip
+        _print_rows(rows)
         return 0
     if args.source:
         raise ValueError(f"zoomeval list {args.kind} takes no further argument")
@@ -84,8 +114,37 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line naming the argument, exit status 2 (argparse's own print the
+    usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class Version(argparse.Action):
+    """--version: the package's version and the checkout's git commit (asked of git only when the option is given)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and the git commit, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        commit = workflow_commit() or "unknown (not a git checkout)"
+        print(f"zoomeval {__version__}, commit {commit}, workflow in {study.CHECKOUT}")
+        parser.exit(0)
+
+
+def directory(text: str) -> Path:
+    """An existing directory (argparse type); otherwise the refusal names it."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {'not a directory' if path.exists() else 'no such directory'}")
+    return path
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="zoomeval", description=__doc__)
+    top = Parser(prog="zoomeval", description=plain(__doc__ or ""))
+    top.add_argument("--version", action=Version)
     commands = top.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="write a study directory that uses this workflow as a Snakemake module")
     init.add_argument("directory")
@@ -98,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("pattern", nargs="?", help="models: a shell pattern over architecture.weights")
     listing.set_defaults(run=_list)
     board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
-    board.add_argument("directories", nargs="+", metavar="DIR")
+    board.add_argument("directories", nargs="+", metavar="DIR", type=directory)
     board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
     board.add_argument("--allow-stale", action="store_true",
                        help="list stale, missing, tampered or malformed results apart instead of refusing them")
@@ -115,6 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as exc:
-        print(f"zoomeval {args.command}: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:  # a bad input: one line naming it, no traceback
+        print(f"zoomeval {args.command}: {_message(exc)}", file=sys.stderr)
         return 2
+
+
+def _message(exc: Exception) -> str:
+    """The one-line refusal of a bad input; an operating-system error names its file."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+import shlex
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from zoomeval import __version__
 from zoomeval.core.provenance import CHECKOUT
@@ -82,11 +86,27 @@ def preset_files(name: str, root: Path = CHECKOUT) -> list[Path]:
     return [root / "config" / file for file in PRESETS[name]]
 
 
-def preset_summary(name: str, root: Path = CHECKOUT) -> str:
-    """The opening comment (what it runs) of the preset's first file, without its comment marks."""
-    lines = preset_files(name, root)[0].read_text().splitlines()
-    opening = itertools.takewhile(lambda line: line.startswith("#"), lines)
-    return "\n".join(line.removeprefix("#").strip() for line in opening)
+#: What each preset runs, in a line (``zoomeval list presets``); the preset's config comments say more.
+PRESET_SUMMARIES = {
+    "demo": "The embedded demo: generated images and one small model, offline, on a CPU",
+    "paper": "The paper's setup: its classifiers and datasets (ImageNet and ObjectNet downloaded by hand), on a GPU",
+    "imagenet-hard": "The ImageNet-Hard dataset card's classifier table, recomputed, on a GPU",
+    "tta": "The paper's Table 5: test-time adaptation (MEMO) of three ResNet-50s, on a GPU",
+    "imagefolder": "Your own image folder (a sub-folder per ImageNet class) with two ResNet-50s",
+    "imagenet-val": "ImageNet val (50,000 images) with ResNet-50 at the default settings (fp32, not compiled)",
+    "gpu": "ImageNet val (50,000 images) with ResNet-50 on one GPU, fast settings (bf16, compiled)",
+}
+#: Commands in the presets' opening comments, and the one for a preset whose comment gives none (the demo's).
+_COMMAND = re.compile(r"^#\s+(snakemake .*)$", re.M)
+DEFAULT_COMMAND = "snakemake --cores 8 results/table_a8.csv"
+#: Config values a user must replace: a path under /data (the manual downloads) or a placeholder sha256 of zeros.
+_PLACEHOLDER = re.compile(r"^(/data/.*|0{64})$")
+
+
+def preset_summary(name: str) -> str:
+    """What preset ``name`` runs, in a line; an unknown name is refused with the known ones."""
+    preset_files(name)
+    return PRESET_SUMMARIES[name]
 
 
 def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> list[Path]:
@@ -108,3 +128,34 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     (profiles / "slurm").mkdir()
     shutil.copyfile(root / "profiles" / "slurm" / "config.yaml", profiles / "slurm" / "config.yaml")
     return [*written, profiles / "default", profiles / "slurm" / "config.yaml"]
+
+
+def preset_command(name: str, root: Path = CHECKOUT) -> str:
+    """The command the preset's opening config comment (or the demo's docs) gives to run it, as run in a study: its
+    ``--configfile`` and the files after it dropped, since the study's config is the preset."""
+    lines = preset_files(name, root)[0].read_text().splitlines()
+    found = _COMMAND.findall("\n".join(itertools.takewhile(lambda line: line.startswith("#"), lines)))
+    return without_configfile(found[0]) if found else DEFAULT_COMMAND
+
+
+def without_configfile(command: str) -> str:
+    """A snakemake command line without its ``--configfile`` option and the files after it."""
+    kept, skipping = [], False
+    for word in shlex.split(command, comments=True):
+        if word.startswith("-"):
+            skipping = word == "--configfile"
+        if not skipping:
+            kept.append(word)
+    return shlex.join(kept)
+
+
+def placeholders(config: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted key, value)`` of every value in ``config`` that names no real file yet (see ``_PLACEHOLDER``)."""
+    if isinstance(config, dict):
+        for name, value in config.items():
+            yield from placeholders(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(config, list):
+        for i, value in enumerate(config):
+            yield from placeholders(value, f"{key}[{i}]")
+    elif isinstance(config, str) and _PLACEHOLDER.match(config):
+        yield key, config

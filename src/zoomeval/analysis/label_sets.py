@@ -106,7 +106,8 @@ def real_labels(records: list[Record]) -> list[Record]:
 
 @register("in_real", "ImageNet-ReaL labels", needs="real_labels")
 def own_or_real_labels(records: list[Record]) -> list[Record]:
-    """Either: over all images, an image without ReaL labels counts its own label only."""
+    """The dataset's own labels and ImageNet-ReaL's: correct if the prediction is either, over all images (an image
+    without ReaL labels counts its own label only)."""
     return [replace(r, labels=sorted(set(r.labels) | set(r.real_labels or []))) for r in records]
 
 

@@ -3,7 +3,6 @@ need), and ``metrics.json`` / ``cover.json``, the files that carry them from the
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -132,12 +131,9 @@ def check_document(document: dict[str, Any], path: str | os.PathLike[str]) -> No
 def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     """The metrics in a metrics.json (or cover.json) of any schema version so far; refuses anything else, naming the
     file, the field and its expected form."""
-    try:
-        document = read_json(path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON document ({exc})") from None
+    document = read_json(path)
     if not isinstance(document, dict):
-        raise ValueError(f"{path}: expected a JSON object of metrics, not a {type(document).__name__}")
+        raise ValueError(f"{path}: not a metrics document (a JSON object); re-run the analysis")
     version = document.pop("schema_version", 1)
     if version == 1 and "acc_top36" in document:
         document["acc_top_k"] = document.pop("acc_top36")

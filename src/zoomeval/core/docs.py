@@ -1,8 +1,10 @@
 """The generated reference pages: the config keys from the JSON schema (the one declaration of each key's type,
-default, description and what a change reruns) and the rules from ``workflow/rules/*.smk``.
+default, description and what a change reruns) and the rules from ``workflow/rules/*.smk``; and the config files
+that the how-to pages show, copied into them so that the pages read the same on GitHub as on the site.
 
-``python -m zoomeval.core.docs`` (from the repository root) rewrites docs/reference/config.md, config/README.md and
-docs/reference/rules.md; ``--check`` only says which are stale (tests/test_docs.py runs it).
+``python -m zoomeval.core.docs`` (from the repository root) rewrites docs/reference/config.md, config/README.md,
+docs/reference/rules.md and the included config blocks of the pages under docs/; ``--check`` only says which are
+stale (tests/test_docs.py runs it).
 """
 
 from __future__ import annotations
@@ -202,14 +204,36 @@ def _declarations(body: str) -> list[str]:
     return kept
 
 
+#: A file shown in a page: the block between these two lines is the file's text, fenced (``{path}`` relative to the
+#: repository), written by :func:`included_files`.
+INCLUDE_START = "<!-- include {path}: python -m zoomeval.core.docs copies the file here; edit the file, not this -->"
+INCLUDE = re.compile(r"^<!-- include (?P<path>\S+): .*? -->\n(?P<block>.*?)^<!-- end include (?P=path) -->$",
+                     re.M | re.S)  # fmt: skip
+
+
+def included_files(root: Path, text: str) -> str:
+    """A page's ``text`` with the block of each file it includes (:data:`INCLUDE`) rewritten from the file."""
+
+    def block(match: re.Match[str]) -> str:
+        path = match["path"]
+        content = (root / path).read_text()
+        fence = "````" if "```" in content else "```"
+        language = "yaml" if path.endswith((".yaml", ".yml")) else "text"
+        return f"{INCLUDE_START.format(path=path)}\n{fence}{language}\n{content}{fence}\n<!-- end include {path} -->"
+
+    return INCLUDE.sub(block, text)
+
+
 def outputs(root: Path) -> dict[Path, str]:
     """Each generated file under ``root`` (the repository) and its content."""
     schema = yaml.safe_load((root / SCHEMA).read_text())
     rule_files = [Path("Snakefile"), *sorted(p.relative_to(root) for p in (root / "workflow/rules").glob("*.smk"))]
+    pages = {p.relative_to(root): p.read_text() for p in sorted((root / "docs").rglob("*.md"))}
     return {
         Path("docs/reference/config.md"): config_reference(schema),
         Path("config/README.md"): config_readme(schema),
         Path("docs/reference/rules.md"): rules_reference(root, rule_files),
+        **{path: included_files(root, text) for path, text in pages.items() if INCLUDE.search(text)},
     }
 
 

@@ -5,7 +5,6 @@ leaderboard (:mod:`zoomeval.report.leaderboard`) reads studies through their ind
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,10 +55,7 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
     if not path.is_file():
         raise ValueError(f"{path}: missing; the study is unfinished or older than study indexes: run its workflow "
                          "to the end (snakemake all) to seal it")  # fmt: skip
-    try:
-        document = read_json(path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON document ({exc})") from None
+    document = read_json(path)
     if not isinstance(document, dict) or document.get("kind") != "study_index":
         raise ValueError(f"{path}: expected a JSON object with kind 'study_index'")
     if document.get("schema_version") != INDEX_SCHEMA_VERSION:

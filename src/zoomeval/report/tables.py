@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zoomeval.analysis.comparability import digest
@@ -96,6 +96,17 @@ def _with_interval(m: Metrics, column: str) -> str:
     return percent_interval(value, m.n_images, f"{m.model} {m.variant} {m.dataset}: {column}")
 
 
+#: The image variants in words, in this order, for the titles (what was run, not what could be).
+VARIANT_WORDS = {"original": "original", "fgset": "object-only (fgset)", "bgset": "background-only (bgset)"}
+
+
+def variant_words(variants: Iterable[str]) -> str:
+    """``original, object-only (fgset) and background-only (bgset)``: the variants that rows hold, in words."""
+    present = set(variants)
+    words = [w for v, w in VARIANT_WORDS.items() if v in present] + sorted(present - VARIANT_WORDS.keys())
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
+
+
 def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
                    architectures: Mapping[str, str] | None = None) -> None:  # fmt: skip
     notes = [
@@ -106,7 +117,7 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "source resolved them (model is its name in the config); n_scales: the scales searched. Accuracies here with "
         "their 95 % Wilson interval [low, high] over n_images. " + STANDARD_NOTE
     ]
-    title = "Table A8: maximum possible top-1 accuracy (%) from object-only (fgset) and background-only (bgset) images"
+    title = f"Table A8: maximum possible top-1 accuracy (%) on {variant_words(m.variant for m in metrics)} images"
     left = [m.left_out for m in metrics]
     header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
     _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)

@@ -1,0 +1,106 @@
+"""Read a finished study from Python (``zoomeval.Study``): its tables as polars DataFrames, each prediction file as
+a LazyFrame with the transform decoded, the correctness matrices and the provenance of the predictions.
+
+Every path comes from :mod:`zoomeval.core.layout`; nothing is computed again, the files are read as the workflow
+wrote them. A missing file or directory is refused naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from zoomeval.analysis.matrix import read_matrix
+from zoomeval.core.io import read_metadata
+from zoomeval.core.layout import OUTPUTS, RESULTS, Layout
+from zoomeval.core.zoom import Transform, transforms
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """One correctness matrix: ``matrix[t, i]`` says whether transform ``transforms[t]`` classifies image
+    ``image_ids[i]`` correctly."""
+
+    matrix: np.ndarray
+    transforms: list[Transform]
+    image_ids: list[str]
+
+
+class Study:
+    """A study directory (``zoomeval init``) or the checkout, after a run: ``Study("path/to/study")``."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".", results: str = RESULTS) -> None:
+        self.path = Path(path)
+        self.layout = Layout(results)
+        if not (self.path / results).is_dir():
+            raise FileNotFoundError(f"{self.path / results}: no results directory (has the study been run?)")
+
+    def _file(self, name: str, **wildcards: object) -> Path:
+        path = self.path / self.layout.path(name, **wildcards)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such file in the study")
+        return path
+
+    def _found(self, name: str) -> list[dict[str, str]]:
+        """The wildcards of every existing file of output ``name``, sorted; a file that is also another output (an
+        aggregates file beside the predictions) is not one."""
+        pattern = self.layout.path(name, **{w: "*" for w in OUTPUTS[name].wildcards})
+        found = []
+        for path in self.path.glob(pattern):
+            relative = str(path.relative_to(self.path))
+            if any(self.layout.parse(other, relative) for other in OUTPUTS if other != name):
+                continue
+            if (wildcards := self.layout.parse(name, relative)) is not None:
+                found.append(wildcards)
+        return sorted(found, key=lambda f: tuple(f.values()))
+
+    def tables(self) -> list[str]:
+        """The names of the tables written so far (``table_a8``, ``table_1``, ...)."""
+        return sorted(f["table"] for f in self._found("table") if f["ext"] == "csv")
+
+    def table(self, name: str) -> pl.DataFrame:
+        """A table (``table_a8``, ``table_1``, ``leaderboard``, ...) as the CSV holds it."""
+        return pl.read_csv(self._file("table", table=name, ext="csv"), infer_schema_length=None)
+
+    def runs(self) -> pl.DataFrame:
+        """One row per prediction file: ``dataset``, ``variant``, ``model``."""
+        rows = self._found("predictions")
+        return pl.DataFrame(rows, schema={"dataset": pl.String, "variant": pl.String, "model": pl.String})
+
+    def labels(self, dataset: str) -> pl.DataFrame:
+        """The dataset's images from its manifest: ``image_id`` and ``labels`` (class indices, as scored by the
+        dataset's own label set ``in``), with the image ``path``, ``width`` and ``height``."""
+        columns = ["image_id", "labels", "path", "width", "height"]
+        return pl.read_parquet(self._file("manifest", dataset=dataset), columns=columns)
+
+    def predictions(self, dataset: str, variant: str, model: str) -> pl.LazyFrame:
+        """The prediction file, one row per image and zoom transform, lazily: ``image_id`` (a string), ``scale``,
+        ``row`` (0 = top), ``col`` (0 = left), ``transform`` (the transform's row in :meth:`correct`'s matrix,
+        :func:`zoomeval.core.zoom.transforms` order) and ``name`` (``LOC:row_col_Size:scale``), then the file's
+        columns (``pred``, ``conf``, ...)."""
+        path = self._file("predictions", dataset=dataset, variant=variant, model=model)
+        order = transforms(list(read_metadata(path)["scales"]))
+        index = pl.DataFrame(
+            {"scale": [t.scale for t in order], "row": [t.row for t in order], "col": [t.col for t in order],
+             "transform": range(len(order)), "name": [t.name for t in order]},
+            schema={"scale": pl.Int16, "row": pl.Int8, "col": pl.Int8, "transform": pl.Int32, "name": pl.String},
+        )  # fmt: skip
+        frame = pl.scan_parquet(path).with_columns(pl.col("image_id").cast(pl.String))
+        decoded = frame.join(index.lazy(), on=["scale", "row", "col"], how="left", maintain_order="left")
+        first = ["image_id", "scale", "row", "col", "transform", "name"]
+        return decoded.select(*first, pl.exclude(first))
+
+    def correct(self, scored: str, variant: str, model: str) -> Correctness:
+        """The correctness matrix of a scored dataset (the dataset's name, suffixed ``_<label set>`` for its other
+        label sets), variant and model."""
+        return Correctness(*read_matrix(self._file("correct", scored=scored, variant=variant, model=model)))
+
+    def provenance(self, dataset: str, variant: str, model: str) -> dict[str, Any]:
+        """Where a prediction file came from: the model and its weights (with their sha256), the scales, device,
+        precision, torch and zoomeval versions and the workflow's git commit (the file's metadata)."""
+        return read_metadata(self._file("predictions", dataset=dataset, variant=variant, model=model))

@@ -1,0 +1,155 @@
+"""The zoomeval command as a user meets it: --version, init's next steps, plain-word help and list text, and every
+bad argument or input refused in one line naming it, exit status 2, without a traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from zoomeval import __version__, cli, study
+from zoomeval.core.provenance import CHECKOUT, workflow_commit
+
+MARKUP = re.compile(r"``|:\w+:`")
+
+
+def zoomeval(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zoomeval", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_version_gives_the_version_and_the_checkouts_commit() -> None:
+    proc = zoomeval("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"zoomeval {__version__}, commit {workflow_commit()}, workflow in {CHECKOUT}\n"
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", workflow_commit())
+
+
+def test_plain_removes_restructuredtext_roles_and_literals() -> None:
+    text = "``init`` writes; see :mod:`zoomeval.study` and :class:`~zoomeval.core.manifest.Record`."
+    assert cli.plain(text) == "init writes; see zoomeval.study and Record."
+
+
+@pytest.mark.parametrize("args", [["--help"], ["init", "--help"], ["list", "--help"], ["leaderboard", "--help"],
+                                  ["list", "adapters"], ["list", "sources"], ["list", "label-sets"],
+                                  ["list", "presets"]])  # fmt: skip
+def test_help_and_list_text_is_plain_words(args: list[str]) -> None:
+    proc = zoomeval(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() and not MARKUP.search(proc.stdout), proc.stdout
+
+
+@pytest.mark.parametrize("kind", ["sources", "label-sets", "presets"])
+def test_every_list_entry_has_its_own_description(kind: str) -> None:
+    rows = [line.split("\t") for line in zoomeval("list", kind).stdout.splitlines()]
+    descriptions = [text for _, text in rows]
+    assert len(set(descriptions)) == len(rows) > 2
+    assert not any(text.startswith(f"{name}:") for name, text in rows)  # no name said twice
+
+
+def test_preset_summaries_name_no_file_a_study_does_not_have() -> None:
+    summaries = dict(cli.registry_rows("presets"))
+    assert summaries["gpu"] != summaries["imagenet-val"] and "bf16" in summaries["gpu"]
+    assert [name for name, text in summaries.items() if re.search(r"[\w/]+\.(ya?ml|md)\b|config/", text)] == []
+
+
+def test_a_pattern_that_matches_no_model_says_so_and_fails() -> None:
+    proc = zoomeval("list", "models", "torchvision", "nosuch*")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "zoomeval list: no torchvision model matches 'nosuch*' (a shell pattern over " \
+                          "architecture.weights, e.g. 'resnet50*')\n"  # fmt: skip
+
+
+@pytest.mark.parametrize(("preset", "page"), [("gpu", "how-to/imagenet-gpu.md"), ("demo", "get-started/demo.md"),
+                                              ("paper", "how-to/paper.md"), ("imagefolder", "how-to/own-data.md")])
+def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path, preset: str, page: str) -> None:
+    folder = tmp_path / "my study's dir"
+    proc = zoomeval("init", str(folder), "--preset", preset)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1:3] == ["next:", f"  cd '{tmp_path}/my study'\"'\"'s dir'"]
+    command = study.preset_command(preset)
+    assert lines[-2:] == [f"  {command} -n   # the plan: every job, and what is missing", f"  {command}"]
+    # the command the preset's page gives, less its --configfile (the study's config is the preset)
+    documented = re.findall(r"(snakemake [^`\n]*)", (ROOT / "docs" / page).read_text())
+    assert command in [study.without_configfile(line) for line in documented] and "--configfile" not in command
+    keys = [line.split(":")[0].strip() for line in lines if line.startswith("    ")]
+    expected = {"gpu": ["datasets.imagenet.images", "datasets.imagenet.annotations"], "demo": [],
+                "paper": ["datasets.imagenet.images", "datasets.imagenet.annotations",
+                          "datasets.imagenet_sketch.root", "datasets.objectnet.root"],
+                "imagefolder": ["datasets.imagenet_a.root"]}  # fmt: skip
+    assert keys == expected[preset]
+
+
+def test_the_gpu_presets_command_is_the_gpu_recipes() -> None:
+    assert study.preset_command("gpu") == "snakemake --cores 16 results/table_a8.csv --resources gpu=1"
+    assert study.preset_command("demo") == study.DEFAULT_COMMAND
+
+
+def fake_checkout(folder: Path) -> Path:
+    """A checkout whose preset file cannot be read (a directory where config/config.yaml should be)."""
+    (folder / "workflow" / "rules").mkdir(parents=True)
+    (folder / "Snakefile").touch()
+    (folder / "config" / "config.yaml").mkdir(parents=True)
+    return folder
+
+
+def bad_metrics(folder: Path, content: bytes) -> Path:
+    """A study whose one metrics file holds ``content``, sealed by its index (so the leaderboard reads the file)."""
+    path = folder / "results" / "analysis" / "demo" / "original" / "m" / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    entry = {"path": "results/analysis/demo/original/m/metrics.json", "sha256": hashlib.sha256(content).hexdigest(),
+             "key": {}}  # fmt: skip
+    index = {"kind": "study_index", "schema_version": 1, "results": [entry]}
+    (folder / "results" / "study.json").write_text(json.dumps(index))
+    return folder
+
+
+#: (subcommand, arguments with {tmp} for the test's folder, what the one line says); each a missing, a wrong-type or
+#: an unreadable input.
+REFUSALS = [
+    ("", [], "zoomeval: the following arguments are required: command"),
+    ("", ["nosuch"], "zoomeval: argument command: invalid choice: 'nosuch'"),
+    ("init", ["init"], "zoomeval init: the following arguments are required: directory"),
+    ("init", ["init", "{tmp}/file"], "zoomeval init: {tmp}/file is a file; give a new directory for the study"),
+    ("init", ["init", "{tmp}/file/s"], "zoomeval init: {tmp}/file/s/config: Not a directory"),
+    ("init", ["init", "{tmp}/s", "--preset", "papr"], "zoomeval init: argument --preset: invalid choice: 'papr'"),
+    ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/file"], "zoomeval init: {tmp}/file holds no zoomeval workflow"),
+    ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/checkout"], "zoomeval init: {tmp}/checkout/config/config.yaml: "
+                                                                  "Is a directory"),
+    ("list", ["list"], "zoomeval list: the following arguments are required: kind"),
+    ("list", ["list", "modles"], "zoomeval list: argument kind: invalid choice: 'modles'"),
+    ("list", ["list", "presets", "gpu"], "zoomeval list: zoomeval list presets takes no further argument"),
+    ("list", ["list", "models"], "zoomeval list: zoomeval list models needs a SOURCE"),
+    ("list", ["list", "models", "nosuch"], "zoomeval list: unknown model source 'nosuch'"),
+    ("leaderboard", ["leaderboard"], "zoomeval leaderboard: the following arguments are required: DIR"),
+    ("leaderboard", ["leaderboard", "{tmp}/nosuchdir"], "zoomeval leaderboard: argument DIR: {tmp}/nosuchdir: no such "
+                                                        "directory"),
+    ("leaderboard", ["leaderboard", "{tmp}/file"], "zoomeval leaderboard: argument DIR: {tmp}/file: not a directory"),
+    ("leaderboard", ["leaderboard", "{tmp}/text"], "zoomeval leaderboard: {tmp}/text/results/analysis/demo/original/m/"
+                                                   "metrics.json: not a JSON document"),
+    ("leaderboard", ["leaderboard", "{tmp}/binary"], "zoomeval leaderboard: {tmp}/binary/results/analysis/demo/"
+                                                     "original/m/metrics.json: not a JSON document ('utf-8' codec"),
+    ("leaderboard", ["leaderboard", "{tmp}/array"], "zoomeval leaderboard: {tmp}/array/results/analysis/demo/"
+                                                    "original/m/metrics.json: not a metrics document"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "args", "message"), REFUSALS, ids=[" ".join(r[1]) or "none" for r in REFUSALS])
+def test_every_subcommand_refuses_a_bad_input_in_one_line(tmp_path: Path, command: str, args: list[str],
+                                                          message: str) -> None:  # fmt: skip
+    (tmp_path / "file").touch()
+    fake_checkout(tmp_path / "checkout")
+    for name, content in (("text", b"not json"), ("binary", b"\xff\xfe"), ("array", b"[1]")):
+        bad_metrics(tmp_path / name, content)
+    proc = zoomeval(*(arg.format(tmp=tmp_path) for arg in args), cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(message.format(tmp=tmp_path)), proc.stderr
+    assert command in proc.stderr.split(":")[0]
