@@ -54,11 +54,14 @@ def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bo
         raise ValueError(problems[0] + more)
     for result in results if check else ():
         verify(directory, result)
-    return [_row(result, directory, study) for result in results], problems
+    # the masked variants' results read no standard evaluation: they show the model's, verified with the original's
+    geometry = {(r.entry.key["dataset"], r.metrics.model): r.geometry for r in results if "standard" in r.inputs}
+    return [_row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))
+            for r in results], problems  # fmt: skip
 
 
-def _row(result: Result, directory: Path, study: str) -> dict[str, Any]:
-    metrics, meta, key, geometry = result.metrics, result.meta, result.entry.key, result.geometry
+def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) -> dict[str, Any]:
+    metrics, meta, key = result.metrics, result.meta, result.entry.key
     path = directory / result.entry.path
     spec = meta["model"]
     row: dict[str, Any] = {

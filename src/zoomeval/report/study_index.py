@@ -33,9 +33,10 @@ class Entry:
 
 
 def index_document(study: Path, metrics: Sequence[str]) -> dict[str, Any]:
-    """study.json of the metrics files ``metrics`` (paths relative to the study directory ``study``)."""
+    """study.json of the metrics files ``metrics`` (paths relative to the study directory ``study``), in the order
+    given (the leaderboard lists a study's rows in it)."""
     results = []
-    for path in sorted(metrics):
+    for path in metrics:
         key = read_metrics(study / path).key
         if key is None:
             raise ValueError(f"{path}: no comparability key (metrics schema_version < 5); re-run its analysis")
