@@ -17,8 +17,12 @@ SRC = os.path.join(ZOOMEVAL_ROOT, "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 
-# The demo config is the default; a --configfile replaces it (--config key=value edits it).
+from zoomeval.core.strict_yaml import refuse_templating
+
+# The demo config is the default; a --configfile replaces it (--config key=value edits it). It is read strictly
+# first: Snakemake's loader would render a __use_yte__ template (running its expressions) and expand alias bombs.
 if not workflow.overwrite_configfiles:
+    refuse_templating("config/config.yaml")
 
     configfile: "config/config.yaml"
 

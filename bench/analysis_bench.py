@@ -38,7 +38,8 @@ BEST_SCALE, BEST_SCALE_SIGMA, ANCHOR_SPREAD = 280, 0.45, 0.5
 NEVER_CORRECT = 0.02  # share of images no transform gets right
 CHUNK = 5_000  # images synthesized at a time
 PARTS = 8  # prediction parts merged by the merge step (inference.parts on an 8-GPU node)
-STEPS = ("synthesize", "merge", "matrix", "greedy", "exact", "zoom_groups", "analyze", "policies", "tables")
+STEPS = ("synthesize", "merge", "matrix", "greedy", "exact", "zoom_groups", "analyze", "policies", "policies_table",
+         "tables")  # fmt: skip
 OUT = Path("results/bench/analysis")
 
 
@@ -147,7 +148,7 @@ def step(name: str, folder: Path, n_images: int, time_limit: float, seed: int = 
         return _analyze(folder, time_limit)
     if name == "policies":
         return _policies(folder)
-    return _tables(folder)
+    return _policies_table(folder) if name == "policies_table" else _tables(folder)
 
 
 def _merge(folder: Path) -> dict[str, Any]:
@@ -205,12 +206,15 @@ def _analyze(folder: Path, time_limit: float) -> dict[str, Any]:
 
 
 def _policies(folder: Path) -> dict[str, Any]:
-    """The zoom_policies job with the default settings (5-fold cross-validation) on the analyze step's outputs."""
+    """The zoom_policies job with the default settings (5-fold cross-validation) on the analyze step's outputs,
+    keeping freed memory as the job does."""
     from zoomeval.analysis.metrics import read_metrics
     from zoomeval.analysis.policy_eval import cv_document
+    from zoomeval.core.allocator import keep_freed_memory
     from zoomeval.core.config import PoliciesConfig
     from zoomeval.core.io import write_json
 
+    keep_freed_memory()
     document = cv_document(folder / "correct.npz", folder / "predictions.parquet",
                            read_metrics(folder / "metrics.json"), PoliciesConfig())  # fmt: skip
     write_json(folder / "policies.json", document)
@@ -218,6 +222,16 @@ def _policies(folder: Path) -> dict[str, Any]:
     cascade = next(r for r in document["rows"] if (r["policy"], r["budget"]) == ("cascade", 9))
     keys = ("one_crop@1", "max_conf@9", "vote@9", "selector@9", "cascade@9", "oracle_top_k@9", "max_conf@324")
     return {**{k: acc[k] for k in keys}, "cascade_passes@9": round(cascade["passes"], 2)}
+
+
+def _policies_table(folder: Path) -> dict[str, Any]:
+    """table_zoom_policies of the policies step's document (to compare before and after a change, byte for byte)."""
+    from zoomeval.core.io import read_json
+    from zoomeval.report.zoom_policies import write_table_zoom_policies
+
+    documents = [read_json(folder / "policies.json")]
+    write_table_zoom_policies(documents, [], folder / "table_zoom_policies.csv", folder / "table_zoom_policies.md")
+    return {"rows": len(documents[0]["rows"])}
 
 
 def _tables(folder: Path) -> dict[str, Any]:

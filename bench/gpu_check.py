@@ -2,20 +2,25 @@
 
 For ResNet-50 and ViT-B/32 (random init: speed does not depend on the weights, and the machine may be offline):
 
-* model alone on ready uint8 batches already on the device (normalise + forward + the prediction columns), at
-  fp32, bf16, bf16 with ``torch.compile``, compiled with inductor freezing (BatchNorm folded into the
-  convolutions) and compiled, frozen and with CUDA graphs (inductor's ``triton.cudagraphs``), each with its top-1
-  agreement with fp32 on real crops;
-* end to end: this project's predict loop (``resize_backend: device``, the last model setting) over synthetic
-  ImageNet-sized JPEGs at the paper's 36 scales, as one shard and as a job of ``--shards`` shards (one
-  DataLoader, background writes), with the GPU utilisation sampled by ``nvidia-smi`` and the host waits inside a
-  shard counted by ``torch.cuda.set_sync_debug_mode``;
-* their ratio, and the projected time of ImageNet val (50,000 images x 333 views, and x 324) per model and variant.
+* model alone: the predict loop's shard work (:func:`zoomeval.inference.predict.infer_shard`: normalise, forward,
+  the prediction columns and aggregation sums kept on the device, one copy to the host per shard) on ready uint8
+  crops already on the device, at the ``--settings`` (default fp32, bf16, and bf16 compiled with inductor freezing;
+  also ``bf16_compiled`` and ``bf16_compiled_frozen_cudagraphs``), ``torch._dynamo.reset()`` before each, each with
+  its top-1 agreement with fp32 on real crops;
+* end to end: the same loop fed by the data path (``resize_backend: device``, the last model setting) over
+  synthetic JPEGs at the paper's 36 scales, as one shard and as a job of ``--shards`` shards (one DataLoader,
+  background writes), with the GPU utilisation sampled by ``nvidia-smi`` and the host waits inside a shard counted
+  by ``torch.cuda.set_sync_debug_mode``;
+* their ratio, and the projected time of ImageNet val (50,000 images x 333 views, and x 324) per model.
 
-Before that it checks on the device that the device path's crops equal the PIL path's bit for bit (the synthetic
-images plus a tall and a wide one), and measures the device path per image: device operations, CPU time to
-enqueue them and device time. ``--cpu-smoke`` runs the same code on the CPU with tiny settings (no compile), to
-check the script itself. Writes ``results/bench/gpu.json``.
+The image sizes follow :func:`image_sizes`: an assumed long-tailed distribution (not ImageNet's measured
+histogram), half of them the frequent 500 px sizes, the rest spread up to 2,800 px on the long side. Before the
+models it checks on the device that the device path's crops equal the PIL path's bit for bit (images of every
+size class, a tall and a wide one), and measures the device path per size class: device operations, CPU time to
+enqueue them, device time, crops per second and the host time to build a new size's plan (done in the DataLoader
+workers). The JSON is written again after every figure, so a run stopped early keeps what it measured.
+``--cpu-smoke`` runs the same code on the CPU with tiny settings (no compile), to check the script itself.
+Writes ``results/bench/gpu.json``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,32 +48,61 @@ from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, n_views, paper_scales
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import CropPlan, DeviceOps, device_crops
+from zoomeval.inference.crop_plan import build_plan
+from zoomeval.inference.crops import DeviceOps, device_crops, plan_crops, resample_pass
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
 from zoomeval.inference.shards import ShardStore
 
 IMAGENET_VAL = 50_000
+Resample = Callable[..., torch.Tensor]
 #: Frequent ImageNet val sizes (width, height).
 IMAGENET_SIZES = ((500, 375), (375, 500), (500, 333), (500, 400), (333, 500))
+#: Size classes by the longer side: frequent (the sizes above), other up to 1,000 px, large above.
+SIZE_CLASSES = ("frequent", "other", "large")
 #: torchvision architectures checked by default (any other can be named with --models).
 MODELS = ("resnet50", "vit_b_32")
 #: (label, precision, compile, inductor options) of the model-alone measurements; the last that works here is the
 #: end-to-end setting. Freezing folds BatchNorm into the convolutions; CUDA graphs replay the fixed batch shape.
-MODEL_SETTINGS: tuple[tuple[str, str, bool, dict[str, Any] | None], ...] = (
+MODEL_SETTINGS: tuple[tuple[str, str, bool, dict[str, Any] | None], ...] = (  # the default: DEFAULT_SETTINGS
     ("fp32", "fp32", False, None),
     ("bf16", "bf16", False, None),
     ("bf16_compiled", "bf16", True, None),
     ("bf16_compiled_frozen", "bf16", True, {"freezing": True}),
     ("bf16_compiled_frozen_cudagraphs", "bf16", True, {"freezing": True, "triton.cudagraphs": True}),
 )
+#: The settings measured unless ``--settings`` names others: each compilation costs a minute, and the check must
+#: end within 6 minutes.
+DEFAULT_SETTINGS = "fp32,bf16,bf16_compiled_frozen"
 
 
-def synthetic_jpegs(folder: Path, n: int, sizes: tuple[tuple[int, int], ...], prefix: str = "img") -> list[Record]:
-    """``n`` JPEGs (quality 90) of smooth colour fields with noise, so they compress and decode like photos."""
-    rng, records = np.random.default_rng(0), []
+def image_sizes(n: int, seed: int = 0) -> list[tuple[int, int]]:
+    """``n`` (width, height) pairs: half the frequent sizes in turn, 35 % other landscape or portrait sizes with
+    the longer side 300-1,000 px, 15 % large ones with the longer side 1,000-2,800 px (a third of those >= 2,000);
+    aspect ratios 1.0-1.8. An assumed distribution with ImageNet's long tail, not its measured histogram."""
+    rng, sizes = np.random.default_rng(seed), []
     for k in range(n):
-        width, height = sizes[k % len(sizes)]
+        kind = k % 20
+        if kind < 10:
+            sizes.append(IMAGENET_SIZES[k // 20 % len(IMAGENET_SIZES)])
+            continue
+        long_side = int(rng.integers(300, 1001)) if kind < 17 else int(rng.integers(1000, 2801))
+        long_side = max(long_side, 2000) if kind == 19 else long_side
+        short = int(long_side / rng.uniform(1.0, 1.8))
+        sizes.append((long_side, short) if rng.random() < 0.7 else (short, long_side))
+    return sizes
+
+
+def size_class(width: int, height: int) -> str:
+    if (width, height) in IMAGENET_SIZES:
+        return SIZE_CLASSES[0]
+    return SIZE_CLASSES[1] if max(width, height) <= 1000 else SIZE_CLASSES[2]
+
+
+def synthetic_jpegs(folder: Path, sizes: list[tuple[int, int]], prefix: str = "img") -> list[Record]:
+    """JPEGs (quality 90) of smooth colour fields with noise, so they compress and decode like photos."""
+    rng, records = np.random.default_rng(0), []
+    for k, (width, height) in enumerate(sizes):
         coarse = rng.integers(0, 256, (height // 16 + 1, width // 16 + 1, 3), dtype=np.uint8)
         smooth = np.asarray(Image.fromarray(coarse).resize((width, height), Image.Resampling.BILINEAR), np.int16)
         pixels = (smooth + rng.integers(-12, 13, smooth.shape)).clip(0, 255).astype(np.uint8)
@@ -113,19 +148,21 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def model_alone(classifier: Classifier, seconds: float) -> float:
-    """Crops per second of normalise + forward + prediction columns on a ready uint8 batch on the device."""
-    size, batch = 224, classifier.settings.batch_size
-    ready = torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8, device=classifier.device)
-    with torch.inference_mode():
-        for _ in range(3):  # warm-up: compilation, kernel selection, allocation
-            classifier.columns(classifier.logits(ready))
-        _sync(classifier.device)
-        start, done = time.perf_counter(), 0
-        while time.perf_counter() - start < seconds:
-            classifier.columns(classifier.logits(ready))
-            done += batch
-        _sync(classifier.device)
+def model_alone(classifier: Classifier, scales: list[int], seconds: float, images: int) -> float:
+    """Crops per second of the predict loop's shard work (:func:`infer_shard`, as end to end) on ready uint8 crops
+    already on the device: one copy to the host per shard of ``images`` images, none per batch."""
+    size, views = 224, n_views(scales, True)
+    ready = torch.randint(0, 256, (views, size, size, 3), dtype=torch.uint8, device=classifier.device)
+    records = [Record(f"r{k}", "", [0], ["n00000000"], size, size) for k in range(images)]
+
+    def shard() -> None:
+        infer_shard(classifier, ((k, ready) for k in range(len(records))), records, scales).wait()
+
+    shard()  # warm-up: compilation, kernel selection, allocation
+    start, done = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        shard()
+        done += len(records) * views
     return done / (time.perf_counter() - start)
 
 
@@ -168,54 +205,64 @@ def end_to_end(classifier: Classifier, records: list[Record], scales: list[int],
 
 
 def parity_images(records: list[Record], folder: Path) -> list[Path]:
-    """Four of the synthetic JPEGs, a tall image (160 x 400: Pillow 13 shrinks its height first) and a wide one."""
-    extra = synthetic_jpegs(folder, 2, ((160, 400), (500, 120)), prefix="parity")
-    return [Path(r.path) for r in records[:4] + extra]
+    """Two synthetic JPEGs of each size class, a tall image (160 x 400: Pillow 13 shrinks its height first) and a
+    wide one."""
+    chosen = [[r for r in records if size_class(r.width, r.height) == c][:2] for c in SIZE_CLASSES]
+    extra = synthetic_jpegs(folder, [(160, 400), (500, 120)], prefix="parity")
+    return [Path(r.path) for r in [*itertools.chain(*chosen), *extra]]
 
 
-def pixel_parity(paths: list[Path], scales: list[int], device: torch.device) -> int:
+def pixel_parity(paths: list[Path], scales: list[int], device: torch.device, resample: Resample = resample_pass
+                 ) -> int:  # fmt: skip
     """The largest difference (grey levels) between the device path's crops on ``device`` and the PIL path's."""
     worst = 0
     for path in paths:
         with Image.open(path) as raw:
             image = raw.convert("RGB")
         reference = torch.from_numpy(all_crops(image, scales, extra_views=True)).int()
-        crops = device_crops(torch.from_numpy(np.array(image)).to(device), scales, extra_views=True)
+        plan = build_plan(image.width, image.height, tuple(scales), 224, True).to(device)
+        crops = plan_crops(torch.from_numpy(np.array(image)).to(device), plan, resample)
         worst = max(worst, int((crops.cpu().int() - reference).abs().max()))
     return worst
 
 
-def crop_cost(path: Path, scales: list[int], device: torch.device, repeats: int) -> dict[str, Any]:
-    """The device path on one image: device operations, CPU milliseconds to enqueue them and device milliseconds
-    (CUDA events; None on a CPU), per image, its size's plan already built; and the host milliseconds to build the
-    plan of a new size."""
-    with Image.open(path) as raw:
-        pixels = torch.from_numpy(np.array(raw.convert("RGB"))).to(device)
-    start = time.perf_counter()
-    CropPlan(pixels.shape[1], pixels.shape[0], tuple(scales), 224, True, device)  # what a new image size costs
-    plan_ms = (time.perf_counter() - start) * 1000
-    device_crops(pixels, scales, extra_views=True)
+def crop_cost(records: list[Record], scales: list[int], device: torch.device, resample: Resample = resample_pass
+              ) -> dict[str, Any]:  # fmt: skip
+    """The device path alone on ``records`` (one size class), their plans built beforehand as the workers build
+    them: device operations per image, CPU milliseconds to enqueue an image, device milliseconds (CUDA events;
+    the CPU time on a CPU), crops per second, and the host milliseconds to build a new size's plan."""
+    images, plan_ms = [], 0.0
+    for record in records:
+        with Image.open(record.path) as raw:
+            pixels = torch.from_numpy(np.array(raw.convert("RGB")))
+        start = time.perf_counter()
+        plan = build_plan(pixels.shape[1], pixels.shape[0], tuple(scales), 224, True)
+        plan_ms += (time.perf_counter() - start) * 1000
+        images.append((pixels.to(device), plan.to(device)))
+    plan_crops(*images[0], resample)  # warm-up: allocations (and compilation)
     with DeviceOps() as ops:
-        device_crops(pixels, scales, extra_views=True)
+        plan_crops(*images[0], resample)
     _sync(device)
     events = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if device.type == "cuda" else None
     if events:
         events[0].record()
     start = time.perf_counter()
-    for _ in range(repeats):
-        device_crops(pixels, scales, extra_views=True)
-    enqueue = (time.perf_counter() - start) / repeats * 1000
-    device_ms = None
+    for pixels, plan in images:
+        plan_crops(pixels, plan, resample)
+    enqueue = (time.perf_counter() - start) / len(images)
+    device_s = enqueue
     if events:
         events[1].record()
         events[1].synchronize()
-        device_ms = events[0].elapsed_time(events[1]) / repeats
-    return {"device_ops": len(ops.ops), "enqueue_ms": round(enqueue, 2), "plan_ms": round(plan_ms, 1),
-            "device_ms": None if device_ms is None else round(device_ms, 2)}  # fmt: skip
+        device_s = events[0].elapsed_time(events[1]) / 1000 / len(images)
+    return {"images": len(images), "device_ops": len(ops.ops), "enqueue_ms": round(enqueue * 1000, 2),
+            "device_ms": round(device_s * 1000, 2), "crops_per_s": round(n_views(scales, True) / device_s, 1),
+            "plan_ms": round(plan_ms / len(images), 1)}  # fmt: skip
 
 
-def check_model(name: str, records: list[Record], scales: list[int], args: argparse.Namespace) -> dict[str, Any]:
-    """Every measurement of one model; prints them as they come."""
+def check_model(name: str, records: list[Record], scales: list[int], args: argparse.Namespace,
+                save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:  # fmt: skip
+    """Every measurement of one model; prints them as they come and saves the figures so far after each."""
     import torchvision
 
     spec = ModelSpec(name, "torchvision", name, "random-init")
@@ -226,16 +273,19 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
     crops = device_crops(pixels, scales, extra_views=True)  # real crops for the top-1 agreement
     result: dict[str, Any] = {"model_alone": {}, "top1_agreement_with_fp32": {}}
     reference, last = None, None
-    for label, precision, compile_, options in MODEL_SETTINGS if not args.cpu_smoke else MODEL_SETTINGS[:2]:
+    chosen = args.settings.split(",")
+    for label, precision, compile_, options in [s for s in MODEL_SETTINGS if s[0] in chosen]:
+        torch._dynamo.reset()  # each setting compiles afresh: no recompile limit, no silent fallback to eager
         settings = InferenceSettings(batch_size=args.batch_size, device=args.device, num_workers=args.workers,
                                      precision=precision, resize_backend="device", compile=compile_)  # fmt: skip
         try:
             classifier = Classifier(spec, settings, None, loaded=loaded, compile_options=options)
-            rate = model_alone(classifier, args.seconds)
+            rate = model_alone(classifier, scales, args.seconds, 1 if args.cpu_smoke else 16)
             predicted = top1(classifier, crops)
         except Exception as exc:  # one setting that does not work here must not hide the others' figures
             result["model_alone"][label] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
             print(f"{name}: model alone {label}: {result['model_alone'][label]}", flush=True)
+            save(result)
             continue
         reference = predicted if reference is None else reference
         agreement = float((predicted == reference).double().mean())
@@ -243,6 +293,7 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
         result["top1_agreement_with_fp32"][label] = round(agreement, 4)
         print(f"{name}: model alone {label}: {rate:,.0f} crops/s, top-1 agreement with fp32 {agreement:.4f}",
               flush=True)  # fmt: skip
+        save(result)
         last = (label, classifier)
     if last is None:
         raise RuntimeError(f"{name}: no model setting worked here: {result['model_alone']}")
@@ -255,51 +306,93 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
                "end_to_end_over_model": round(rate / best, 3),
                "shards_over_one_shard": round(rate / loop["end_to_end_one_shard"], 3),
                "host_waits_per_shard": waits, "imagenet_val_minutes": round(minutes, 1),
-               "imagenet_val_324_minutes": round(IMAGENET_VAL * 9 * len(scales) / rate / 60, 1)}  # fmt: skip
+               "imagenet_val_324_minutes": round(IMAGENET_VAL * 9 * len(scales) / rate / 60, 1),
+               "device_crops_over_model": {c: round(cost["crops_per_s"] / best, 2)
+                                           for c, cost in args.crop_costs.items()}}  # fmt: skip
+    save(result)
     gpu = loop["gpu_utilisation"]
     print(f"{name}: end to end ({label}, device resize, {loop['shards']} shards): {rate:,.0f} crops/s = "
           f"{rate / best:.2f} x model alone, {result['shards_over_one_shard']:.2f} x one shard "
           f"({loop['end_to_end_one_shard']:,.0f} crops/s); host waits in a shard: "
           f"{waits if waits is not None else 'n/a'}; GPU {gpu if gpu is not None else 'n/a'}%; ImageNet val x "
           f"{n_views(scales, True)} views: {minutes:.1f} min, x {9 * len(scales)}: "
-          f"{result['imagenet_val_324_minutes']:.1f} min", flush=True)  # fmt: skip
+          f"{result['imagenet_val_324_minutes']:.1f} min; device crops alone over the model: "
+          f"{result['device_crops_over_model']}", flush=True)  # fmt: skip
     return result
+
+
+def crop_costs(costs: dict[str, dict[str, Any]], records: list[Record], scales: list[int], device: torch.device,
+               args: argparse.Namespace, save: Callable[[], None], resample: Resample = resample_pass
+               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """:func:`crop_cost` per size class (two images each in the smoke run, twelve on a GPU) into ``costs`` (part
+    of the report), saved and printed as they come."""
+    fused = "" if resample is resample_pass else "fused "
+    for c in SIZE_CLASSES:
+        chosen = [r for r in records if size_class(r.width, r.height) == c][: 2 if args.cpu_smoke else 12]
+        if not chosen:
+            continue
+        cost = costs[c] = crop_cost(chosen, scales, device, resample)
+        save()
+        print(
+            f"{fused}device crops, {c} sizes ({cost['images']} images): {cost['crops_per_s']:,.0f} crops/s, "
+            f"{cost['device_ops']} device operations, {cost['enqueue_ms']} ms to enqueue, {cost['device_ms']} ms "
+            f"on the device per image; a new size's plan {cost['plan_ms']} ms (in the workers)",
+            flush=True,
+        )
+    return costs
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny run on the CPU, to check the script")
     parser.add_argument("--models", default=",".join(MODELS), help="torchvision architectures, comma-separated")
-    parser.add_argument("--images", type=int, default=512, help="synthetic JPEGs end to end")
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="model settings, comma-separated: "
+                        + ", ".join(s[0] for s in MODEL_SETTINGS))  # fmt: skip
+    parser.add_argument("--images", type=int, default=300, help="synthetic JPEGs end to end")
     parser.add_argument("--shards", type=int, default=3, help="shards of the end-to-end job")
     # One image's views per batch: every batch has the same shape, so torch.compile never recompiles.
     parser.add_argument("--batch-size", type=int, default=333)
     parser.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
-    parser.add_argument("--seconds", type=float, default=5.0, help="per model-alone measurement")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per model-alone measurement")
     parser.add_argument("--out", default="results/bench/gpu.json")
     args = parser.parse_args(argv)
     keep_freed_memory()
     args.device = "cpu" if args.cpu_smoke else "cuda"
     if args.cpu_smoke:
-        args.images, args.batch_size, args.workers, args.seconds = 2, 18, 1, 0.5
+        args.images, args.batch_size, args.workers, args.seconds, args.settings = 2, 18, 1, 0.5, "fp32,bf16"
     scales = [256] if args.cpu_smoke else paper_scales()
-    sizes = ((160, 120),) if args.cpu_smoke else IMAGENET_SIZES
+    sizes = [(500, 375), (1200, 90)] if args.cpu_smoke else image_sizes(args.images)
     device = torch.device(args.device)
+    report: dict[str, Any] = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                              "torch": torch.__version__, "images": args.images, "scales": scales,
+                              "batch_size": args.batch_size, "workers": args.workers,
+                              "image_sizes": {c: sum(size_class(*s) == c for s in sizes) for c in SIZE_CLASSES},
+                              "models": {}}  # fmt: skip
+
+    def save(figures: dict[str, Any] | None = None, model: str | None = None) -> None:
+        if model is not None:
+            report["models"][model] = figures
+        write_json(args.out, report)
+
     with tempfile.TemporaryDirectory() as folder:
-        records = synthetic_jpegs(Path(folder), args.images, sizes)
-        report: dict[str, Any] = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-                                  "torch": torch.__version__, "images": args.images, "scales": scales,
-                                  "batch_size": args.batch_size, "workers": args.workers}  # fmt: skip
+        records = synthetic_jpegs(Path(folder), sizes)
         report["max_abs_pixel_diff"] = pixel_parity(parity_images(records, Path(folder)), scales, device)
-        print(f"device crops vs PIL crops (4 images, a tall and a wide one): max abs diff "
+        save()
+        print(f"device crops vs PIL crops (two images per size class, a tall and a wide one): max abs diff "
               f"{report['max_abs_pixel_diff']} grey levels", flush=True)  # fmt: skip
-        report["device_crops_per_image"] = crop_cost(Path(records[0].path), scales, device, 3 if args.cpu_smoke else 20)
-        cost = report["device_crops_per_image"]
-        print(f"device crops per {sizes[0][0]}x{sizes[0][1]} image: {cost['device_ops']} device operations, "
-              f"{cost['enqueue_ms']} ms to enqueue, {cost['device_ms']} ms on the device; a new image size's "
-              f"plan {cost['plan_ms']} ms", flush=True)  # fmt: skip
-        report["models"] = {name: check_model(name, records, scales, args) for name in args.models.split(",")}
-    write_json(args.out, report)
+        args.crop_costs = crop_costs(report.setdefault("device_crops_per_image", {}), records, scales, device, args,
+                                     save)  # fmt: skip
+        for name in args.models.split(","):
+            check_model(name, records, scales, args, lambda figures, name=name: save(figures, name))
+        if not args.cpu_smoke:  # last: the passes fused by torch.compile (Triton), exact or not, and their rate
+            fused = torch.compile(resample_pass, dynamic=True)
+            report["fused_max_abs_pixel_diff"] = pixel_parity(parity_images(records, Path(folder)), scales, device,
+                                                              fused)  # fmt: skip
+            save()
+            print(f"fused (torch.compile) device crops vs PIL: max abs diff {report['fused_max_abs_pixel_diff']}")
+            crop_costs(
+                report.setdefault("fused_device_crops_per_image", {}), records, scales, device, args, save, fused
+            )
     print(f"wrote {args.out}")
 
 

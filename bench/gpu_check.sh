@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Throughput check on a CUDA machine, in under 8 minutes (see bench/gpu_check.py): exact device crops against PIL
-# (a tall and a wide image too), their device operations, enqueue and device time per image; ResNet-50 and
-# ViT-B/32, random init, model alone at fp32 / bf16 / compiled / frozen / CUDA graphs with top-1 agreement; the
-# predict loop end to end with the device resize over synthetic ImageNet-sized JPEGs as one shard and as 3, host
-# waits inside a shard, GPU utilisation, projected ImageNet val time.
-# Needs the project installed (make test did it); writes results/bench/gpu.json.
+# Throughput check on a CUDA machine, in under 6 minutes (see bench/gpu_check.py): exact device crops against PIL
+# (every size class, a tall and a wide image too); the device path alone per size class (frequent 500 px sizes,
+# other sizes, large ones up to 2,800 px): crops/s, device operations, enqueue and device time per image, plan
+# build time; ResNet-50 and ViT-B/32, random init, model alone at fp32 / bf16 / compiled and frozen (dynamo reset
+# between settings) with top-1 agreement; the predict loop end to end with the device resize over synthetic JPEGs
+# of a long-tailed size distribution as one shard and as 3, host waits inside a shard, GPU utilisation, projected
+# ImageNet val time. Model alone and end to end run the same shard loop (one host copy per shard, none per batch).
+# Needs the project installed (make test did it); writes results/bench/gpu.json after every figure, so a run
+# stopped early (GPU_CHECK_SECONDS, default 350) keeps what it measured.
 # `bench/gpu_check.sh --cpu-smoke` runs it on the CPU with tiny settings (to check the script, not the speed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +16,4 @@ if [[ " $* " != *" --cpu-smoke "* ]]; then
     "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device')"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 fi
-PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" timeout 470 "$PY" bench/gpu_check.py "$@"
+PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" timeout ${GPU_CHECK_SECONDS:-350} "$PY" bench/gpu_check.py "$@"

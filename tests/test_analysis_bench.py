@@ -5,7 +5,10 @@ import importlib.util
 import pyarrow.parquet as pq
 
 from tests.conftest import ROOT
+from tests.test_policies import brute_force_set
 from zoomeval.analysis.matrix import correctness_matrix
+from zoomeval.analysis.policies import greedy_set
+from zoomeval.analysis.policy_eval import read_views
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import ONE_CROP, Transform, paper_scales, transforms
@@ -31,3 +34,14 @@ def test_the_synthetic_files_score_as_synthesized_and_their_parts_merge_back(tmp
     assert bench.step("analyze", tmp_path, 200, 30)["acc_max"] == found["acc_max"]  # and writes metrics.json
     policies = bench.step("policies", tmp_path, 200, 30)  # the zoom_policies job on them
     assert policies["one_crop@1"] == round(found["acc_1crop"], 2) and policies["max_conf@324"] <= found["acc_max"]
+    # its table: 5 policies x 9 budgets, the 1-crop, 9 oracle top-k, oracle_max, the 5-/10-crop max and mean rules
+    assert bench.step("policies_table", tmp_path, 200, 30) == {"rows": 5 * 9 + 1 + 9 + 1 + 4}
+    assert len((tmp_path / "table_zoom_policies.csv").read_text().splitlines()) == 1 + 60
+
+
+def test_the_greedy_sets_on_the_synthetic_views_are_the_brute_force_ones(tmp_path):
+    bench.synthesize(tmp_path, 120)
+    bench.step("matrix", tmp_path, 120, 30)
+    views, _ = read_views(tmp_path / "correct.npz", tmp_path / "predictions.parquet")
+    for vote in (False, True):
+        assert greedy_set(views, 6, vote) == brute_force_set(views, 6, vote)

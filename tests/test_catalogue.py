@@ -86,6 +86,43 @@ def test_a_misspelt_name_is_refused_with_the_closest_names() -> None:
         cat.check_names(spec("timm", architecture="resnet18.x"), FAKE, "timm")
 
 
+@pytest.mark.parametrize(
+    ("source", "entry", "why"),
+    [
+        ("timm", {"architecture": "resnet50_clip.openai"}, "a 1024-wide output (timm's config), not ImageNet-1k's "
+         "1000 classes"),
+        ("timm", {"architecture": "convnext_tiny.dinov3_lvd1689m"}, "no classifier head (timm's config gives 0 "
+         "outputs: a feature extractor)"),
+        ("timm", {"architecture": "vit_base_patch16_224.augreg_in21k"}, "a 21843-wide output"),
+        ("torchvision", {"architecture": "vgg16", "weights": "IMAGENET1K_FEATURES"}, "no classifier head"),
+    ],
+)  # fmt: skip
+def test_a_model_whose_head_is_not_imagenet_1k_is_refused_from_the_librarys_own_config(source, entry, why) -> None:
+    """The widths are the libraries' pretrained configs (timm's num_classes, torchvision's categories), read offline;
+    before, these names passed `snakemake -n` and their predictions meant nothing."""
+    catalogue = cat.catalogue(source)
+    model = spec(source, **entry)
+    with pytest.raises(ConfigError) as refused:
+        cat.check_names(model, catalogue, source)
+    assert str(refused.value).startswith(f"models.m: {model.architecture}.{model.weights} has {why}")
+    assert f"(zoomeval list models {source} '{model.architecture}.*' marks the others)" in str(refused.value)
+
+
+def test_imagenet_1k_classifiers_pass_and_the_widths_are_the_libraries() -> None:
+    import timm
+    import torchvision
+    from timm.models import get_pretrained_cfg
+
+    for source, entry in (("timm", {"architecture": "resnet50.a1_in1k"}), ("timm", {"architecture": "convnext_tiny."
+                          "in12k_ft_in1k"}), ("torchvision", {"architecture": "vgg16", "weights": "IMAGENET1K_V1"})):
+        cat.check_names(spec(source, **entry), cat.catalogue(source), source)  # fmt: skip
+    widths = cat.catalogue("timm").widths
+    assert set(widths) == set(timm.list_pretrained())
+    assert all(widths[name] == get_pretrained_cfg(name).num_classes for name in timm.list_pretrained("resnet*"))
+    weights = torchvision.models.get_model_weights("vit_b_16")
+    assert {cat.catalogue("torchvision").widths[f"vit_b_16.{w.name}"] for w in weights} == {1000}
+
+
 def test_the_cached_catalogue_is_written_once_by_a_child_process(tmp_path: Path, monkeypatch) -> None:
     from importlib.metadata import version
 

@@ -34,6 +34,13 @@ def test_list_models_prints_the_librarys_pretrained_models_matching_a_pattern() 
     assert [f"{a}.{t}" for a, t in listed("models", "timm", "resnet50.a*")] == timm.list_pretrained("resnet50.a*")
     weights = [w.name for w in torchvision.models.get_model_weights("resnet50")]
     assert listed("models", "torchvision", "resnet50.*") == [["resnet50", name] for name in weights]
+    # models whose output is not ImageNet-1k's classes are marked with why (timm's pretrained configs)
+    assert listed("models", "timm", "resnet50_clip*.openai") == [
+        ["resnet50_clip", "openai", "not evaluable: a 1024-wide output (timm's config), not ImageNet-1k's 1000 "
+         "classes"],
+        ["resnet50_clip_gap", "openai", "not evaluable: no classifier head (timm's config gives 0 outputs: a feature "
+         "extractor)"],
+    ]  # fmt: skip
 
 
 def test_list_refuses_a_source_without_models_and_a_missing_source() -> None:

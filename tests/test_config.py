@@ -168,10 +168,10 @@ def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("..", "models: '..' does not match"),
-        (".hidden", "models: '.hidden' does not match"),
-        ("-r", "models: '-r' does not match"),
-        ("a/b", "models: 'a/b' does not match"),
+        ("..", "models: '..' is not a valid name: a model name"),
+        (".hidden", "models: '.hidden' is not a valid name: a model name"),
+        ("-r", "models: '-r' is not a valid name: a model name"),
+        ("a/b", "models: 'a/b' is not a valid name: a model name"),
         ("efficientnet_lite0.aggregates", "models.efficientnet_lite0.aggregates: a model name cannot end in "
          ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'"),
         ("efficientnet_lite0.part12", "models.efficientnet_lite0.part12: a model name cannot end in .part12: with "
@@ -187,7 +187,67 @@ def test_model_names_that_escape_or_collide_are_refused(name: str, message: str)
 @pytest.mark.parametrize("name", ["..", "a/b", ".x", "-x", "a.b"])
 def test_dataset_names_that_are_not_plain_folder_names_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
-    assert message.startswith(f"datasets: {name!r} does not match '^[A-Za-z0-9_][A-Za-z0-9_-]*$' (a dataset name")
+    assert message.startswith(f"datasets: {name!r} is not a valid name: a dataset name: letters, digits, _ and -, not ")
+
+
+#: The longest file name derived from a model name: an atomic write (zoomeval.core.io) of a part's aggregates.
+LONGEST_DERIVED = ".{name}.part{part}.aggregates.parquet.0123456789abcdef.tmp"
+
+
+def test_names_are_bounded_so_that_every_file_named_after_them_fits(tmp_path: Path) -> None:
+    longest = "m" * 199 + "n"
+    assert list(validated(lambda c: c["models"].update({longest: c["models"].pop("efficientnet_lite0")})).models) == [
+        longest]  # fmt: skip
+    (tmp_path / LONGEST_DERIVED.format(name=longest, part=999_999_999)).touch()  # 255 bytes: the file system's limit
+    too_long = "m" * 240  # passed before, then predict died with OSError: [Errno 36] File name too long
+    message = refusal(lambda c: c["models"].update({too_long: c["models"].pop("efficientnet_lite0")}))
+    assert message.startswith(f"models: '{'m' * 40}'... (240 characters) is not a valid name: a model name: ")
+    assert "at most 200 characters" in message
+    message = refusal(lambda c: c["datasets"].update({"d" * 201: c["datasets"].pop("demo")}))
+    assert message.startswith(f"datasets: '{'d' * 40}'... (201 characters) is not a valid name")
+    assert "at most 200" in message
+
+
+def test_names_snakemake_would_take_for_a_recursion_are_refused_exactly_where_it_does() -> None:
+    """Brute force against Snakemake's own detector over names ending in 1 to 3 letter pieces repeated 15 to 25
+    times: the schema refuses a name exactly when Snakemake would raise PeriodicWildcardError on it."""
+    from snakemake.io import PeriodicityDetector
+
+    detector = PeriodicityDetector()
+    pattern = re.compile(yaml.safe_load(SCHEMA.read_text())["properties"]["models"]["propertyNames"]["pattern"])
+    names = [f"{head}{piece * n}" for head in ("", "r", "resnet_", "ab") for piece in ("a", "ab", "abc", "aab", "1")
+             for n in range(15, 26)]  # fmt: skip
+    refused = [name for name in names if not pattern.search(name)]
+    assert refused == [name for name in names if detector.is_periodic(name) is not None]
+    assert "a" * 20 in refused and "a" * 19 not in refused and "resnet_" + "ab" * 20 in refused
+    message = refusal(lambda c: c["models"].update({"a" * 20: c["models"].pop("efficientnet_lite0")}))
+    assert message.startswith(f"models: '{'a' * 20}' is not a valid name") and "repeated 20 times" in message
+
+
+def test_every_missing_input_and_unusable_setting_is_listed_at_once(tmp_path: Path, monkeypatch) -> None:
+    """Before: one refusal per run, the first missing file only (fixing `images` revealed `annotations`)."""
+    def change(c):
+        c["datasets"]["val"] = {**VAL, "variants": ["original"], "label_sets": ["in", "multilabel"]}
+        c["models"]["ckpt"] = {"source": "checkpoint", "architecture": "resnet50", "weights": "a" * 64,
+                               "checkpoint": str(tmp_path / "r50.pth")}  # fmt: skip
+        c["inference"]["device"] = "cuda:7"
+        c["tta"]["models"] = ["nope"]
+        c["multilabel"] = str(tmp_path / "human.json")
+
+    config = copy.deepcopy(DEMO)
+    change(config)
+    monkeypatch.setattr(devices, "gpus_at_most", lambda: 1)
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    missing = "does not exist; download it and point the key at it, or give a url"
+    assert str(info.value).splitlines() == [
+        f"multilabel: '{tmp_path / 'human.json'}' {missing}",
+        "inference.device: 'cuda:7' does not exist here, 1 CUDA device visible; use auto, cpu, cuda:0",
+        "tta.models: 'nope' is not in this config's models; use one of ['efficientnet_lite0', 'ckpt']",
+        f"datasets.val.images: '/data/val.tar' {missing}",
+        f"datasets.val.annotations: '/data/bbox.tgz' {missing}",
+        f"models.ckpt.checkpoint: '{tmp_path / 'r50.pth'}' {missing}",
+    ]
 
 
 def test_model_names_with_inner_dots_still_work() -> None:
@@ -503,3 +563,20 @@ def test_a_missing_input_an_adapter_requires_is_named() -> None:
 def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
     assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")
+
+
+def test_compile_asked_for_on_the_cpu_is_refused_with_the_fix() -> None:
+    message = refusal(lambda c: c["inference"].update(device="cpu", compile=True))
+    assert message == ("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on a "
+                       "CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto to "
+                       "compile where a GPU is found")  # fmt: skip
+    assert validated(lambda c: c["inference"].update(device="auto", compile=True)).inference.compile
+
+
+def test_a_plan_notes_compile_off_where_auto_finds_no_gpu(monkeypatch) -> None:
+    monkeypatch.setattr(devices, "gpus_at_most", lambda: 0)
+    assert devices.cpu_note("auto", True) == ("inference.compile: no GPU is visible here, so the jobs run on the "
+                                              "CPU with compile turned off")  # fmt: skip
+    assert devices.cpu_note("auto", False) is None and devices.cpu_note("cuda", True) is None
+    monkeypatch.setattr(devices, "gpus_at_most", lambda: 1)
+    assert devices.cpu_note("auto", True) is None

@@ -15,10 +15,20 @@ from tests.conftest import ROOT
 from zoomeval.analysis.scoring import analyze_predictions
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import read_metadata
-from zoomeval.core.pil_resample import vertical_first
-from zoomeval.core.zoom import all_crops, paper_scales, resized_size, transforms
+from zoomeval.core.pil_resample import taps, vertical_first
+from zoomeval.core.zoom import all_crops, paper_scales, resized_size, scale_views, transforms
 from zoomeval.datasets.adapters.demo import build_demo
-from zoomeval.inference.crops import DeviceOps, ZoomCrops, device_crops, resolve_backend
+from zoomeval.inference import crops
+from zoomeval.inference.crop_plan import TAPS, build_plan, crop_plan
+from zoomeval.inference.crops import (
+    DeviceImage,
+    DeviceOps,
+    ZoomCrops,
+    device_crops,
+    on_device,
+    plan_crops,
+    resolve_backend,
+)
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.sources import embedded
 from zoomeval.registries import load_config
@@ -74,9 +84,11 @@ def test_both_of_pillows_pass_orders_occur_in_the_tall_image():
     assert not any(vertical_first(270, 100, *resized_size(270, 100, s)) for s in paper_scales())
 
 
-#: Device operations per image: a conversion, and per pass order two products, two roundings (3 in-place operations
-#: each) and a copy, then a concatenation, a conversion to uint8 and the gather; measured 12 (one order) and 21 (both).
-MAX_DEVICE_OPS = 21
+#: Device operations per image, counted: per pass order the two passes (a gather, a multiply, a sum over the taps,
+#: the initial sums, the sum of the chunks, Pillow's shift and clip and the conversion to uint8: 8 each) and one
+#: permutation copy (none for a single scale), then the gather of the views (and a concatenation with both
+#: orders): 17 + 1 and 2 * 17 + 2.
+MAX_DEVICE_OPS = 36
 
 
 @pytest.mark.parametrize(("width", "height"), [(30, 80), (80, 30)])  # both pass orders, one
@@ -84,18 +96,80 @@ def test_an_image_costs_a_fixed_number_of_device_operations(width, height):
     pixels = torch.from_numpy(np.array(_noise(width, height, 0)))
     counts = []
     for scales in ([256], [10, 256, 512], paper_scales()):
-        device_crops(pixels, scales, extra_views=True)  # builds the image size's plan
+        plan = crop_plan(width, height, tuple(scales), 224, True)
         with DeviceOps() as counter:
-            device_crops(pixels, scales, extra_views=True)
+            plan_crops(pixels, plan)
         counts.append(len(counter.ops))
     assert max(counts) <= MAX_DEVICE_OPS, counter.ops
-    assert counts[1] == counts[2]  # whatever the number of scales and views
+    assert counts[2] == (MAX_DEVICE_OPS if width < height else 18)  # whatever the scales and views
 
 
-def test_the_workers_only_decode_for_the_device_path(demo):
-    _, pixels = ZoomCrops(demo[:1], SCALES, backend="device")[0]
+@pytest.mark.parametrize(("width", "height"), [(100, 260), (270, 100)])
+def test_the_device_path_creates_no_float_tensor(width, height):
+    """Not a float64 tensor (nor any float) on the device, the plan's copy there included."""
+    pixels = torch.from_numpy(np.array(_noise(width, height, 1)))
+    with DeviceOps() as counter:
+        device_crops(pixels, paper_scales(), extra_views=True)
+    assert counter.dtypes == {torch.uint8, torch.int32}, counter.dtypes
+    assert "aten._to_copy.default" in counter.ops  # the plan's copy (and the conversions) were watched
+
+
+def test_device_ops_sees_a_float64_tensor():
+    with DeviceOps() as counter:
+        torch.ones(3, dtype=torch.uint8).double()
+    assert torch.float64 in counter.dtypes
+
+
+def test_a_plan_holds_the_nonzero_taps_and_indices_only():
+    """500 x 375 at the 36 paper scales: 2.3 MB (the float64 plan was 170 MB); its bytes are 4 per int32 entry of the
+    taps' chunks and the views' indices, and its coefficients are Pillow's nonzero ones of the used pixels."""
+    scales = tuple(paper_scales())
+    plan = build_plan(500, 375, scales, 224, True)
+    passes = [p for g in plan.groups for p in (g.first, g.second)]
+    entries = sum(p.chunks * (2 * TAPS + 1) for p in passes) + plan.views * (1 + 2 * 224)
+    assert plan.nbytes == 4 * entries <= 16 * 2**20
+    assert plan.buffer.dtype == torch.int32 and plan.views == 333
+    (src1, kk1, dst1, src2, kk2, dst2), = plan.tensors()[0]
+    # width first: every scale's horizontal taps of the used columns, brute force from pil_resample.taps
+    assert int((kk1 != 0).sum()) == sum(int((taps(500, resized_size(500, 375, s)[0], cols)[2] != 0).sum())
+                                         for s, cols in zip(scales, _used_columns(500, 375, scales), strict=True))
+
+
+def _used_columns(width: int, height: int, scales: tuple[int, ...]) -> list[np.ndarray]:
+    """The resized columns some view of each scale uses, from the views' crop boxes (brute force)."""
+    used = []
+    for k, s in enumerate(scales):
+        w, h = resized_size(width, height, s)
+        lefts = [left for _, left, _, _ in scale_views(k, len(scales), s, w, h, 224, True)]
+        used.append(np.unique([x for left in lefts for x in range(left, left + 224) if 0 <= x < w]))
+    return used
+
+
+def test_the_workers_build_the_plan_beside_the_decode(demo):
+    _, item = ZoomCrops(demo[:1], SCALES, backend="device", extra_views=True)[0]
     with Image.open(demo[0].path) as raw:
-        assert np.array_equal(pixels.numpy(), np.asarray(raw.convert("RGB")))
+        assert np.array_equal(item.pixels.numpy(), np.asarray(raw.convert("RGB")))
+    assert torch.equal(item.plan.buffer, build_plan(640, 480, tuple(SCALES), 224, True).buffer)
+
+
+def _images(sizes: list[tuple[int, int]]) -> list[tuple[int, DeviceImage]]:
+    return [(i, DeviceImage(torch.from_numpy(np.array(_noise(w, h, i))), crop_plan(w, h, (64, 256), 224, True)))
+            for i, (w, h) in enumerate(sizes)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("device_seconds", "level"), [(10.0, "WARNING"), (1e-6, "INFO")])
+def test_auto_logs_the_device_paths_rate_against_pils_once(monkeypatch, caplog, device_seconds, level):
+    """After its first images, the job's log names both rates; a warning where PIL in the workers would be faster
+    (the device's time per image set here, 10 s or 1 us, against PIL's measured one)."""
+    monkeypatch.setattr(crops, "_seconds", lambda start, stop: device_seconds)
+    images = _images([(40, 30)] * (crops.RATE_IMAGES + 3))
+    with caplog.at_level("INFO", logger="zoomeval.inference.crops"):
+        out = list(on_device(iter(images), torch.device("cpu"), [64, 256], 224, True, workers=2))
+    lines = [r for r in caplog.records if "resize_backend auto" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == level, [r.getMessage() for r in lines]
+    assert f"cuts {1 / device_seconds:.1f} images/s on cpu, PIL in 2 workers" in lines[0].getMessage()
+    for (i, item), (j, crops_) in zip(images, out, strict=True):  # the timed images' crops are the same
+        assert i == j and torch.equal(crops_, plan_crops(item.pixels, item.plan))
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +217,25 @@ def test_the_gpu_recipe_overlays_the_papers_config():
 def test_switching_between_the_exact_backends_reruns_nothing():
     params = {b: InferenceSettings(resize_backend=b).crop_pixels for b in ("auto", "pil", "device", "torch")}
     assert params == {"auto": "pil", "pil": "pil", "device": "pil", "torch": "torch"}
+
+
+def test_a_pass_too_large_for_the_products_ceiling_runs_in_slices(monkeypatch):
+    """With the ceiling at 64 kB a 120 x 90 image's passes run in slices (more operations), still PIL's crops."""
+    image, scales = _noise(120, 90, 3), [32, 256]
+    pixels, plan = torch.from_numpy(np.array(image)), crop_plan(120, 90, (32, 256), 224, True)
+    with DeviceOps() as whole:
+        plan_crops(pixels, plan)
+    monkeypatch.setattr(crops, "MAX_PRODUCT_BYTES", 1 << 16)
+    with DeviceOps() as sliced:
+        out = plan_crops(pixels, plan)
+    assert len(sliced.ops) > len(whole.ops) + 8  # each pass at least twice, and the concatenations
+    assert np.array_equal(out.numpy(), all_crops(image, scales, extra_views=True))
+
+
+def test_the_predict_loop_builds_no_plan(monkeypatch):
+    """Images of all different sizes: every plan comes from the worker with its image, none is built on the
+    device's side (so a new size costs the predict loop nothing)."""
+    images = _images([(30 + k, 20 + k) for k in range(3)])
+    monkeypatch.setattr(crops, "crop_plan", lambda *a: pytest.fail("a plan built in the predict loop"))
+    out = list(on_device(iter(images), torch.device("cpu"), [64, 256], 224, True))
+    assert [len(c) for _, c in out] == [27] * 3

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -60,10 +61,30 @@ def test_gpu_check_cpu_smoke(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["device"] == "cpu" and report["scales"] == [256] and report["images"] == 2
-    assert report["max_abs_pixel_diff"] <= 2
+    assert report["max_abs_pixel_diff"] == 0
     model = report["models"]["resnet18"]
     assert set(model["model_alone"]) == {"fp32", "bf16"} and min(model["model_alone"].values()) > 0
     assert model["end_to_end_setting"] == "bf16" and model["gpu_utilisation"] is None
+    assert set(report["device_crops_per_image"]) == set(model["device_crops_over_model"]) == {"frequent", "large"}
     # 50,000 images x 18 views at the measured rate, and the rate over the model alone's, from one rate
     assert consistent(model), model
     assert "ImageNet val x 18 views" in run.stdout
+
+
+def test_gpu_check_stopped_early_keeps_the_figures_it_measured(tmp_path):
+    """Stopped (SIGTERM, as `timeout` stops it) once its first figure is written: the JSON is complete JSON with
+    that figure."""
+    out = tmp_path / "gpu.json"
+    env = {**os.environ, "PYTHON": sys.executable}
+    command = [str(ROOT / "bench" / "gpu_check.sh"), "--cpu-smoke", "--models", "resnet18", "--out", str(out)]
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not out.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        run.terminate()
+        run.wait(timeout=60)
+    report = json.loads(out.read_text())
+    assert report["max_abs_pixel_diff"] == 0 and report["scales"] == [256]
+    assert report["image_sizes"] == {"frequent": 1, "other": 0, "large": 1}

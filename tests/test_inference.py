@@ -336,3 +336,41 @@ def test_merged_metadata_sums_the_timings_and_refuses_parts_computed_differently
     metas[1]["precision"] = "bf16"
     with pytest.raises(ValueError, match=r"prediction parts 1 and 2 were computed differently \(\['precision'\]\)"):
         merged_metadata(metas)
+
+
+def test_the_gpu_presets_settings_fit_a_cpu_job_saying_so(caplog) -> None:
+    """compile off where the device resolves to a CPU (it segfaulted a standard_eval job there), and no more
+    DataLoader workers than the job's cores (12 on 2 cores warned in every job)."""
+    gpu = Settings(device="auto", compile=True, num_workers=12, precision="bf16", batch_size=333)
+    with caplog.at_level("WARNING"):
+        job = gpu.for_job(2).for_device("cpu")
+    assert (job.num_workers, job.threads, job.compile) == (2, 2, False)
+    assert (job.precision, job.batch_size) == ("bf16", 333)  # the rest as given
+    assert [r.getMessage() for r in caplog.records] == [
+        "inference.num_workers: 12 capped at this job's 2 cores",
+        "inference.compile: turned off: inference.device 'auto' resolved to the cpu here, and torch.compile is used "
+        "on CUDA only",
+    ]
+    assert gpu.for_device("cuda") is gpu and Settings(num_workers=0).for_job(2).num_workers == 0
+
+
+def test_a_compiled_model_runs_uncompiled_on_a_cpu_and_a_compiler_failure_names_the_setting(monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda fn, options=None: calls.append(fn) or fn)
+    loaded = LoadedModel(torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                             torch.nn.Linear(3, 1000)), None, embedded.MEAN, embedded.STD)  # fmt: skip
+    spec = ModelSpec("m", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
+    classifier = Classifier(spec, Settings(device="cpu", compile=True), None, loaded=loaded)
+    assert calls == [] and classifier.settings.compile is False
+    assert classifier.logits(torch.zeros((2, 8, 8, 3), dtype=torch.uint8)).shape == (2, 1000)
+
+    def broken(fn, options=None):
+        def run(crops):
+            raise OSError("No CUDA runtime is found")
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.raises(RuntimeError, match=r"^model 'm' failed under torch.compile \(inference.compile: true\): No "
+                                           r"CUDA runtime is found; set inference.compile: false$"):  # fmt: skip
+        classifier._compiled(None)(torch.zeros((1, 8, 8, 3), dtype=torch.uint8))

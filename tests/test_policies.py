@@ -143,6 +143,60 @@ def test_the_vote_takes_the_most_frequent_class_then_the_more_confident_view():
     assert P.choose_vote(views, [ONE, A, B]).tolist() == [B, A, ONE]  # tie 0.5 = 0.5 in row 3: the earlier view
 
 
+def replay(views: P.Views, sequence: list[int], vote: bool) -> np.ndarray:
+    """Brute force: whether each image's answer is right once the views of ``sequence`` are added one at a time.
+    max_conf's answer moves to a strictly more confident view; the vote's to a view of the answer's class, or of a
+    class with more views, or with as many and a strictly more confident view."""
+    rows = np.arange(views.n_images)
+    count, top = np.zeros((2, views.n_images, int(views.pred.max()) + 1))
+    lead, peak, right = views.pred[:, sequence[0]], np.full(views.n_images, -np.inf), None
+    for t in sequence:
+        k, c = views.pred[:, t], views.conf[:, t].astype(np.float64)
+        count[rows, k] += 1
+        top[rows, k] = np.maximum(top[rows, k], c)
+        more, same = count[rows, k] > count[rows, lead], count[rows, k] == count[rows, lead]
+        moves = (k == lead) | more | (same & (top[rows, k] > top[rows, lead])) if vote else c > peak
+        lead, peak = np.where(moves, k, lead), np.where(moves, c, peak)
+        right = np.where(moves, views.correct[:, t], right)
+    return right
+
+
+def brute_force_set(views: P.Views, size: int, vote: bool) -> list[int]:
+    """The greedy set by recounting, for every candidate, the images its set's rule gets right."""
+    chosen = [P.start_view(views.order)]
+    while len(chosen) < size:
+        hits = [-1 if t in chosen else int(replay(views, [*chosen, t], vote).sum()) for t in range(len(views.order))]
+        chosen.append(int(np.argmax(hits)))
+    return chosen
+
+
+def tied_views(seed: int, n_images: int) -> P.Views:
+    """Random views full of ties: 4 classes, conf in sixteenths (count + conf / 2 is exact), 1 or 2 labels per image
+    (a view is right by its class, as in every correctness matrix), some images never right."""
+    rng = np.random.default_rng(seed)
+    pred = rng.integers(0, 4, (n_images, len(ORDER))).astype(np.int16)
+    conf = (rng.integers(0, 17, pred.shape) / 16).astype(np.float32)
+    labels = np.stack([rng.integers(0, 4, n_images), rng.integers(0, 6, n_images)], axis=1)  # 4, 5: no second
+    return P.Views(pred, conf, (pred[:, :, None] == labels[:, None, :]).any(axis=2), ORDER)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_greedy_sets_are_the_brute_force_ones_on_random_tied_views(seed, monkeypatch):
+    monkeypatch.setattr(P, "CHUNK_IMAGES", 7)  # the searches' runs of images cross chunk boundaries
+    views = tied_views(seed, 40)
+    for vote in (False, True):
+        assert P.greedy_set(views, len(ORDER), vote) == brute_force_set(views, len(ORDER), vote)
+
+
+def test_the_vote_numbers_each_images_classes_and_needs_conf_in_0_1():
+    slots, n_slots = P.class_slots(np.array([[5, 3, 5, 9], [7, 7, 7, 7], [2, 1, 0, 1]], np.int16))
+    assert slots.tolist() == [[1, 0, 1, 2], [0, 0, 0, 0], [2, 1, 0, 1]] and n_slots == 3
+    views = tied_views(0, 10)
+    with pytest.raises(ValueError, match=r"conf must lie in \[0, 1\]"):
+        P.greedy_set(replace(views, conf=views.conf * 2), 3, vote=True)
+    assert P.greedy_set(replace(views, conf=views.conf * 2), 3, vote=False) == brute_force_set(views, 3, False)
+
+
 def test_folds_never_share_an_image_and_each_calibrates_on_the_others(tmp_path):
     files = write_files(tmp_path, "d", confident_when_right([{ONE}, {A}, {ONE, B}, set()], 4))
     document = cv_document(*files, metrics("d"), PoliciesConfig(budgets=(1, 2, 4), folds=3, seed=7))
@@ -251,3 +305,25 @@ def test_the_policies_section_is_typed_and_bad_values_are_refused_naming_the_key
     assert load_config(dict(demo), check_paths=False).policies.budgets == (1, 2, 4, 9, 18, 36, 72, 144, 324)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config({**demo, "policies": policies}, check_paths=False)
+
+
+def test_a_one_image_dataset_gets_its_references_and_its_policies_left_out_with_the_reason(tmp_path):
+    """Before: its zoom_policies job failed (cross-validation needs at least 2 images, got 1), stopping `all` after
+    every prediction was made. Now the references are scored and each policy's row is left out, saying why."""
+    files = write_files(tmp_path, "d", confident_when_right([{ONE}], 1))
+    nothing_left_out = replace(metrics("d"), left_out=LeftOut("d", {}, {}))
+    document = cv_document(*files, nothing_left_out, PoliciesConfig(budgets=(1, 2), folds=5))
+    assert document["not_fitted"] == "cross-validation needs at least 2 images, got 1"
+    assert (document["protocol"], document["folds"], document["fitted"]) == ("cv5", [], [])
+    assert {r["policy"] for r in document["rows"]} == {"one_crop", "oracle_top_k", "oracle_max"}
+    write_table_zoom_policies([document], [], tmp_path / "t.csv", tmp_path / "t.md")
+    with open(tmp_path / "t.csv", newline="") as fh:
+        cells = list(csv.DictReader(fh))
+    left = [c for c in cells if c["protocol"] == "cv5"]
+    assert [c["policy"] for c in left] == list(P.POLICIES)
+    assert {(c["budget"], c["acc"], c["gap_closed"], c["n_images"], c["n_unscored"], c["left_out"]) for c in left} == {
+        ("", "", "", "0", "1", "1 not scored (cross-validation needs at least 2 images, got 1)")}  # fmt: skip
+    one = next(c for c in cells if c["policy"] == "one_crop")
+    assert (one["n_images"], one["acc"], one["n_unscored"], one["left_out"]) == ("1", "100.00", "0", "none")
+    plot_zoom_policies([document], [], tmp_path / "f.png", "d")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"

@@ -5,6 +5,8 @@ as strings), found by walking the schema rather than listed by hand."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -13,7 +15,14 @@ from snakemake.cli import parse_config
 from snakemake.utils import update_config
 
 from tests.conftest import ROOT, run_snakemake, write_config
-from zoomeval.core.strict_yaml import DuplicateKeyError, load_yaml, loads_yaml
+from zoomeval.core.strict_yaml import (
+    DuplicateKeyError,
+    UnsafeYamlError,
+    _expanded_size,
+    _StrictLoader,
+    load_yaml,
+    loads_yaml,
+)
 from zoomeval.registries import SCHEMA, load_config
 
 DEMO = load_yaml(ROOT / "config" / "config.yaml")
@@ -108,6 +117,33 @@ def test_every_numeric_boolean_or_nullable_key_takes_its_value_from_the_command_
     assert [type(g) for g in got] == [type(e) for e in expected] if length else type(got) is type(expected)
 
 
+IN_FORCE = load_config(copy.deepcopy(DEMO), check_paths=False)
+NUMERIC = [
+    pytest.param(path, length, id=".".join(path))
+    for path, schema, length in leaves(ROOT_SCHEMA, ROOT_SCHEMA)
+    if kinds(schema, ROOT_SCHEMA) & {"integer", "number"} and typed_at(IN_FORCE, path) is not None
+]
+
+
+@pytest.mark.parametrize(("path", "length"), NUMERIC)
+def test_every_numeric_key_given_its_value_in_force_gives_the_same_params(path, length) -> None:
+    """The value in force (the demo's, or the default), given back written as integers and as floats, types to the
+    same value of the schema's type: Snakemake compares params by repr, and `16` against `16.0` reran a job."""
+    in_force = typed_at(IN_FORCE, path)
+    values = list(in_force) if length else [in_force]
+    schema = next(schema for p, schema, _ in leaves(ROOT_SCHEMA, ROOT_SCHEMA) if p == path)
+    expected = int if "integer" in kinds(schema, ROOT_SCHEMA) else float
+    assert {type(v) for v in values} == {expected}
+    for form in (int, float):
+        if form is int and not all(float(v).is_integer() for v in values):
+            continue
+        texts = [repr(form(v)) for v in values]
+        config = copy.deepcopy(DEMO)
+        given = "[" + ", ".join(texts) + "]" if length else texts[0]
+        update_config(config, parse_config([command_line(path, given, None)]))
+        assert repr(typed_at(load_config(config, check_paths=False), path)) == repr(in_force), texts
+
+
 def test_the_tta_prior_strength_of_the_command_line_is_taken() -> None:
     config = copy.deepcopy(DEMO)
     update_config(config, parse_config(["tta={prior_strength: 16, prior_at_prediction: false}"]))
@@ -133,6 +169,34 @@ def test_a_duplicate_key_is_refused_naming_it_the_file_and_both_lines() -> None:
     assert loads_yaml("base: &b {x: 1, y: 2}\nm: {<<: *b, x: 3}\nn: {x: 4}\n")["m"] == {"x": 3, "y": 2}
 
 
+def test_a_yte_key_at_any_level_is_refused_naming_the_file_and_line() -> None:
+    for text, line in (("__use_yte__: true\ntop_k: 3\n", 1), ("a:\n  - b:\n      __use_yte__: false\n", 3)):
+        with pytest.raises(UnsafeYamlError, match=rf"^c\.yaml: line {line}: __use_yte__ asks Snakemake"):
+            loads_yaml(text, "c.yaml")
+
+
+def bomb(levels: int, width: int = 10) -> str:
+    """A list of ``width`` scalars, then ``levels`` lists of ``width`` aliases of the one before: width^(levels+1)
+    scalars once expanded."""
+    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_aliases_count_as_the_nodes_they_name_up_to_the_limit() -> None:
+    # 1 mapping + 2 keys + the list of 2 scalars (3 nodes) + a list of 2 aliases of it (1 + 2 * 3): 13 nodes
+    node = _StrictLoader("a: &a [x, y]\nb: [*a, *a]\n").get_single_node()
+    assert _expanded_size(node, "c.yaml") == 13
+    # bomb(4): 1 + 5 keys + sum over levels of the level's size: 11, 111, 1111, 11111, 111111 -> 123,461 > 100,000
+    with pytest.raises(UnsafeYamlError, match=r"^b\.yaml: the document expands to more than 100,000 nodes"):
+        loads_yaml(bomb(4), "b.yaml")
+    assert len(loads_yaml(bomb(3))["a3"]) == 10  # 1 + 4 + 11 + 111 + 1111 + 11111 = 12,349 nodes: loaded
+    with pytest.raises(UnsafeYamlError, match=r"^b\.yaml: the document expands"):
+        loads_yaml(bomb(9), "b.yaml")  # 10^10 scalars: counted without expanding
+    with pytest.raises(UnsafeYamlError, match=r"line 1: a recursive alias"):
+        loads_yaml("a: &a {x: [1, *a]}\n", "r.yaml")
+
+
 @pytest.mark.parametrize(
     "path", [*ROOT.glob("config/*.yaml"), *ROOT.glob("profiles/*/config.yaml"), *ROOT.glob("workflow/schemas/*.yaml"),
              *ROOT.glob("envs/*.yaml"), ROOT / ".github" / "workflows" / "ci.yaml"],
@@ -156,3 +220,23 @@ def test_snakemake_refuses_a_config_file_with_a_duplicate_key_before_any_job(tmp
     assert proc.returncode != 0
     assert f"{tmp_path / 'config.yaml'}: key 'scales' is given twice, on lines {first} and {len(lines) + 1}" in out
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.workflow
+def test_a_command_line_configfile_that_is_a_template_or_a_bomb_is_refused_naming_it(tmp_path) -> None:
+    """A --configfile is loaded by Snakemake's command line before any workflow code: a list bomb loads there as
+    shared references and is refused by the re-read; a template is rendered there first (Snakemake's doing, which
+    no workflow can prevent; the checkout's and a study's own config/config.yaml are read before it is) and
+    refused after."""
+    for text, message in ((bomb(9), "config.yaml: the document expands to more than 100,000 nodes"),
+                          ("__use_yte__: true\ntop_k: 3\n", "config.yaml: line 1: __use_yte__ asks Snakemake")):
+        (tmp_path / "config.yaml").write_text(text)
+        proc = run_snakemake(tmp_path, "--dry-run", check=False)
+        assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+    # the checkout's default config, read before its configfile directive: the template never runs
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("__use_yte__: true\ntop_k: ?open('pwned', 'w') and 3\n")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-n"], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode != 0 and "config/config.yaml: line 1: __use_yte__" in proc.stdout + proc.stderr
+    assert not (tmp_path / "pwned").exists()

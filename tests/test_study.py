@@ -1,13 +1,17 @@
 """Study directories (zoomeval init): the files written, and the demo run from one outside the checkout."""
 
+import ast
 import csv
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from PIL import Image
 
 from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
 from zoomeval import study
@@ -31,7 +35,7 @@ def test_init_writes_the_module_snakefile_the_preset_and_the_profiles(tmp_path: 
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "study"
     snakefile = (folder / "Snakefile").read_text()
-    assert f'snakefile:\n        "{ROOT / "Snakefile"}"' in snakefile
+    assert f"snakefile:\n        {str(ROOT / 'Snakefile')!r}" in snakefile
     assert "config:\n        config" in snakefile and "use rule * from zoomeval" in snakefile
     config = (folder / "config" / "config.yaml").read_text()
     assert config.startswith("# zoomeval study config, preset 'paper'")
@@ -155,3 +159,100 @@ def test_a_study_plans_with_its_default_profile_and_with_the_slurm_profile(tmp_p
         assert proc.returncode == 0, out[-3000:]
         assert f"Using workflow specific profile {profile}" in out and "table_a8" in out
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [".snakemake", "Snakefile", "config", "profiles"]
+
+
+#: Checkout folder names that would end a string literal or a comment of the generated files, or be formatted.
+HOSTILE_NAMES = ['quote"d', "single'quote", "back\\slash", "new\nline", "br{ac}es {root}", 'x"+str(1)+"\\n#']
+
+
+def fake_checkout(parent: Path, name: str) -> Path:
+    """A copy of the checkout's workflow files (no src: the package is importable) in ``parent/name``."""
+    root = parent / name
+    for part in ("workflow", "config", "profiles"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(ROOT / "Snakefile", root / "Snakefile")
+    return root
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_the_checkout_path_enters_the_study_files_as_a_literal(tmp_path: Path, name: str) -> None:
+    """The generated Snakefile and config header differ from a plain checkout's only by the path's repr, and the
+    module's snakefile is that literal (ast, no evaluation)."""
+    written = {}
+    for label, folder in (("plain", "plain"), ("hostile", name)):
+        root = fake_checkout(tmp_path / label, folder)
+        study.init_study(tmp_path / f"{label}-study", "gpu", root=root)
+        texts = [(tmp_path / f"{label}-study" / f).read_text() for f in ("Snakefile", "config/config.yaml")]
+        for relative in ("Snakefile", "src", "config/imagenet_val.yaml", "config/overlays/gpu.yaml", ""):
+            texts = [t.replace(repr(str(root.resolve() / relative)), f"<{relative}>") for t in texts]
+        written[label] = texts
+        snakefile = (tmp_path / f"{label}-study" / "Snakefile").read_text().splitlines()
+        literal = snakefile[snakefile.index("    snakefile:") + 1].strip()
+        assert ast.literal_eval(literal) == str(root.resolve() / "Snakefile")
+    assert written["hostile"] == written["plain"]
+    assert load_yaml(tmp_path / "hostile-study" / "config" / "config.yaml") == load_yaml(
+        tmp_path / "plain-study" / "config" / "config.yaml")  # fmt: skip
+
+
+def test_a_checkout_path_holding_code_plans_without_running_it(tmp_path: Path) -> None:
+    """Before: the path was pasted between double quotes, so this folder name ran `touch pwned` at `snakemake -n`."""
+    root = fake_checkout(tmp_path, 'a"+str(__import__("os").system("touch pwned"))[:0]+"b')
+    study.init_study(tmp_path / "s", "demo", root=root)
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "results/table_a8.csv"], cwd=tmp_path / "s",
+                          capture_output=True, text=True)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "table_a8" in plan.stdout and not (tmp_path / "s" / "pwned").exists()
+
+
+YTE_CONFIG = "__use_yte__: true\ntop_k: ?__import__('os').system('touch pwned') + 3\n"
+
+
+@pytest.mark.parametrize("text,message", [
+    (YTE_CONFIG, "config/config.yaml: line 1: __use_yte__ asks Snakemake to run"),
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)),
+     "config/config.yaml: the document expands to more than 100,000 nodes"),
+])  # fmt: skip
+def test_a_study_config_that_is_a_template_or_an_alias_bomb_is_refused_by_a_dry_run(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """Refused before Snakemake's configfile directive renders it (the marker is never created) or expands it."""
+    study.init_study(tmp_path / "s", "demo")
+    (tmp_path / "s" / "config" / "config.yaml").write_text(text)
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=tmp_path / "s", capture_output=True,
+                          text=True)  # fmt: skip
+    assert plan.returncode != 0 and message in plan.stdout + plan.stderr, plan.stdout[-3000:]
+    assert not (tmp_path / "s" / "pwned").exists()
+
+
+@pytest.mark.workflow
+def test_the_gpu_preset_plans_and_runs_on_a_cpu_only_machine(tmp_path: Path) -> None:
+    """`zoomeval init DIR --preset gpu`, its data and model swapped for two images and the embedded model, the GPU
+    inference settings kept (compile, bf16, 12 workers, batches of 333): `snakemake -n`, then a run with CUDA hidden
+    ends with Table A8; before, standard_eval died with SIGSEGV under torch.compile."""
+    assert zoomeval("init", "s", "--preset", "gpu", cwd=tmp_path).returncode == 0
+    for k, wnid in enumerate(("n01440764", "n02123045")):
+        (tmp_path / "images" / wnid).mkdir(parents=True)
+        Image.fromarray(np.full((240, 320, 3), 60 * k, np.uint8)).save(tmp_path / "images" / wnid / "x.png")
+    path = tmp_path / "s" / "config" / "config.yaml"
+    config = load_yaml(path)
+    assert (config["inference"]["compile"], config["inference"]["num_workers"]) == (True, 12)
+    demo = load_yaml(ROOT / "config" / "config.yaml")
+    config |= {"scales": [224, 256], "top_k": 2, "models": demo["models"],
+               "datasets": {"two": {"adapter": "imagefolder", "root": str(tmp_path / "images")}}}  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for args in (["-n"], []):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args, "results/table_a8.csv"],
+                              cwd=tmp_path / "s", capture_output=True, text=True, env=env)  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        if args:  # the plan says it once
+            note = "inference.compile: no GPU is visible here, so the jobs run on the CPU with compile turned off"
+            assert (proc.stdout + proc.stderr).count(note) == 1
+    with open(tmp_path / "s" / "results" / "table_a8.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert (row["dataset"], row["model"], row["n_scales"]) == ("two", "efficientnet_lite0", "2")
+    for log in ("logs/standard/two/efficientnet_lite0.log", "logs/predictions/two/original/efficientnet_lite0.log"):
+        text = (tmp_path / "s" / log).read_text()
+        assert "inference.compile: turned off: inference.device 'auto' resolved to the cpu here" in text, log
+        assert "inference.num_workers: 12 capped at this job's 2 cores" in text, log

@@ -194,7 +194,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
             "datasets.mine.variants: ['fgset'] need object boxes",
         ),
         # a model named .. wrote every variant's analysis to one metrics.json
-        (lambda c: c["models"].update({"..": c["models"]["efficientnet_lite0"]}), "models: '..' does not match"),
+        (lambda c: c["models"].update({"..": c["models"]["efficientnet_lite0"]}), "models: '..' is not a valid name"),
         # dataset v_real and v's ReaL scoring shared their Table A8 rows and results/analysis/v_real
         (
             lambda c: c["datasets"].update(
@@ -264,6 +264,23 @@ def test_an_unknown_architecture_is_refused_by_a_dry_run_with_the_closest_names(
     assert "resources/weights/open_clip/ViT-B-32.laion2b_s34b_b79k" in plan.stdout
     assert "results/zero_shot/ViT-B-32.laion2b_s34b_b79k." in plan.stdout
     assert "results/analysis/demo/original/r50/metrics.json" in plan.stdout
+
+
+def test_models_without_an_imagenet_head_are_refused_by_a_dry_run_all_at_once(tmp_path, snakemake_run, config_writer):
+    """Before: both planned their jobs. Now `snakemake -n` names each, its width and what is expected, with the
+    missing data file in the same refusal."""
+    config = config_writer(tmp_path)
+    config["datasets"]["mine"] = {"adapter": "imagefolder", "root": str(tmp_path / "nowhere")}
+    config["models"]["clip"] = {"source": "timm", "architecture": "resnet50_clip.openai"}
+    config["models"]["dino"] = {"source": "timm", "architecture": "convnext_tiny.dinov3_lvd1689m"}
+    config_writer(tmp_path, **config)
+    proc = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "models.clip: resnet50_clip.openai has a 1024-wide output (timm's config), not ImageNet-1k's 1000" in out
+    assert "models.dino: convnext_tiny.dinov3_lvd1689m has no classifier head (timm's config gives 0 outputs" in out
+    assert f"datasets.mine.root: '{tmp_path / 'nowhere'}' does not exist" in out
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_cuda_device_this_machine_does_not_have_is_refused_before_any_job(

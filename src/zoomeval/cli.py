@@ -78,14 +78,16 @@ def _init(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     if args.kind == "models":
-        from zoomeval.inference.catalogue import catalogue, matching
+        from zoomeval.inference.catalogue import catalogue, matching, unusable
 
         if not args.source:
             raise ValueError("zoomeval list models needs a SOURCE (zoomeval list sources)")
-        if not (rows := matching(catalogue(args.source), args.pattern or "*")):
+        cat = catalogue(args.source)
+        if not (pairs := matching(cat, args.pattern or "*")):
             raise ValueError(f"no {args.source} model matches {args.pattern!r} (a shell pattern over "
                              "architecture.weights, e.g. 'resnet50*')")  # fmt: skip
-        _print_rows(rows)
+        # a model that cannot be evaluated gets a third column saying why
+        _print_rows((a, t, *[f"not evaluable: {why}" for why in [unusable(cat, a, t)] if why]) for a, t in pairs)
         return 0
     if args.source:
         raise ValueError(f"zoomeval list {args.kind} takes no further argument")

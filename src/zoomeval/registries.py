@@ -5,11 +5,12 @@ and imports neither torch, timm, scipy nor polars: the workflow's DAG is built w
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
-from zoomeval.core.config import Config, Registries, resolve
+from zoomeval.core.config import Config, ConfigError, Registries, resolve
 from zoomeval.core.provenance import CHECKOUT
 from zoomeval.core.validate import validate_config
 from zoomeval.datasets.registry import ADAPTERS
@@ -20,9 +21,14 @@ REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LAB
 SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def load_config(config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA) -> Config:
-    """Validate a config mapping in place (see :mod:`zoomeval.core.validate`) and return it typed."""
-    return validate_config(config, schema, REGISTRIES, check_paths)
+def load_config(
+    config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA, catalogues: Path | None = None
+) -> Config:
+    """Validate a config mapping in place (see :mod:`zoomeval.core.validate`) and return it typed; with
+    ``catalogues`` (the folder of the cached catalogues) the models' names and widths are checked too, every
+    problem listed at once."""
+    more = None if catalogues is None else partial(model_name_problems, cache=catalogues)
+    return validate_config(config, schema, REGISTRIES, check_paths, more)
 
 
 def typed_config(config: dict[str, Any]) -> Config:
@@ -30,20 +36,25 @@ def typed_config(config: dict[str, Any]) -> Config:
     return resolve(config, REGISTRIES)
 
 
-def check_model_names(config: Config, cache: Path) -> None:
-    """Every model's architecture and tag against its library's catalogue (:mod:`zoomeval.inference.catalogue`), read
-    from JSON files under ``cache`` so that building the DAG imports no ML library; entries whose weights are a local
-    checkpoint or whose architecture a model_config defines are left to :func:`check_models`, and so are libraries
-    that are not installed."""
+def model_name_problems(config: Config, cache: Path) -> list[str]:
+    """A line per model whose architecture, tag or output width (:func:`~zoomeval.inference.catalogue.unusable`)
+    its library's catalogue (:mod:`zoomeval.inference.catalogue`) refuses, read from JSON files under ``cache`` so
+    that building the DAG imports no ML library; entries whose weights are a local checkpoint or whose architecture
+    a model_config defines are left to :func:`check_models`, and so are libraries that are not installed."""
     from zoomeval.inference.catalogue import cached_catalogue, check_names
 
+    problems = []
     for spec in config.models.values():
         if MODEL_SOURCES.get(spec.source).names is None or spec.checkpoint is not None:
             continue
         if getattr(spec.options, "model_config", None) is not None:
             continue
         if (catalogue := cached_catalogue(spec.source, cache)) is not None:
-            check_names(spec, catalogue, spec.source)
+            try:
+                check_names(spec, catalogue, spec.source)
+            except ConfigError as error:
+                problems.append(str(error))
+    return problems
 
 
 def check_models(config: Config) -> None:

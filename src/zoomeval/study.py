@@ -37,17 +37,27 @@ PRESETS = {
     "gpu": ("imagenet_val.yaml", "overlays/gpu.yaml"),
 }
 
+# The checkout's paths enter the generated files as Python string literals (repr) in code and in comments alike, so
+# that no character of a path (a quote, a backslash, a newline, a brace) can end the string or the comment.
 STUDY_SNAKEFILE = """\
 # A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
 # it here, e.g. `snakemake --cores 8 all` or `snakemake --cores 8 results/table_a8.csv`; results/ and logs/ are
-# this directory's. The config is config/config.yaml (every key: {root}/config/README.md).
+# this directory's. The config is config/config.yaml (every key: the workflow's config/README.md).
+import sys
+
+sys.path.insert(0, {src})  # the workflow's package, as the workflow's own Snakefile adds it
+from zoomeval.core.strict_yaml import refuse_templating
+
+# Read strictly first: Snakemake would render a __use_yte__ template (running its expressions) and expand aliases.
+refuse_templating("config/config.yaml")
+
 
 configfile: "config/config.yaml"
 
 
 module zoomeval:
     snakefile:
-        "{snakefile}"
+        {snakefile}
     config:
         config
 
@@ -63,7 +73,7 @@ onstart:
 CONFIG_HEADER = """\
 # zoomeval study config, preset {preset!r} (zoomeval init, from {source}).
 # Relative paths here are relative to this study directory (where snakemake runs). Every key is documented in
-# {root}/config/README.md. Commands below that name --configfile config/... run here without it.
+# the workflow's config/README.md. Commands below that name --configfile config/... run here without it.
 
 """
 
@@ -117,10 +127,12 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     if existing := [str(p) for p in [*written, directory / "profiles"] if p.exists() or p.is_symlink()]:
         raise FileExistsError(f"{', '.join(existing)} already exist(s); choose a new directory for the study")
     (directory / "config").mkdir(parents=True, exist_ok=True)
-    root_text = str(root.resolve())
-    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=snakefile.resolve()))
-    sources = " + ".join(str(c.resolve()) for c in configs)
-    header = CONFIG_HEADER.format(preset=preset, source=sources, root=root_text)
+    root_text = repr(str(root.resolve()))
+    literal = repr(str(snakefile.resolve()))
+    src = repr(str(root.resolve() / "src"))
+    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=literal, src=src))
+    sources = " + ".join(repr(str(c.resolve())) for c in configs)
+    header = CONFIG_HEADER.format(preset=preset, source=sources)
     written[1].write_text(header + "\n".join(c.read_text() for c in configs))
     profiles = directory / "profiles"
     profiles.mkdir()

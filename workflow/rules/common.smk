@@ -2,30 +2,36 @@
 # typed: every rule reads CFG. Checks that import torchvision or timm run in the Snakefile's onstart.
 import os
 import re
+import sys
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
 from zoomeval.core.strict_yaml import load_yaml
-from zoomeval.core.devices import claims_gpu
+from zoomeval.core.devices import claims_gpu, cpu_note
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.catalogue import CACHE as CATALOGUES
 from zoomeval.inference.models import head_name, local_checkpoint, weights_folder
 from zoomeval.inference.sources.open_clip_models import head_inputs
-from zoomeval.registries import check_model_names, load_config
+from zoomeval.registries import load_config
 from zoomeval.report.report_check import check_built
 
 # Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
 for path in workflow.configfiles:
     load_yaml(path)
-CFG = load_config(config, schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"))
+# Every problem at once: the config's, and the models' architectures, tags and widths against the libraries' name
+# lists (cached per library version; checked by the main process, not again in every job).
+CFG = load_config(
+    config,
+    schema=os.path.join(ZOOMEVAL_ROOT, "workflow", "schemas", "config.schema.yaml"),
+    catalogues=CATALOGUES if workflow.is_main_process else None,
+)
 # A workflow profile's placeholder partition or account (profiles/slurm ships 'CHANGE_ME') is refused here, when the
 # workflow is parsed: before any job is submitted, and by a dry run.
 refuse_placeholders(workflow.resource_settings.default_resources, workflow.resource_settings.overwrite_resources)
-# Architectures and tags against the libraries' name lists (cached per library version; not again in every job).
-if workflow.is_main_process:
-    check_model_names(CFG, CATALOGUES)
+if workflow.is_main_process and (note := cpu_note(CFG.inference.device, CFG.inference.compile)):
+    print(note, file=sys.stderr)
 R = CFG.resources
 
 

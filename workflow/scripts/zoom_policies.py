@@ -1,11 +1,13 @@
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.policy_eval import cv_document, transfer_document
+from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.io import write_json
 from zoomeval.core.logs import to_file
 from zoomeval.registries import typed_config
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
+    keep_freed_memory()  # the greedy steps' and folds' large temporaries are reused, not mapped again
     settings = typed_config(sm.config).policies
     metrics = read_metrics(sm.input.metrics)
     if "source_matrix" in sm.input.keys():

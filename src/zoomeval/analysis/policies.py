@@ -108,27 +108,101 @@ def start_view(order: list[Transform]) -> int:
 def greedy_set(views: Views, size: int, vote: bool) -> list[int]:
     """The ``max_conf`` (or with ``vote`` the ``vote``) set of ``size`` transforms on calibration ``views``: the 1-crop
     view, then at each step the transform whose addition makes the rule right on the most images."""
-    conf, correct, start = views.conf, _labels(views), start_view(views.order)
+    start = start_view(views.order)
+    search = _VoteSearch(views, start) if vote else _MaxConfSearch(views, start)
     chosen = [start]
-    same = views.pred == views.pred[:, [start]]
-    count, class_conf = same.astype(np.int16), np.where(same, conf[:, [start]], 0).astype(np.float32)
-    key = _vote_key(count[:, start], conf[:, start]) if vote else conf[:, start]
-    right = correct[:, start].copy()
     while len(chosen) < size:
-        new = _vote_key(count + 1, np.maximum(class_conf, conf)) if vote else conf
-        better = new > key[:, None]
-        # images the candidate would make right minus those it would make wrong: (correct - right) where better
-        gain = np.count_nonzero(better & correct, axis=0) - np.count_nonzero(better[right], axis=0)
+        gain = search.gains()  # images each candidate would make right minus those it would make wrong
         gain[chosen] = np.iinfo(np.int64).min
         best = int(np.argmax(gain))  # the first maximum: the authors' transform order
         chosen.append(best)
-        wins = better[:, best]
-        key, right = np.where(wins, new[:, best], key), np.where(wins, correct[:, best], right)
-        if vote:
-            same = views.pred == views.pred[:, [best]]
-            count += same
-            class_conf = np.where(same, np.maximum(class_conf, conf[:, [best]]), class_conf)
+        search.add(best)
     return chosen
+
+
+def _gains(new: np.ndarray, correct: np.ndarray, key: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Per candidate, over these images: (correct - right) where its key ``new`` beats the answer's ``key``."""
+    better = new > key[:, None]
+    return np.count_nonzero(better & correct, axis=0) - np.count_nonzero(better[right], axis=0)
+
+
+def _parts(images: np.ndarray) -> list[np.ndarray]:
+    """``images`` in runs of :data:`CHUNK_IMAGES`: the temporaries of a run of (image, view) pairs stay small."""
+    return [images[k : k + CHUNK_IMAGES] for k in range(0, len(images), CHUNK_IMAGES)]
+
+
+class _MaxConfSearch:
+    """``max_conf``'s greedy state: each image's answer (the conf ``key`` of its most confident chosen view and
+    whether that view is right) and every candidate's gain, summed over images. Adding a view changes the answer
+    only of the images where it wins (conf above the key), so only their terms are taken out and put back: the
+    gains are sums of integers, the same as a recount over every image."""
+
+    def __init__(self, views: Views, start: int) -> None:
+        self.conf, self.correct = views.conf, _labels(views)
+        self.key, self.right = self.conf[:, start].copy(), self.correct[:, start].copy()
+        self.gain = self._terms(np.arange(views.n_images))
+
+    def _terms(self, images: np.ndarray) -> np.ndarray:
+        return sum((_gains(self.conf[p], self.correct[p], self.key[p], self.right[p]) for p in _parts(images)),
+                   np.zeros(self.conf.shape[1], np.int64))  # fmt: skip
+
+    def gains(self) -> np.ndarray:
+        return self.gain.copy()
+
+    def add(self, best: int) -> None:
+        wins = np.flatnonzero(self.conf[:, best] > self.key)
+        self.gain -= self._terms(wins)
+        self.key[wins], self.right[wins] = self.conf[wins, best], self.correct[wins, best]
+        self.gain += self._terms(wins)
+
+
+class _VoteSearch:
+    """``vote``'s greedy state: per image, the views chosen so far of each of its classes (``count``) and their highest
+    conf (``class_conf``), both flat arrays with a slot per (image, class) (``at``: each view's slot, by
+    :func:`class_slots`), the answer's slot and vote key, whether it is right, and the most views of another class.
+
+    An image whose runner-up is two or more views behind the answer's ``c`` is settled: one more view raises another
+    class to at most ``c - 1`` views, whose key is at most ``c - 1/2`` (conf <= 1), under the answer's (at least
+    ``c``); and a view of the answer's class keeps the answer's correctness (a view is right by its class). Every
+    candidate gains exactly 0 there, so the gains are summed over the other images only; adding a view updates one
+    slot per image, its class's."""
+
+    def __init__(self, views: Views, start: int) -> None:
+        self.conf, self.correct, n = views.conf, _labels(views), views.n_images
+        if n and not 0 <= self.conf.min() <= self.conf.max() <= 1:
+            raise ValueError("the vote orders views by count + conf / 2: conf must lie in [0, 1]")
+        slots, self.n_slots = class_slots(views.pred)
+        index = np.int32 if n * self.n_slots < 2**31 else np.int64
+        self.at = slots + (np.arange(n, dtype=index) * self.n_slots)[:, None]
+        self.count = np.zeros(n * self.n_slots, np.int16)
+        self.class_conf = np.zeros(n * self.n_slots, np.result_type(np.float32, self.conf.dtype))
+        first = self.at[:, start]
+        self.count[first], self.class_conf[first] = 1, self.conf[:, start].astype(np.float32)
+        self.answer, self.runner_up = first, np.zeros(n, np.int16)
+        self.key, self.right = _vote_key(self.count[first], self.conf[:, start]), self.correct[:, start]
+
+    def gains(self) -> np.ndarray:
+        active = np.flatnonzero(self.runner_up >= self.count[self.answer] - 1)
+        gain = np.zeros(self.conf.shape[1], np.int64)
+        for p in _parts(active):
+            at = self.at[p]
+            top = np.maximum(np.take(self.class_conf, at), self.conf[p])
+            gain += _gains(_vote_key(np.take(self.count, at) + 1, top), self.correct[p], self.key[p], self.right[p])
+        return gain
+
+    def add(self, best: int) -> None:
+        at = self.at[:, best]
+        count, top = self.count[at] + 1, np.maximum(self.class_conf[at], self.conf[:, best])
+        self.count[at], self.class_conf[at] = count, top
+        new = _vote_key(count, top)
+        wins = new > self.key  # always where the view is of the answer's class
+        self.key, self.right = np.where(wins, new, self.key), np.where(wins, self.correct[:, best], self.right)
+        overtaken = np.flatnonzero(wins & (at != self.answer))  # another class leads now
+        self.answer = np.where(wins, at, self.answer)
+        self.runner_up = np.where(wins, self.runner_up, np.maximum(self.runner_up, count))
+        counts = self.count.reshape(-1, self.n_slots)[overtaken]
+        counts[np.arange(len(overtaken)), self.answer[overtaken] % self.n_slots] = 0
+        self.runner_up[overtaken] = counts.max(axis=1, initial=0)
 
 
 def _vote_key(count: np.ndarray, conf: np.ndarray) -> np.ndarray:
@@ -173,6 +247,20 @@ def class_counts(pred: np.ndarray) -> np.ndarray:
     return counts[inverse].reshape(n, k)
 
 
+def class_slots(pred: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(n, k)`` each view's class numbered within its row (0, 1, ... in class order), and the most classes of a
+    row; :data:`CHUNK_IMAGES` rows at a time (a stable sort of small integers is a radix sort)."""
+    slots = np.empty(pred.shape, np.int16)
+    for start in range(0, pred.shape[0], CHUNK_IMAGES):
+        part = pred[start : start + CHUNK_IMAGES]
+        order = np.argsort(part, axis=1, kind="stable")
+        ranked = np.take_along_axis(part, order, axis=1)
+        run = np.zeros(part.shape, np.int16)
+        np.cumsum(ranked[:, 1:] != ranked[:, :-1], axis=1, out=run[:, 1:])
+        np.put_along_axis(slots[start : start + CHUNK_IMAGES], order, run, axis=1)
+    return slots, int(slots.max(initial=0)) + 1
+
+
 def cascade_passes(views: Views, chosen: Sequence[int], taus: np.ndarray) -> np.ndarray:
     """``(n_images, len(taus))``: the views a cascade over ``chosen`` looks at before one has ``conf >= tau`` (all of
     ``chosen`` when none does). The running maximum of conf is sorted per image, so one search answers every tau."""
@@ -206,9 +294,11 @@ def fit_cascade(views: Views, chosen: Sequence[int], budgets: Sequence[int]) -> 
     taus = np.unique(np.r_[np.quantile(views.conf[:, one], TAU_QUANTILES), np.inf])
     right = _labels(views)[np.arange(views.n_images)[:, None], prefix_choice(views, chosen)]
     options = []  # (accuracy, -passes, tau, length)
-    for length in sorted({min(b, len(chosen)) for b in budgets}):
-        passes = cascade_passes(views, chosen[:length], taus)
-        hits = np.take_along_axis(right[:, :length], passes - 1, axis=1)
+    lengths = sorted({min(b, len(chosen)) for b in budgets})
+    longest = cascade_passes(views, chosen[: lengths[-1]], taus)  # a shorter one stops there too, or at its end
+    for length in lengths:
+        passes = np.minimum(longest, length)
+        hits = np.take_along_axis(right, passes - 1, axis=1)
         options += zip(hits.mean(axis=0), -passes.mean(axis=0), taus, [length] * len(taus), strict=True)
     fitted = {}
     for budget in budgets:

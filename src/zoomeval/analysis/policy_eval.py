@@ -23,6 +23,8 @@ SCHEMA_VERSION = 1
 #: Forward passes per image of the aggregation methods the table shows beside the policies.
 AGGREGATION_PASSES = {"five_crop": 5, "ten_crop": 10}
 Z95 = 1.959963984540054
+#: The fewest images cross-validation can hold out from (one to calibrate on, one to score).
+MIN_CV_IMAGES = 2
 Choices = Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]]
 
 
@@ -43,8 +45,8 @@ def budgets_for(budgets: Sequence[int], n_transforms: int) -> list[int]:
 def assign_folds(n_images: int, n_folds: int, seed: int) -> np.ndarray:
     """Each image's fold, ``0 .. min(n_folds, n_images) - 1``: a seeded permutation dealt out in turn, so fold sizes
     differ by at most one."""
-    if n_images < 2:
-        raise ValueError(f"cross-validation needs at least 2 images, got {n_images}")
+    if n_images < MIN_CV_IMAGES:
+        raise ValueError(f"cross-validation needs at least {MIN_CV_IMAGES} images, got {n_images}")
     folds = np.empty(n_images, dtype=np.int64)
     folds[np.random.default_rng(seed).permutation(n_images)] = np.arange(n_images) % min(n_folds, n_images)
     return folds
@@ -138,9 +140,15 @@ def policies_document(metrics: Metrics, protocol: str, rows: list[dict[str, Any]
 
 def cv_document(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str], metrics: Metrics,
                 settings: PoliciesConfig) -> dict[str, Any]:  # fmt: skip
-    """The cross-validated policies of one scored prediction file, its references, folds and fitted policies."""
+    """The cross-validated policies of one scored prediction file, its references, folds and fitted policies. With
+    fewer than :data:`MIN_CV_IMAGES` images only the references: ``not_fitted`` says why, and the table lists the
+    policies as left out (rather than failing ``all`` after every prediction is made)."""
     views, image_ids = read_views(matrix_path, predictions_path)
     budgets = budgets_for(settings.budgets, len(views.order))
+    if views.n_images < MIN_CV_IMAGES:
+        why = f"cross-validation needs at least {MIN_CV_IMAGES} images, got {views.n_images}"
+        return policies_document(metrics, f"cv{settings.folds}", reference_rows(views, budgets, metrics),
+                                 seed=settings.seed, folds=[], fitted=[], not_fitted=why)  # fmt: skip
     choices, folds, fitted = cross_validate(views, budgets, settings.folds, settings.seed, settings.selector_rows)
     rows = policy_rows(choices, views.correct) + reference_rows(views, budgets, metrics)
     ids = np.asarray(image_ids)

@@ -10,6 +10,7 @@ registry, passed in as :class:`Registries` (core does not import the later stage
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -18,6 +19,7 @@ from typing import Any
 #: Default ``max_resized_pixels``: 2^24, e.g. 16384 x 1024, which admits any image up to 16:1 at S = 1024
 #: (ImageNet's photos are about 4:3).
 MAX_RESIZED_PIXELS = 1 << 24
+log = logging.getLogger(__name__)
 Triple = tuple[float, float, float]
 
 
@@ -172,8 +174,22 @@ class InferenceSettings:
         return "torch" if self.resize_backend == "torch" else "pil"
 
     def for_job(self, job_threads: int) -> InferenceSettings:
-        """The settings a job runs with: ``threads: 0`` becomes the job's threads (at most the CPUs)."""
-        return replace(self, threads=self.threads or min(job_threads, os.cpu_count() or 1))
+        """The settings a job runs with: ``threads: 0`` becomes the job's threads (at most the CPUs), and
+        ``num_workers`` is capped at the job's threads (more DataLoader workers than cores only contend), saying so."""
+        workers = min(self.num_workers, max(1, job_threads))
+        if workers < self.num_workers:
+            log.warning("inference.num_workers: %d capped at this job's %d cores", self.num_workers, job_threads)
+        return replace(self, threads=self.threads or min(job_threads, os.cpu_count() or 1), num_workers=workers)
+
+    def for_device(self, device_type: str) -> InferenceSettings:
+        """The settings on a ``device_type`` torch device: ``compile`` is for CUDA only (on a CPU inductor needs a C++
+        toolchain, and a job of the GPU preset died there with SIGSEGV), so it is turned off elsewhere, saying so.
+        (``device: cpu`` with ``compile: true`` is refused by the config check.)"""
+        if self.compile and device_type != "cuda":
+            log.warning("inference.compile: turned off: inference.device %r resolved to the %s here, and torch.compile "
+                        "is used on CUDA only", self.device, device_type)  # fmt: skip
+            return replace(self, compile=False)
+        return self
 
 
 @dataclass(frozen=True)
@@ -322,7 +338,7 @@ class Config:
     top_k: int = 36
     on_bad_image: str = "skip"
     max_resized_pixels: int = MAX_RESIZED_PIXELS
-    cover_time_limit: float = 30
+    cover_time_limit: float = 30.0
     #: where downloads, Hugging Face files, weights and extracted archives go
     resources: str = "resources"
     inference: InferenceSettings = InferenceSettings()

@@ -58,6 +58,14 @@ def claims_gpu(device: str) -> bool:
     return cuda_index(device) is not None
 
 
+def cpu_note(device: str, compile: bool) -> str | None:
+    """The line a plan prints where ``compile`` is on but ``device`` (``auto``) finds no GPU here: the jobs will run
+    on the CPU with compile off (:meth:`~zoomeval.core.config.InferenceSettings.for_device`)."""
+    if compile and device == "auto" and not claims_gpu(device):
+        return "inference.compile: no GPU is visible here, so the jobs run on the CPU with compile turned off"
+    return None
+
+
 def check_device(key: str, device: str) -> None:
     """Refuse a CUDA index that cannot exist on this machine; say nothing where the GPUs are unknown."""
     index, bound = cuda_index(device), gpus_at_most()

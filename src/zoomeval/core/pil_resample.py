@@ -1,14 +1,11 @@
-"""PIL's 8-bit bicubic resize as integer matrices, so that a matrix product reproduces it bit for bit.
+"""Pillow's 8-bit bicubic resize coefficients, computed as Pillow computes them, for an exact device resize.
 
 Pillow (``libImaging/Resample.c``) resizes in two separable passes, each rounded to uint8. Output pixel ``j`` of a
-pass is ``clip8((sum_i in[i] * kk[j, i] + 2**21) >> 22)`` with integer coefficients ``kk``: the bicubic weights
-(a = -0.5) over a window of ``2 * max(in / out, 1)`` input pixels on each side of the output pixel's centre,
-normalised to sum 1 and scaled by ``2**22`` (``precompute_coeffs``, then ``normalize_coeffs_8bpc``). This module
-computes the same coefficients with the same double-precision operations in the same order.
-
-Every such sum is an integer below ``2**40``, so a float64 matrix product with ``kk`` computes it exactly in any
-summation order (float32 would not be exact); ``floor((sum + 2**21) / 2**22)`` clamped to 0..255 is then PIL's
-value.
+pass is ``clip8((2**21 + sum_i in[i] * kk[j, i]) >> 22)`` in int32, with integer coefficients ``kk``: the bicubic
+weights (a = -0.5) over a window of ``2 * max(in / out, 1)`` input pixels on each side of the output pixel's
+centre, normalised to sum 1 and scaled by ``2**22`` (``precompute_coeffs``, then ``normalize_coeffs_8bpc``). This
+module computes the same coefficients with the same double-precision operations in the same order (on the host);
+the device path (:mod:`zoomeval.inference.crops`) then does Pillow's integer sums, exact in any order.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ def bicubic(x: np.ndarray) -> np.ndarray:
 def taps(in_size: int, out_size: int, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pillow's integer coefficients resizing ``in_size`` pixels to ``out_size``, for the output pixels ``outputs``,
     as ``(j, x, kk)``: the coefficient of input pixel ``x[i]`` in output pixel ``outputs[j[i]]`` is ``kk[i]``
-    (float64); every other coefficient is zero."""
+    (integral float64 values, made int32 for the device); every other coefficient is zero."""
     outputs = np.asarray(outputs, dtype=np.int64)
     scale = in_size / out_size
     filterscale = max(scale, 1.0)
@@ -55,16 +52,6 @@ def taps(in_size: int, out_size: int, outputs: np.ndarray) -> tuple[np.ndarray, 
     kk = np.trunc(np.where(weights < 0, scaled - 0.5, scaled + 0.5))  # C's (int)(x -/+ 0.5)
     j, k = np.nonzero(inside)
     return j, xmin[j] + k, kk[j, k]
-
-
-def coefficients(in_size: int, out_size: int, outputs: np.ndarray | None = None) -> np.ndarray:
-    """:func:`taps` as the ``(len(outputs), in_size)`` matrix (default: all output pixels), row ``j`` mapping the
-    input to output pixel ``outputs[j]``."""
-    outputs = np.arange(out_size) if outputs is None else np.asarray(outputs)
-    matrix = np.zeros((len(outputs), in_size))
-    j, x, kk = taps(in_size, out_size, outputs)
-    matrix[j, x] = kk
-    return matrix
 
 
 def vertical_first(width: int, height: int, new_width: int, new_height: int) -> bool:

@@ -4,6 +4,13 @@ PyYAML's ``safe_load`` (and Snakemake's config loader) silently keep the last of
 gives ``scales:`` twice would run with whichever comes last. Every YAML file the package reads goes through
 :func:`load_yaml`; the workflow re-reads its config files with it before validating the config
 (``workflow/rules/common.smk``). Merge keys (``<<: *base``) may still be overridden by the mapping's own keys.
+
+Nothing in a file is code or a way to make work without bound: a ``__use_yte__`` key (at any level), which asks
+Snakemake to render the file with YTE, evaluating its ``?`` expressions as Python, is refused naming the file and
+line (:func:`refuse_templating`, which the Snakefiles call before their ``configfile:`` directive, where Snakemake
+would render it), and so is a document whose nodes, every alias counted as the whole node it names, number more
+than :data:`MAX_NODES` (an alias "bomb": nine nested levels of ten aliases are 10^9 nodes in a few hundred bytes).
+The count is made on the composed node graph, each node once, before anything is constructed: linear in the file.
 """
 
 from __future__ import annotations
@@ -17,9 +24,52 @@ import yaml
 
 from zoomeval.core.config import ConfigError
 
+#: The most nodes (scalars, lists, mappings; an alias counts as the nodes it names) a document may have. The largest
+#: config zoomeval ships (config/paper.yaml) has under 500; a list of 50,000 dataset files would still fit.
+MAX_NODES = 100_000
+#: The key that makes Snakemake render a config file as a YTE template (Python expressions).
+YTE_KEY = "__use_yte__"
+
 
 class DuplicateKeyError(ConfigError):
     """A mapping of a YAML file gives one key twice."""
+
+
+class UnsafeYamlError(ConfigError):
+    """A YAML file asks for templating, or expands past :data:`MAX_NODES` nodes."""
+
+
+def _expanded_size(root: yaml.Node, name: str) -> int:
+    """The nodes of ``root`` with every alias expanded, counted without expanding (each node once); refuses past
+    :data:`MAX_NODES` and a recursive alias (a node that contains itself)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes and sizes[id(node)] >= 0:
+            continue
+        children = _children(node)
+        if children_done:
+            sizes[id(node)] = total = 1 + sum(sizes[id(child)] for child in children)
+            if total > MAX_NODES:
+                raise UnsafeYamlError(
+                    f"{name}: the document expands to more than {MAX_NODES:,} nodes (aliases counted in full); "
+                    "a config needs far fewer: remove the repeated aliases"
+                )
+            continue
+        if sizes.get(id(node)) == -1:
+            line = node.start_mark.line + 1
+            raise UnsafeYamlError(f"{name}: line {line}: a recursive alias (a node that contains itself); write it out")
+        sizes[id(node)] = -1  # in progress
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if sizes.get(id(child), -1) < 0)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -34,6 +84,11 @@ class _StrictLoader(yaml.SafeLoader):
             if not isinstance(key, Hashable):  # SafeLoader refuses it below
                 continue
             line = key_node.start_mark.line + 1
+            if key == YTE_KEY:
+                raise UnsafeYamlError(
+                    f"{key_node.start_mark.name}: line {line}: {YTE_KEY} asks Snakemake to run the file's "
+                    "?-expressions as Python; zoomeval configs take plain values: remove it"
+                )
             if key in seen:
                 raise DuplicateKeyError(
                     f"{key_node.start_mark.name}: key {key!r} is given twice, on lines {seen[key]} and {line}; "
@@ -44,11 +99,16 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def loads_yaml(text: str, name: str = "<string>") -> Any:
-    """The document in ``text`` (``name``: the file it came from, for messages); refuses duplicate keys."""
+    """The document in ``text`` (``name``: the file it came from, for messages); refuses duplicate keys, a
+    ``__use_yte__`` key and a document of more than :data:`MAX_NODES` nodes (aliases expanded)."""
     loader = _StrictLoader(text)
     loader.name = name
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, name)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
 
@@ -56,3 +116,11 @@ def loads_yaml(text: str, name: str = "<string>") -> Any:
 def load_yaml(path: str | os.PathLike[str]) -> Any:
     """The YAML (or JSON) document in the file ``path``; refuses duplicate keys naming the key and both lines."""
     return loads_yaml(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def refuse_templating(path: str | os.PathLike[str]) -> None:
+    """Read a config file strictly (:func:`load_yaml`) before Snakemake loads it, which would render a file with
+    ``__use_yte__`` (running its expressions) and expand an alias bomb: the Snakefiles call it before their
+    ``configfile:`` directive. A missing file is left to Snakemake's own message."""
+    if Path(path).is_file():
+        load_yaml(path)

@@ -4,13 +4,14 @@ Values are first normalised (numbers, booleans and nulls given as strings where 
 as ``--config`` passes the items of lists and mappings; integral floats; upper-case checksums), then validated
 against the JSON schema (``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and
 values out of range. The config is then resolved into its typed form (:mod:`zoomeval.core.config`, where the
-defaults are) and :func:`check_config` checks what needs the registries: required inputs, missing local paths,
+defaults are) and :func:`config_problems` checks what needs the registries: required inputs, missing local paths,
 variants that need boxes on a dataset without boxes, label sets the adapter cannot give, names whose outputs
-would collide, devices that do not exist. Every message starts with the key it concerns.
+would collide, devices that do not exist; every problem at once, one line each, starting with the key it concerns.
 
-Checks that need torchvision or timm (architectures and weights tags) are not made here: they run when a run
-starts (:func:`zoomeval.registries.check_models`, from the Snakefile's ``onstart``), so that parsing the workflow
-and ``snakemake -n`` stay free of the ML stack.
+Checks that need torchvision or timm are not made here: the workflow checks the models' names and widths against
+the libraries' cached catalogues (:func:`zoomeval.registries.model_name_problems`, passed as ``more_checks``), and
+what needs the libraries themselves runs when a run starts (:func:`zoomeval.registries.check_models`, from the
+Snakefile's ``onstart``), so that parsing the workflow and ``snakemake -n`` stay free of the ML stack.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +41,16 @@ NULLS = {"null", "Null", "NULL", "~", ""}
 
 
 def validate_config(
-    config: dict[str, Any], schema: str | Path, registries: Registries, check_paths: bool = True
+    config: dict[str, Any],
+    schema: str | Path,
+    registries: Registries,
+    check_paths: bool = True,
+    more_checks: Callable[[Config], list[str]] | None = None,
 ) -> Config:
     """Validate ``config`` as the Snakefile does and return it typed: normalise it in place, validate it against
-    the JSON schema file ``schema`` (through Snakemake's validator), resolve it and :func:`check_config` it.
-    With ``check_paths=False`` local inputs need not exist (to check example configs)."""
+    the JSON schema file ``schema`` (through Snakemake's validator), resolve it and check it
+    (:func:`config_problems`), the problems ``more_checks`` finds in the typed config listed with the others. With
+    ``check_paths=False`` local inputs need not exist (to check example configs)."""
     from jsonschema import ValidationError
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -56,7 +63,8 @@ def validate_config(
             raise
         raise ConfigError(schema_message(error.__context__)) from None
     typed = resolve(config, registries)
-    check_config(typed, registries, check_paths)
+    if problems := config_problems(typed, registries, check_paths) + (more_checks(typed) if more_checks else []):
+        raise ConfigError("\n".join(problems))
     return typed
 
 
@@ -64,7 +72,8 @@ def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
     """Turn values that spell the schema's type into it, in place: integers, numbers, booleans and nulls given
     as strings where the key's schema (its ``type``, or its ``oneOf`` / ``anyOf`` alternatives) allows no string
     (``--config`` passes the items of lists and mappings as strings), integral floats where the schema wants
-    integers, and checksums in upper case. Refuse a number that is not finite (the JSON schema
+    integers, integers where it wants numbers (floats: one canonical form, so that an override equal to the value
+    in force changes no rule's params), and checksums in upper case. Refuse a number that is not finite (the JSON schema
     cannot: NaN passes every bound)."""
     _normalise(config, schema, schema, ())
     for entry in [*_mappings(config.get("datasets")), config.get("sam"), {"multilabel": config.get("multilabel")}]:
@@ -104,6 +113,8 @@ def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: t
             value = {"true": True, "false": False}.get(value.strip().lower(), value)
     if "integer" in kinds and "number" not in kinds and isinstance(value, float) and value.is_integer():
         value = int(value)
+    if "number" in kinds and "integer" not in kinds and type(value) is int:  # not bool: the schema refuses it
+        value = float(value)  # 16 and 16.0 are one value; as rule params they would differ (Snakemake compares reprs)
     return _finite(value, path)
 
 
@@ -160,6 +171,10 @@ def schema_message(error: Any) -> str:
     """A JSON schema error as ``<key>: <what is wrong>``, with the allowed keys or the schema's description
     where jsonschema's own message does not say what is expected."""
     error = _intended_branch(error)
+    if "propertyNames" in error.schema_path:  # a name of a dataset or model: say which and what a name may be
+        name, size = error.instance, len(error.instance)
+        name = repr(name) if size <= 60 else f"{name[:40]!r}... ({size} characters)"
+        return f"{dotted(error.absolute_path)}: {name} is not a valid name: {error.schema['description']}"
     message = f"{dotted(error.absolute_path)}: {error.message}"
     if error.validator == "additionalProperties":
         return f"{message}; the keys allowed here are {', '.join(error.schema.get('properties', {}))}"
@@ -188,31 +203,71 @@ def _intended_branch(error: Any) -> Any:
     return error
 
 
-def check_config(config: Config, registries: Registries, check_paths: bool = True) -> None:
-    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist)."""
-    check_names(config)
-    for dataset in config.datasets.values():
-        check_dataset(config, dataset, registries, check_paths)
+def config_problems(config: Config, registries: Registries, check_paths: bool = True) -> list[str]:
+    """The checks the schema cannot make, on a typed config (``check_paths=False``: local inputs need not exist):
+    the message of every check that fails, in order, each once, and every local input that does not exist
+    (:func:`missing_inputs`), so that a dry run lists them all at once rather than the first."""
+    checks: list[Callable[[], None]] = [partial(check_names, config), partial(check_stats, config)]
+    checks += [partial(check_dataset, config, d, registries, check_paths) for d in config.datasets.values()]
+    checks += [partial(check_device, "inference.device", config.inference.device), partial(check_compile, config)]
+    if config.sam is not None:
+        checks.append(partial(check_device, "sam.device", config.sam.device))
+    checks += [partial(check_model, model, check_paths) for model in config.models.values()]
+    checks += [partial(check_tta, config), partial(check_policies, config)]
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as error:
+            problems.append(str(error))
+    if check_paths:
+        problems += missing_inputs(config)
+    return list(dict.fromkeys(problems))
+
+
+def missing_inputs(config: Config) -> list[str]:
+    """One line per local input of the config (dataset inputs, the SAM checkpoint, model checkpoints) that does not
+    exist, naming its key; URLs and Hugging Face inputs are fetched later. (The multilabel annotations are checked
+    with the label sets that read them.)"""
+    inputs = [(f"datasets.{d.name}.{key}", spec) for d in config.datasets.values() for key, spec in d.inputs.items()]
+    if config.sam is not None:
+        inputs.append(("sam.checkpoint", config.sam.checkpoint))
+    for model in config.models.values():
+        if model.checkpoint is not None and set(model.weights) != {"0"}:
+            inputs.append((f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint)))
+    problems = []
+    for key, spec in inputs:
+        try:
+            check_local_input(key, spec)
+        except ConfigError as error:
+            problems.append(str(error))
+    return problems
+
+
+def check_compile(config: Config) -> None:
+    """``compile: true`` with ``device: cpu`` asks for what the jobs do on CUDA only (with ``auto`` resolved to a CPU
+    they turn it off, saying so: :meth:`~zoomeval.core.config.InferenceSettings.for_device`)."""
+    if config.inference.compile and config.inference.device == "cpu":
+        raise ConfigError("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on "
+                          "a CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto "
+                          "to compile where a GPU is found")  # fmt: skip
+
+
+def check_stats(config: Config) -> None:
     if unknown := [name for name in config.stats.datasets if name not in config.datasets]:
         raise ConfigError(
             f"stats.pairs: {unknown[0]!r} is not a dataset of this config; use one of {list(config.datasets)}"
         )
-    check_device("inference.device", config.inference.device)
-    if config.sam is not None:
-        check_device("sam.device", config.sam.device)
-        if check_paths:
-            check_local_input("sam.checkpoint", config.sam.checkpoint)
-    for model in config.models.values():
-        if model.checkpoint is not None and model.source not in CHECKPOINT_SOURCES:
-            raise ConfigError(f"models.{model.name}.checkpoint: only sources {' and '.join(CHECKPOINT_SOURCES)} read "
-                              f"it; remove it from this {model.source} model")  # fmt: skip
-        if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
-            raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
-                              "the checkpoint you verified (sha256sum FILE)")  # fmt: skip
-        if check_paths and model.checkpoint is not None:
-            check_local_input(f"models.{model.name}.checkpoint", InputSpec.from_config(model.checkpoint))
-    check_tta(config)
-    check_policies(config)
+
+
+def check_model(model: Any, check_paths: bool) -> None:
+    """A model entry's checkpoint key: read by its source, and pinned by a real sha256."""
+    if model.checkpoint is not None and model.source not in CHECKPOINT_SOURCES:
+        raise ConfigError(f"models.{model.name}.checkpoint: only sources {' and '.join(CHECKPOINT_SOURCES)} read "
+                          f"it; remove it from this {model.source} model")  # fmt: skip
+    if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
+        raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
+                          "the checkpoint you verified (sha256sum FILE)")  # fmt: skip
 
 
 def check_policies(config: Config) -> None:
@@ -248,9 +303,6 @@ def check_dataset(config: Config, dataset: Any, registries: Registries, check_pa
     for name in adapter.required:
         if name not in dataset.inputs:
             raise ConfigError(f"{key}.{name} is required for adapter {adapter.name}: a local path, url or hf source")
-    if check_paths:
-        for name, spec in dataset.inputs.items():
-            check_local_input(f"{key}.{name}", spec)
     needs_masks = set(dataset.variants) - {"original"}
     if needs_masks and not adapter.boxes:
         raise ConfigError(

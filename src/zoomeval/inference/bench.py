@@ -148,7 +148,7 @@ def _paths(classifier: Classifier, records: list[Record], scales: list[int], siz
             for x in _naive_loader(classifier, records[:naive_images], scales):
                 classifier.model(x.to(classifier.device).contiguous(memory_format=classifier.memory_format)).argmax(1)
 
-    # The device backend is for GPUs: on a CPU its float64 matrix products are about 10x slower than PIL.
+    # The device backend is for GPUs: on a CPU its tensor operations are about 10x slower than PIL.
     backends = BACKENDS if classifier.device.type == "cuda" else RESIZE_BACKENDS
     data = {
         f"data_{b}": (len(records) * n_t, lambda b=b: _drain(_data_batches(classifier, records, scales, size, b)))

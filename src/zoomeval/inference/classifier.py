@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import io
+import logging
 import math
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +18,8 @@ import torch
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.devices import resolve_device
 from zoomeval.inference.models import LoadedModel, load_model
+
+log = logging.getLogger(__name__)
 
 
 def check_normalisation(spec: ModelSpec) -> None:
@@ -44,7 +51,7 @@ class Classifier:
         compile_options: dict[str, Any] | None = None,
     ) -> None:
         self.device = resolve_device(settings.device, "inference.device")
-        self.settings = settings
+        self.settings = settings = settings.for_device(self.device.type)
         self.name = spec.name
         check_normalisation(spec)
         loaded = loaded or load_model(spec, weights, head)
@@ -59,7 +66,27 @@ class Classifier:
         self.subset = torch.tensor(list(indices), device=self.device)
         self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
         # Compiled, the conversion and normalisation of the uint8 crops are fused into the model's first kernels.
-        self.forward = torch.compile(self._forward, options=compile_options) if settings.compile else self._forward
+        self.forward = self._compiled(compile_options) if settings.compile else self._forward
+
+    def _compiled(self, options: dict[str, Any] | None) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The forward pass through torch.compile: an error in the compiler (or its worker processes) names the
+        setting, and a crash of this process (a segfault) leaves its stack in the job's log after a line naming it."""
+        with contextlib.suppress(io.UnsupportedOperation, AttributeError, ValueError):  # stderr may be no file
+            faulthandler.enable(sys.stderr)
+        log.info("inference.compile: true: the model is compiled on its first batch; should this job die there, "
+                 "set inference.compile: false")  # fmt: skip
+        compiled = torch.compile(self._forward, options=options)
+
+        def forward(crops: torch.Tensor) -> torch.Tensor:
+            try:
+                return compiled(crops)
+            except torch.OutOfMemoryError:  # the batch's, not the compiler's
+                raise
+            except Exception as error:  # torch._dynamo wraps the compiler's failures in its own exception types
+                raise RuntimeError(f"model {self.name!r} failed under torch.compile (inference.compile: true): "
+                                   f"{error}; set inference.compile: false") from error  # fmt: skip
+
+        return forward
 
     def logits(self, crops: torch.Tensor) -> torch.Tensor:
         """The fp32 logits of a batch of uint8 NHWC crops (on any device)."""

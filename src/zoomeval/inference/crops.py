@@ -5,26 +5,31 @@ tensor, and :func:`device_crops` resizes it to every scale and cuts its crops th
 
 from __future__ import annotations
 
-import functools
-import math
-from collections.abc import Iterator, Sequence
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from PIL import Image
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import Dataset
 
 from zoomeval.core.images import load_rgb
 from zoomeval.core.manifest import Record
-from zoomeval.core.pil_resample import PRECISION_BITS, taps, vertical_first
-from zoomeval.core.zoom import all_crops, resized_size, scale_views
+from zoomeval.core.pil_resample import PRECISION_BITS
+from zoomeval.core.zoom import all_crops
+from zoomeval.inference.crop_plan import TAPS, CropPlan, crop_plan
 from zoomeval.masks.boxes import apply_variant, decode_mask
 
+log = logging.getLogger(__name__)
 
-class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
+
+class ZoomCrops(Dataset[tuple[int, "torch.Tensor | DeviceImage"]]):
     """Image ``i`` of a manifest as all its crops, ``(n_transforms, size, size, 3)`` uint8, followed by the
     aggregation methods' extra views with ``extra_views``; with the ``device`` backend, as the decoded
-    ``H x W x 3`` uint8 image, for :func:`device_crops`."""
+    ``H x W x 3`` uint8 image and its size's plan (a :class:`DeviceImage`), for :func:`plan_crops`."""
 
     def __init__(
         self,
@@ -42,29 +47,26 @@ class ZoomCrops(Dataset[tuple[int, torch.Tensor]]):
     def __len__(self) -> int:
         return len(self.records)
 
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor]:
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | DeviceImage]:
         record = self.records[i]
         image = load_rgb(record)
         mask = decode_mask(self.masks[record.image_id]) if self.variant != "original" and self.masks else None
         image = apply_variant(image, mask, self.variant)
-        if self.backend == DEVICE_BACKEND:
-            return i, torch.from_numpy(np.array(image.convert("RGB")))
+        if self.backend == DEVICE_BACKEND:  # the plan is built here, beside the decode, not in the predict loop
+            pixels = np.array(image.convert("RGB"))
+            plan = crop_plan(pixels.shape[1], pixels.shape[0], tuple(self.scales), self.size, self.extra_views)
+            return i, DeviceImage(torch.from_numpy(pixels), plan)
         return i, torch.from_numpy(all_crops(image, self.scales, self.size, self.backend, self.extra_views))
 
 
 #: The ``resize_backend`` that resizes and cuts on the inference device.
 DEVICE_BACKEND = "device"
-#: The ``resize_backend`` that picks the device path on a GPU and ``pil`` on a CPU, where the device path's float64
-#: matrix products are about 10x slower than PIL.
+#: The ``resize_backend`` that picks the device path on a GPU and ``pil`` on a CPU (where PIL's own C loops are
+#: faster than the device path's tensor operations).
 AUTO_BACKEND = "auto"
-#: Image sizes whose :class:`CropPlan` stays on the device (about 170 MB each for 500 x 375 at the 36 paper scales;
-#: most ImageNet images have one of a few sizes, and a new size costs the host some 30 ms).
-PLAN_CACHE = 16
 
-
-#: Pillow's coefficients are integers; scaled by this power of two they stay exact in float64, and so do the sums, so
-#: a product with them is a pass's fixed-point sum already shifted by ``PRECISION_BITS``.
-SCALE = 2.0**-PRECISION_BITS
+#: Pillow's rounding offset, the initial value of each fixed-point sum (``1 << (PRECISION_BITS - 1)``).
+HALF = 1 << (PRECISION_BITS - 1)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -74,151 +76,182 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return DEVICE_BACKEND if device.type == "cuda" else "pil"
 
 
-class CropPlan:
-    """How :func:`device_crops` cuts every view of one image size, on ``device``.
+class DeviceImage(NamedTuple):
+    """A decoded ``H x W x 3`` uint8 image and its size's :class:`CropPlan`, as a worker hands them over (a
+    DataLoader pins both)."""
 
-    Per scale, Pillow's coefficient matrices (:func:`zoomeval.core.pil_resample.taps`) for only the resized rows and
-    columns that some view uses, padded with zero coefficients to the same ``rows x cols`` for all scales (so the
-    last row and column of every scale are padding: they come out black and serve as the crops' black border). The
-    scales are in two groups, those Pillow resizes width first and those it resizes height first
-    (:func:`zoomeval.core.pil_resample.vertical_first`), each ``(height_first, ay, bx)`` in the layout
-    :func:`device_crops` multiplies it in; ``index`` cuts every view from the stack of resized scales. The host
-    computes only the nonzero coefficients and the indices; the matrices are filled in on the device, and nothing
-    waits for it."""
-
-    def __init__(self, width: int, height: int, scales: tuple[int, ...], size: int, extra_views: bool,
-                 device: torch.device) -> None:  # fmt: skip
-        n, span = len(scales), np.arange(size)
-        sizes = [resized_size(width, height, s) for s in scales]
-        views = sorted((slot, k, left, top, mirrored) for k, (s, (w, h)) in enumerate(zip(scales, sizes, strict=True))
-                       for slot, left, top, mirrored in scale_views(k, n, s, w, h, size, extra_views))  # fmt: skip
-        _, scale_of, lefts, tops, mirrored = (np.array(column) for column in zip(*views, strict=True))
-        widths, heights = (np.array(side) for side in zip(*sizes, strict=True))
-        used_rows = [_used(tops[scale_of == k], span, h) for k, h in enumerate(heights)]
-        used_cols = [_used(lefts[scale_of == k], span, w) for k, w in enumerate(widths)]
-        rows, cols = self.rows, self.cols = max(map(len, used_rows)) + 1, max(map(len, used_cols)) + 1
-        first = [vertical_first(width, height, w, h) for w, h in sizes]
-        self.groups: list[tuple[bool, torch.Tensor, torch.Tensor]] = []
-        order: list[int] = []
-        for height_first in (False, True):
-            group = [k for k in range(n) if first[k] == height_first]
-            if not group:
-                continue
-            ay, bx = [], []  # (flat position, coefficient) in each matrix
-            for g, k in enumerate(group):
-                j, y, kk = taps(height, sizes[k][1], used_rows[k])
-                ay.append(((g * rows + j) * height + y, kk * SCALE))  # (n, rows, H), or (n * rows, H): the same
-                j, x, kk = taps(width, sizes[k][0], used_cols[k])
-                at = (g * width + x) * cols + j if height_first else x * len(group) * cols + g * cols + j
-                bx.append((at, kk * SCALE))
-            ay_shape = (len(group) * rows, height) if height_first else (len(group), rows, height)
-            bx_shape = (len(group), width, cols) if height_first else (width, len(group) * cols)
-            self.groups.append((height_first, _matrix(ay_shape, ay, device), _matrix(bx_shape, bx, device)))
-            order += group
-        position = np.argsort(order)  # where scale k is in the stack of resized scales
-        col_offsets = np.where(mirrored[:, None], span[::-1], span)
-        self.index = (
-            _upload(position[scale_of][:, None, None], device),
-            _upload(_index(used_rows, scale_of, tops[:, None] + span, heights, rows - 1)[:, :, None], device),
-            _upload(_index(used_cols, scale_of, lefts[:, None] + col_offsets, widths, cols - 1)[:, None, :], device),
-        )
+    pixels: torch.Tensor
+    plan: CropPlan
 
 
-def _used(starts: np.ndarray, span: np.ndarray, limit: int) -> np.ndarray:
-    """The sorted pixels within ``0 .. limit - 1`` of the windows ``start + span``."""
-    pixels = np.unique(starts[:, None] + span)
-    return pixels[(pixels >= 0) & (pixels < limit)]
+#: The most bytes of int32 products one pass materialises at once: a larger pass (an image of thousands of pixels;
+#: 2000 x 1500 at 36 scales needs 5 GB) runs in slices along the axis it leaves as it is, so that a GPU with little
+#: memory resizes it too, at a few more device operations.
+MAX_PRODUCT_BYTES = 1 << 30
 
 
-def _index(used: list[np.ndarray], scale_of: np.ndarray, wanted: np.ndarray, limits: np.ndarray, pad: int
-           ) -> np.ndarray:  # fmt: skip
-    """Where each view's ``wanted`` pixels (a row per view) are among the ``used`` ones of the view's scale; ``pad``
-    (a black row or column) outside the resized image. One search over all scales, each shifted apart."""
-    shift = int(limits.max()) + 1
-    everything = np.concatenate([k * shift + pixels for k, pixels in enumerate(used)])
-    starts = np.cumsum([0] + [len(pixels) for pixels in used])[:-1]
-    found = np.searchsorted(everything, scale_of[:, None] * shift + wanted) - starts[scale_of][:, None]
-    return np.where((wanted >= 0) & (wanted < limits[scale_of][:, None]), found, pad)
+def resample_pass(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
+                  ) -> torch.Tensor:  # fmt: skip
+    """:func:`_resample` of ``x`` (3-D), in slices along its other spatial axis where the products would exceed
+    :data:`MAX_PRODUCT_BYTES`."""
+    other = 1 - dim
+    pieces = -(-src.numel() * 4 * (x.numel() // x.shape[dim]) // MAX_PRODUCT_BYTES)
+    if pieces <= 1:
+        return _resample(x, dim, src, kk, dst, outputs)
+    step = -(-x.shape[other] // pieces)
+    return torch.cat([_resample(part, dim, src, kk, dst, outputs) for part in x.split(step, other)], other)
 
 
-def _upload(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``array`` on ``device``; to a GPU from pinned memory, without waiting for it."""
-    tensor = torch.from_numpy(np.ascontiguousarray(array))
-    if device.type == "cuda":
-        tensor = tensor.pin_memory()
-    return tensor.to(device, non_blocking=True)
+def _resample(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
+              ) -> torch.Tensor:  # fmt: skip
+    """One pass of Pillow's resize along ``dim`` of the uint8 ``x``, for every output some view uses: per output,
+    ``clip8((2**21 + sum(in * kk)) >> 22)`` in int32 as Pillow computes it (integer sums are exact in any order),
+    over the chunks of taps ``src``/``kk`` (``(chunks, TAPS)``) summed into output ``dst``; outputs no chunk reaches
+    come out 0 (black)."""
+    chunks = src.shape[0]
+    tail = (1,) * (x.dim() - dim - 1)
+    windows = x.index_select(dim, src.view(-1)).view(*x.shape[:dim], chunks, TAPS, *x.shape[dim + 1 :])
+    partial = (windows * kk.view(chunks, TAPS, *tail)).sum(dim + 1, dtype=torch.int32)
+    sums = torch.full((*x.shape[:dim], outputs, *x.shape[dim + 1 :]), HALF, dtype=torch.int32, device=x.device)
+    sums.index_add_(dim, dst, partial)
+    return sums.bitwise_right_shift_(PRECISION_BITS).clamp_(0, 255).to(torch.uint8)
 
 
-def _matrix(shape: tuple[int, ...], entries: list[tuple[np.ndarray, np.ndarray]], device: torch.device
-            ) -> torch.Tensor:  # fmt: skip
-    """The float64 matrix of ``shape`` on ``device`` that is zero but at the ``(flat position, value)`` entries."""
-    at, values = (np.concatenate(column) for column in zip(*entries, strict=True))
-    matrix = torch.zeros(math.prod(shape), dtype=torch.float64, device=device)
-    return matrix.scatter_(0, _upload(at, device), _upload(values, device)).view(shape)
+def plan_crops(pixels: torch.Tensor, plan: CropPlan, resample: Callable[..., torch.Tensor] = resample_pass
+               ) -> torch.Tensor:  # fmt: skip
+    """:func:`zoomeval.core.zoom.all_crops` of a decoded ``H x W x 3`` uint8 image with its size's ``plan`` (both on
+    the same device), bit for bit, in integers only.
 
-
-@functools.lru_cache(maxsize=PLAN_CACHE)
-def crop_plan(width: int, height: int, scales: tuple[int, ...], size: int, extra_views: bool,
-              device: torch.device) -> CropPlan:  # fmt: skip
-    """The :class:`CropPlan` of one image size, built once and kept for the next image of that size."""
-    return CropPlan(width, height, scales, size, extra_views, device)
-
-
-def _round(sums: torch.Tensor) -> torch.Tensor:
-    """Pillow's ``clip8`` of a pass's fixed-point sums times :data:`SCALE`, in place: ``(sum + 2**21) >> 22``,
-    clamped to 0..255."""
-    return sums.add_(0.5).floor_().clamp_(0, 255)
+    Per pass order, the first pass resizes the image along one axis to every scale's used rows or columns at once,
+    the second each scale's result along the other (see :mod:`zoomeval.inference.crop_plan`); the views are then
+    one gather from the stack of resized scales. An image costs the same few device operations whatever its size
+    and the number of scales and views (``tests/test_device_path.py`` counts them). ``resample`` may be
+    :func:`resample_pass` compiled (``bench/gpu_check.py`` measures ``torch.compile``'s fused passes)."""
+    height = pixels.shape[0]
+    passes, (scale, row, col) = plan.tensors()
+    stack = []
+    for group, (src1, kk1, dst1, src2, kk2, dst2) in zip(plan.groups, passes, strict=True):
+        n, rows, cols = group.n, group.rows, group.cols
+        if group.height_first:  # rows j * n + g, i.e. (rows, n * W, 3): the second pass gathers along the width
+            planes = resample(pixels, 0, src1, kk1, dst1, group.first.outputs).view(rows, -1, 3)
+            planes = resample(planes, 1, src2, kk2, dst2, group.second.outputs).view(rows, n, cols, 3)
+            stack.append(planes.permute(1, 0, 2, 3).contiguous())
+        else:  # (H, n * cols, 3), permuted to (n * H, cols, 3) for the second pass along the height
+            planes = resample(pixels, 1, src1, kk1, dst1, group.first.outputs).view(height, n, cols, 3)
+            planes = planes.permute(1, 0, 2, 3).reshape(n * height, cols, 3)
+            stack.append(resample(planes, 0, src2, kk2, dst2, group.second.outputs).view(n, rows, cols, 3))
+    resized = torch.cat(stack) if len(stack) > 1 else stack[0]  # (scales, rows, cols, 3)
+    return resized[scale[:, None, None], row[:, :, None], col[:, None, :]]  # (views, size, size, 3)
 
 
 def device_crops(pixels: torch.Tensor, scales: list[int], size: int = 224, extra_views: bool = False) -> torch.Tensor:
-    """:func:`zoomeval.core.zoom.all_crops` of a decoded ``H x W x 3`` uint8 image, on the image's device, bit for bit.
-
-    Each pass of Pillow's resize is a float64 matrix product with its integer coefficients (exact, see
-    :mod:`zoomeval.core.pil_resample`), rounded as Pillow rounds, for all scales of a group at once; the views are
-    then one gather. So an image costs a constant number of device operations whatever the number of scales and
-    views (``tests/test_device_path.py`` counts them)."""
+    """:func:`plan_crops` with the image size's plan built here (cached) and copied to the image's device."""
     height, width = pixels.shape[:2]
-    plan = crop_plan(width, height, tuple(scales), size, extra_views, pixels.device)
-    rows, cols = plan.rows, plan.cols
-    # (H, 3, W): each row of the image as three colour rows, so both passes are plain matrix products.
-    x = pixels.permute(0, 2, 1).to(torch.float64, memory_format=torch.contiguous_format)
-    stack = []
-    for height_first, ay, bx in plan.groups:
-        if height_first:
-            n = len(bx)
-            planes = _round(ay @ x.view(height, 3 * width)).view(n, rows * 3, width)
-            stack.append(_round(planes @ bx).view(n, rows, 3, cols))
-        else:
-            n = len(ay)
-            planes = _round(x.view(height * 3, width) @ bx).view(height, 3, n, cols)
-            planes = planes.permute(2, 0, 1, 3).reshape(n, height, 3 * cols)
-            stack.append(_round(ay @ planes).view(n, rows, 3, cols))
-    resized = (torch.cat(stack) if len(stack) > 1 else stack[0]).to(torch.uint8)  # (scales, rows, 3, cols)
-    scale, row, col = plan.index
-    return resized[scale, row, :, col]  # (views, size, size, 3)
+    plan = crop_plan(width, height, tuple(scales), size, extra_views)
+    return plan_crops(pixels, plan.to(pixels.device, non_blocking=True))
 
 
 class DeviceOps(TorchDispatchMode):
-    """While active, lists the operations that do work on a device (not the views of a tensor): what
-    ``tests/test_device_path.py`` bounds and ``bench/gpu_check.py`` reports for :func:`device_crops`."""
+    """While active, lists the operations that do work on a device (not the views of a tensor), the dtypes of the
+    tensors they create and the bytes they move: what ``tests/test_device_path.py`` bounds and the benchmarks
+    report for :func:`plan_crops`. A gather reads what it writes (plus its indices), any other operation its
+    whole inputs."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[str] = []
+        self.dtypes: set[torch.dtype] = set()
+        self.bytes = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
         if not func.is_view and func is not torch.ops.aten._unsafe_view.default:
             self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
+            written = _tensors(out)
+            self.dtypes.update(t.dtype for t in written)
+            gather = func.__name__.startswith(("index.", "index_select", "gather"))
+            read = _tensors((args[1:], kwargs)) + written if gather else _tensors((args, kwargs))
+            self.bytes += sum(t.numel() * t.element_size() for t in (*written, *read))
+        return out
 
 
-def on_device(
-    loader: Iterator[tuple[int, torch.Tensor]], device: torch.device, scales: list[int], size: int, extra_views: bool
-) -> Iterator[tuple[int, torch.Tensor]]:
-    """The ``device`` backend's step between the loader and :func:`batches`: copy each decoded image to
-    ``device`` (asynchronously from pinned memory) and cut its crops there."""
-    for i, pixels in loader:
-        yield i, device_crops(pixels.to(device, non_blocking=True), scales, size, extra_views)
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def on_device(loader: Iterator[tuple[int, DeviceImage]], device: torch.device, scales: list[int], size: int,
+              extra_views: bool, workers: int | None = None) -> Iterator[tuple[int, torch.Tensor]]:  # fmt: skip
+    """The ``device`` backend's step between the loader and :func:`batches`: copy each decoded image and its plan
+    to ``device`` (asynchronously from pinned memory) and cut its crops there. With ``workers`` (the setting was
+    ``auto``), :class:`RateCheck` compares the device path's rate with PIL's in that many workers once."""
+    check = RateCheck(device, workers, scales, size, extra_views) if workers is not None else None
+    for n, (i, item) in enumerate(loader):
+        pixels, plan = item.pixels.to(device, non_blocking=True), item.plan.to(device, non_blocking=True)
+        if check is None or not check.wants(n):
+            yield i, plan_crops(pixels, plan)
+            continue
+        yield i, check.timed(lambda p=pixels, q=plan: plan_crops(p, q), item.pixels)
+
+
+#: Images whose device time :class:`RateCheck` measures, after the first (which pays for allocations).
+RATE_IMAGES = 8
+
+
+class RateCheck:
+    """For ``resize_backend: auto``: the device path's images per second on the first images (device time, CUDA
+    events, nothing waits for them) against PIL's in the job's workers (one image's :func:`all_crops` timed on the
+    host, times the workers), logged once; a warning naming both rates where PIL would be faster."""
+
+    def __init__(self, device: torch.device, workers: int, scales: list[int], size: int, extra_views: bool) -> None:
+        self.device, self.workers, self.args = device, max(workers, 1), (scales, size, "pil", extra_views)
+        self.spans: list[tuple[Any, Any]] = []
+        self.sample: torch.Tensor | None = None
+        self.done = False
+
+    def wants(self, n: int) -> bool:
+        """Whether image ``n`` is timed, or the check is still waiting for its events."""
+        return not self.done and n >= 1
+
+    def timed(self, cut: Callable[[], torch.Tensor], pixels: torch.Tensor) -> torch.Tensor:
+        if len(self.spans) < RATE_IMAGES:
+            self.sample = pixels if self.sample is None else self.sample
+            start, crops, stop = _mark(self.device), cut(), _mark(self.device)
+            self.spans.append((start, stop))
+            return crops
+        crops = cut()
+        if all(_finished(stop) for _, stop in self.spans):
+            self.report()
+        return crops
+
+    def report(self) -> None:
+        self.done = True
+        device_rate = len(self.spans) / sum(_seconds(start, stop) for start, stop in self.spans)
+        start = time.perf_counter()
+        all_crops(Image.fromarray(self.sample.numpy()), *self.args)
+        pil_rate = self.workers / (time.perf_counter() - start)
+        slower = device_rate < pil_rate
+        log.log(logging.WARNING if slower else logging.INFO, "resize_backend auto: the device path cuts %.1f images/s "
+                "on %s, PIL in %d workers about %.1f%s", device_rate, self.device, self.workers, pil_rate,
+                ": set resize_backend: pil" if slower else "")  # fmt: skip
+
+
+def _mark(device: torch.device) -> Any:
+    """A point in ``device``'s work: a recorded CUDA event, or the time (CPU work is done when it returns)."""
+    if device.type != "cuda":
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def _finished(mark: Any) -> bool:
+    return mark.query() if isinstance(mark, torch.cuda.Event) else True
+
+
+def _seconds(start: Any, stop: Any) -> float:
+    if isinstance(start, torch.cuda.Event):
+        return start.elapsed_time(stop) / 1000
+    return stop - start
 
 
 def batches(

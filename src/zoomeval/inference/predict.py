@@ -45,7 +45,7 @@ from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, batches, on_device, resolve_backend
+from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, on_device, resolve_backend
 from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
@@ -90,8 +90,10 @@ def crop_stream(classifier: Classifier, records: Sequence[Record], scales: list[
     backend = resolve_backend(classifier.settings.resize_backend, classifier.device)
     dataset = ZoomCrops(records, scales, variant, masks, crop_size, backend, extra_views=True)
     stream: Iterator[tuple[int, torch.Tensor]] = iter(_loader(classifier, dataset))
-    if backend == DEVICE_BACKEND:
-        stream = on_device(stream, classifier.device, scales, crop_size, True)
+    if backend == DEVICE_BACKEND:  # with auto, the job's log compares the device's rate with PIL's in the workers
+        auto = classifier.settings.resize_backend == AUTO_BACKEND
+        workers = classifier.settings.num_workers if auto else None
+        stream = on_device(stream, classifier.device, scales, crop_size, True, workers)
     return stream
 
 
@@ -248,7 +250,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "crop_size": spec.input_size,
         "resize_backend": resolve_backend(settings.resize_backend, classifier.device),
         "precision": settings.precision,
-        "compile": settings.compile,
+        "compile": classifier.settings.compile,  # as it ran (off on a CPU)
         "channels_last": settings.channels_last,
         "class_set": "full" if class_indices is None else "subset",
         "class_indices": None if class_indices is None else list(class_indices),

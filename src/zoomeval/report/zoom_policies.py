@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,10 +43,10 @@ def check_document(document: Mapping[str, Any]) -> None:
                          "jobs")  # fmt: skip
 
 
-def gap_closed(acc: float, acc_1crop: float | None, acc_max: float) -> float | None:
+def gap_closed(acc: float | None, acc_1crop: float | None, acc_max: float) -> float | None:
     """The share (%) of the oracle gap a point closes, ``(acc - acc_1crop) / (acc_max - acc_1crop)``; None where
     there is no gap (or no 1-crop view)."""
-    if acc_1crop is None or acc_max <= acc_1crop:
+    if acc is None or acc_1crop is None or acc_max <= acc_1crop:
         return None
     return 100 * (acc - acc_1crop) / (acc_max - acc_1crop)
 
@@ -61,6 +62,7 @@ def table_rows(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[st
         policies = sorted((r for r in document["rows"] if r["policy"] in rank),
                           key=lambda r: (rank[r["policy"]], r["budget"]))  # fmt: skip
         out += [_full(document, document["protocol"], r) for r in policies]
+        out += [_not_fitted(document, policy) for policy in POLICIES if document.get("not_fitted")]
         if cell not in referenced:
             referenced.add(cell)
             extra = [m for m in memo if (m["model"], m["variant"], m["dataset"]) == cell]
@@ -75,6 +77,15 @@ def _full(document: Mapping[str, Any], protocol: str, point: Mapping[str, Any]) 
     left = document["left_out"] and LeftOut.from_document(document["left_out"])
     return {"model": document["model"], "variant": document["variant"], "dataset": document["dataset"],
             "protocol": protocol, **point, "acc_1crop": a1, "acc_max": amax, **gaps, "left": left}  # fmt: skip
+
+
+def _not_fitted(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
+    """The row of a policy a tiny dataset could not fit: no numbers, its images left out with the reason."""
+    n = next(r["n_images"] for r in document["rows"] if r["policy"] == "one_crop")
+    empty = dict.fromkeys(("budget", "passes", "passes_lo", "passes_hi", "acc", "acc_lo", "acc_hi"))
+    full = _full(document, document["protocol"], {**empty, "policy": policy, "n_images": 0, "n_correct": 0})
+    left = full["left"] or LeftOut(document["dataset"])
+    return {**full, "left": replace(left, unscored={**(left.unscored or {}), document["not_fitted"]: n})}
 
 
 def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, Any]], passes: int
@@ -117,7 +128,7 @@ def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequ
     header = ["dataset", "variant", "model", "protocol", "policy", "budget", "passes", "acc [95% CI]",
               "gap_closed [95% CI]"]  # fmt: skip
     shown = [[r["dataset"], r["variant"], r["model"], r["protocol"], r["policy"], str(r["budget"]),
-              f"{r['passes']:.2f}", _interval(r["acc"], r["acc_lo"], r["acc_hi"]),
+              _text("passes", r["passes"]), _interval(r["acc"], r["acc_lo"], r["acc_hi"]),
               _interval(r["gap_closed"], r["gap_closed_lo"], r["gap_closed_hi"])] for r in rows]  # fmt: skip
     notes = [
         f"Schema version {SCHEMA_VERSION}. Policies never see a test image's label: cvK rows are K-fold "
@@ -150,7 +161,7 @@ def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Ma
     axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands; the
     references as markers,
     the oracle top-k cover grey and acc_max dotted."""
-    rows = table_rows(documents, memo)
+    rows = [r for r in table_rows(documents, memo) if r["acc"] is not None]  # not the policies left out
     cells = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
     fig = Figure(figsize=(7.5, 4.8 * len(cells)), layout="constrained")
     for k, cell in enumerate(cells):

@@ -40,15 +40,20 @@ def hub_source(name: str) -> tuple[str, str | None]:
 
 
 def names() -> Catalogue:
-    """timm's models (``timm.list_models()``) and pretrained tags (``timm.list_pretrained()``)."""
+    """timm's models (``timm.list_models()``), pretrained tags (``timm.list_pretrained()``) and their pretrained
+    configs' ``num_classes``."""
     import timm
+    from timm.models import get_pretrained_cfg
 
     pretrained: dict[str, list[str]] = {}
+    widths = {}
     for name in timm.list_pretrained():
         arch, tag = name.split(".", 1)
         pretrained.setdefault(arch, []).append(tag)
+        if (cfg := get_pretrained_cfg(name)) is not None:
+            widths[name] = cfg.num_classes
     tags = {arch: tuple(found) for arch, found in pretrained.items()}
-    return Catalogue("timm", timm.__version__, tuple(timm.list_models()), tags)
+    return Catalogue("timm", timm.__version__, tuple(timm.list_models()), tags, widths=widths)
 
 
 def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:

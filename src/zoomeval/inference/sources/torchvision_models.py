@@ -38,12 +38,16 @@ def checkpoint(architecture: str, tag: str) -> tuple[str, str]:
 
 
 def names() -> Catalogue:
-    """torchvision's classification models and the tags of their weight enums (``DEFAULT`` is an alias, not a tag)."""
+    """torchvision's classification models, the tags of their weight enums (``DEFAULT`` is an alias, not a tag) and
+    how many categories each one's meta names."""
     import torchvision
 
     archs = tuple(torchvision.models.list_models(module=torchvision.models))
-    tags = {arch: tuple(w.name for w in torchvision.models.get_model_weights(arch)) for arch in archs}
-    return Catalogue("torchvision", torchvision.__version__, archs, {a: t for a, t in tags.items() if t})
+    enums = {arch: list(torchvision.models.get_model_weights(arch)) for arch in archs}
+    tags = {arch: tuple(w.name for w in weights) for arch, weights in enums.items() if weights}
+    # the weights' class names (None for vgg16's IMAGENET1K_FEATURES, whose classifier is untrained)
+    widths = {f"{arch}.{w.name}": len(w.meta.get("categories") or ()) for arch, ws in enums.items() for w in ws}
+    return Catalogue("torchvision", torchvision.__version__, archs, tags, widths=widths)
 
 
 def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:

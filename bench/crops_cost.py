@@ -1,0 +1,136 @@
+"""What the device path's crops cost per image, on the CPU: integer multiply-adds, bytes moved, plan size and
+build time, against the float64 matrix-product plan it replaced (zoomeval before issue 32).
+
+The integer path is counted as it runs (:class:`zoomeval.inference.crops.DeviceOps` on the ``meta`` device: every
+operation's bytes read and written, as plain torch runs it, one kernel per operation) and as the floor a fused
+kernel per pass would reach (it reads each pass's input and taps once and writes its uint8 result). The float64
+plan's figures follow its matrix shapes (the same used rows and columns, padded to ``rows x cols`` per scale):
+its two products per pass order, the three in-place rounding operations after each, its permutation copy, the
+concatenation, the conversion to uint8 and the gather, counted the same way.
+
+Usage: ``PYTHONPATH=src python bench/crops_cost.py [--time] [--loader N]`` (``--time``: also the CPU seconds
+of one 500 x 375 image through the device path and through PIL, one thread; ``--loader N``: the device backend's
+rate through its DataLoader for N images of one size and N of all different sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+
+from zoomeval.core.zoom import all_crops, paper_scales
+from zoomeval.inference.crop_plan import TAPS, CropPlan, build_plan
+from zoomeval.inference.crops import DeviceOps, ZoomCrops, on_device, plan_crops
+
+SIZES = ((500, 375), (375, 500), (2000, 1500))
+
+
+def integer_cost(plan: CropPlan, width: int, height: int) -> dict[str, float]:
+    """Multiply-adds, bytes moved by plain torch (counted) and by one fused kernel per pass (floor)."""
+    pixels = torch.zeros((height, width, 3), dtype=torch.uint8, device="meta")
+    with DeviceOps() as ops:
+        plan_crops(pixels, plan.to(torch.device("meta")))
+    macs, fused = 0, 3 * width * height
+    for group in plan.groups:
+        first_width = width if group.height_first else height  # the axis the first pass leaves as it is
+        second_width = group.rows if group.height_first else group.cols
+        macs += 3 * TAPS * (group.first.chunks * first_width + group.second.chunks * second_width)
+        # a fused pass writes its uint8 outputs, the next step reads them; one permutation copies a result
+        first_out, second_out = 3 * group.first.outputs * first_width, 3 * group.second.outputs * second_width
+        fused += 2 * first_out + 3 * second_out if group.height_first else 4 * first_out + second_out
+    views = plan.views * plan.size * plan.size * 3
+    return {"multiply_adds": macs, "bytes_plain": ops.bytes, "bytes_fused": fused + plan.nbytes + 2 * views,
+            "device_ops": len(ops.ops)}  # fmt: skip
+
+
+def float64_cost(plan: CropPlan, width: int, height: int) -> dict[str, float]:
+    """The float64 plan's multiply-adds, bytes moved and plan bytes for the same image (its matrix shapes)."""
+    h, w, f8 = height, width, 8
+    macs, moved, plan_bytes, stacked = 0, 3 * h * w + f8 * 3 * h * w, 0, 0
+    for group in plan.groups:
+        n, r, c = group.n, group.rows, group.cols
+        plan_bytes += f8 * (n * r * h + n * w * c)
+        if group.height_first:
+            first, second = 3 * n * r * w, 3 * n * r * c
+            macs += first * h + second * w
+            moved += f8 * (n * r * h + 3 * h * w + first) + f8 * (first + n * w * c + second)
+        else:
+            first, second = 3 * h * n * c, 3 * n * r * c
+            macs += first * w + second * h
+            moved += f8 * (3 * h * w + w * n * c + first) + 2 * f8 * first  # product, permutation copy
+            moved += f8 * (n * r * h + first + second)
+        moved += 6 * f8 * (first + second)  # add_, floor_, clamp_ read and write each result
+        stacked += 3 * n * r * c
+    if len(plan.groups) > 1:
+        moved += 2 * f8 * stacked
+    moved += f8 * stacked + stacked + 2 * plan.views * plan.size * plan.size * 3
+    return {"multiply_adds": macs, "bytes": moved, "plan_bytes": plan_bytes}
+
+
+def cpu_seconds(width: int, height: int, scales: list[int]) -> tuple[float, float]:
+    """CPU seconds of one image through the device path (its plan built) and through PIL, one thread."""
+    torch.set_num_threads(1)
+    pixels = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    plan = build_plan(width, height, tuple(scales), 224, True)
+    start = time.process_time()
+    plan_crops(torch.from_numpy(pixels), plan)
+    device = time.process_time() - start
+    start = time.process_time()
+    all_crops(Image.fromarray(pixels), scales, extra_views=True)
+    return device, time.process_time() - start
+
+
+def loader_rates(n: int, folder: Path) -> tuple[float, float]:
+    """Images per second through the device backend's loader (one worker decoding and building plans) and
+    :func:`on_device` on the CPU, for ``n`` images of one size (500 x 375) and ``n`` of all different sizes
+    (500 + k) x 375 (each needing a new plan; the worker keeps few)."""
+    from gpu_check import synthetic_jpegs  # beside this script
+
+    rates = []
+    for sizes in ([(500, 375)] * n, [(500 + k, 375) for k in range(n)]):
+        records = synthetic_jpegs(folder, sizes, prefix=f"s{len(set(sizes))}_")
+        dataset = ZoomCrops(records, [64, 256], backend="device", extra_views=True)
+        loader = DataLoader(dataset, batch_size=None, num_workers=1, prefetch_factor=2)
+        start = time.perf_counter()
+        for _ in on_device(iter(loader), torch.device("cpu"), [64, 256], 224, True):
+            pass
+        rates.append(n / (time.perf_counter() - start))
+    return rates[0], rates[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--time", action="store_true", help="also time one 500 x 375 image on the CPU")
+    parser.add_argument("--loader", type=int, default=0, help="images per run: one size against all different")
+    args = parser.parse_args()
+    scales = paper_scales()
+    for width, height in SIZES:
+        start = time.process_time()
+        plan = build_plan(width, height, tuple(scales), 224, True)
+        build_ms = (time.process_time() - start) * 1000
+        new, old = integer_cost(plan, width, height), float64_cost(plan, width, height)
+        print(f"{width}x{height}, {len(scales)} scales, {plan.views} views: int32 {new['multiply_adds'] / 1e9:.3f} G "
+              f"multiply-adds, {new['bytes_plain'] / 1e9:.2f} GB moved as plain torch ({new['device_ops']} ops), "
+              f"{new['bytes_fused'] / 1e9:.3f} GB fused; float64 plan {old['multiply_adds'] / 1e9:.1f} G "
+              f"multiply-adds, {old['bytes'] / 1e9:.2f} GB ({old['bytes'] / new['bytes_plain']:.1f}x plain, "
+              f"{old['bytes'] / new['bytes_fused']:.0f}x fused); plan {plan.nbytes / 1e6:.2f} MB "
+              f"(float64: {old['plan_bytes'] / 1e6:.0f} MB), built in {build_ms:.0f} ms of CPU")  # fmt: skip
+    if args.time:
+        device, pil = cpu_seconds(500, 375, scales)
+        print(f"500x375, {len(scales)} scales, one thread: device path {device:.2f} s of CPU, PIL {pil:.2f} s")
+    if args.loader:
+        with tempfile.TemporaryDirectory() as folder:
+            one, different = loader_rates(args.loader, Path(folder))
+        print(f"device backend through its loader, 2 scales, one worker: {one:.2f} images/s at one size, "
+              f"{different:.2f} at {args.loader} different sizes")
+
+
+if __name__ == "__main__":
+    main()
