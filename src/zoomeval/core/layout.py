@@ -123,7 +123,8 @@ OUTPUTS = _outputs(
      ("zoomeval.report.zoom_policies:COLUMNS", _LEFT_OUT), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
     ("leaderboard", "leaderboard.{ext}", "the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)",
      ("zoomeval.report.leaderboard:COLUMNS",)),
-    ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key"),
+    ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key", (),
+     "zoomeval.report.study_index:INDEX_SCHEMA_VERSION"),
 )  # fmt: skip
 
 #: What each wildcard of a template stands for (the output reference's key).
