@@ -110,7 +110,7 @@ OUTPUTS = _outputs(
     ("browser_crops", "browser/crops/{scored}", "the crop of each model's first greedy pick that solves an image"),
     ("table", "{table}.{ext}", "a table as CSV or Markdown (table_a8, table_1, ...: each below)"),
     ("table_a8", "table_a8.{ext}", "Table A8: upper bounds on original, object-only and background-only images",
-     (f"{_TABLES}:TABLE_A8_COLUMNS", _LEFT_OUT)),
+     (f"{_TABLES}:TABLE_A8_COLUMNS", _LEFT_OUT, f"{_TABLES}:PROVENANCE_COLUMNS")),
     ("table_1", "table_1.{ext}", "Table 1: 1 crop, the top-k cover and all transforms; a column per dataset"),
     ("table_zoom_groups", "table_zoom_groups.{ext}", "zoom-in, zoom-out and zoom-224 within each greedy cover"),
     ("table_aggregation", "table_aggregation.{ext}", "the aggregation methods' accuracy on the original images",
