@@ -59,3 +59,4 @@ rule all:
         final_outputs(),
         MULTILABEL_OUTPUTS,
         POLICY_OUTPUTS,
+        STUDY_INDEX,

@@ -1,5 +1,6 @@
 """Table A8 cells recomputed by hand from a small prediction file."""
 
+import hashlib
 import json
 from dataclasses import replace
 
@@ -53,6 +54,11 @@ def write_predictions(path, records=RECORDS, drop=0):
     write_parquet(path, prediction_table(rows, preds), meta)
 
 
+def metrics_key(metrics):
+    """The digest of a result's comparability key, as Table A8's key_sha256 shows it."""
+    return hashlib.sha256(json.dumps(metrics.key, sort_keys=True).encode()).hexdigest()
+
+
 def test_table_a8_cells_by_hand(tmp_path):
     write_predictions(tmp_path / "p.parquet")
     analysis = analyze_predictions(tmp_path / "p.parquet", RECORDS, top_k=1)
@@ -67,11 +73,13 @@ def test_table_a8_cells_by_hand(tmp_path):
     assert cover["exact"]["status"] == "optimal" and len(cover["exact"]["transforms"]) == 2
     assert metrics.acc_top_k == pytest.approx(100 / 3) and metrics.top_k == 1  # top_k = 1: only the first pick
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
+    key = metrics_key(metrics)
     assert (tmp_path / "t.csv").read_text() == (
         "model,variant,dataset,n_images,acc_1crop,acc_top_k,acc_max,cover_size,cover_size_exact,cover_gap,acc_standard,"
-        "architecture,n_scales,n_bad,n_unscored,left_out\n"
-        "m,original,toy,3,33.33,33.33,66.67,2,2,0,,,2,0,0,none\n"  # no standard evaluation nor arch.tag: empty
+        "architecture,n_scales,n_bad,n_unscored,left_out,key_sha256\n"
+        f"m,original,toy,3,33.33,33.33,66.67,2,2,0,,,2,0,0,none,{key}\n"  # no standard evaluation nor arch.tag: empty
     )
+    assert f"| none | {key[:12]} |" in (tmp_path / "t.md").read_text()
     # 1 and 2 of 3 images, with their Wilson intervals (scipy: binomtest(1, 3).proportion_ci(method="wilson"))
     ci = [binomtest(k, 3).proportion_ci(method="wilson") for k in (1, 2)]
     one, two = (f"{100 * k / 3:.2f} [{100 * c.low:.2f}, {100 * c.high:.2f}]" for k, c in zip((1, 2), ci, strict=True))
@@ -178,7 +186,7 @@ def test_standard_accuracy_overall_and_by_origin_by_hand(tmp_path):
     assert metrics.by_origin["x"]["acc_1crop"] == 50.0  # a is right at LOC:1_1_Size:256, c is not
     write_table_a8([metrics], tmp_path / "t.csv", tmp_path / "t.md")
     row = (tmp_path / "t.csv").read_text().splitlines()[1]
-    assert row == "m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,,2,0,0,none"
+    assert row == f"m,original,toy,3,33.33,33.33,66.67,2,2,0,66.67,,2,0,0,none,{metrics_key(metrics)}"
     # a file that misses an image of the manifest is refused
     write_standard(tmp_path / "short.parquet", {"a": 5, "b": 7})
     with pytest.raises(ValueError, match="cover 2 of the 3 images.*--forcerun standard_eval"):
@@ -191,7 +199,18 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert list(document) == ["schema_version", *METRICS_KEYS]
-    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 4
+    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 5
+    # what it was computed from: the prediction file's sha256 and the comparability key
+    digest = hashlib.sha256((tmp_path / "p.parquet").read_bytes()).hexdigest()
+    assert document["inputs"] == {"predictions": {"path": str(tmp_path / "p.parquet"), "sha256": digest},
+                                  "standard": None}  # fmt: skip
+    images = hashlib.sha256(b'[["a", [5]], ["b", [7, 9]], ["c", [3]]]').hexdigest()
+    assert document["key"] == {
+        "dataset": "toy", "images": images, "class_set": "full", "label_set": "in", "variant": "original",
+        "scales": SCALES, "anchors": 9, "resize_backend": None, "model": None, "weights_sha256": None,
+        "input_size": 224, "mean": None, "std": None, "precision": None, "compile": None, "channels_last": None,
+        "top_k": 1, "zoomeval": None, "zoomeval_commit": None,
+    }  # fmt: skip
     assert document["left_out"] == {"dataset": "toy", "bad": {"unreadable": 2}, "unscored": {}}
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
     assert read_metrics(tmp_path / "metrics.json") == analysis.metrics
@@ -218,8 +237,8 @@ def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
     assert read_metrics(tmp_path / "v2.json") == unrecorded and metrics.acc_standard is None
     (tmp_path / "v3.json").write_text(json.dumps({**version_3, "schema_version": 3}))
     assert read_metrics(tmp_path / "v3.json") == unrecorded
-    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 5}))
-    with pytest.raises(ValueError, match="schema_version 5 .* upgrade zoomeval"):
+    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 6}))
+    with pytest.raises(ValueError, match="schema_version 6 .* upgrade zoomeval"):
         read_metrics(tmp_path / "new.json")
     del old["n_classes"]
     (tmp_path / "partial.json").write_text(json.dumps(old))

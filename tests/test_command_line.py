@@ -3,6 +3,8 @@ bad argument or input refused in one line naming it, exit status 2, without a tr
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -98,9 +100,14 @@ def fake_checkout(folder: Path) -> Path:
 
 
 def bad_metrics(folder: Path, content: bytes) -> Path:
+    """A study whose one metrics file holds ``content``, sealed by its index (so the leaderboard reads the file)."""
     path = folder / "results" / "analysis" / "demo" / "original" / "m" / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
+    entry = {"path": "results/analysis/demo/original/m/metrics.json", "sha256": hashlib.sha256(content).hexdigest(),
+             "key": {}}  # fmt: skip
+    index = {"kind": "study_index", "schema_version": 1, "results": [entry]}
+    (folder / "results" / "study.json").write_text(json.dumps(index))
     return folder
 
 

@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 from zoomeval.analysis.metrics import METRICS_SCHEMA_VERSION
 from zoomeval.core import docs
 from zoomeval.report.left_out import LEFT_OUT_COLUMNS
-from zoomeval.report.tables import TABLE_A8_COLUMNS
+from zoomeval.report.tables import PROVENANCE_COLUMNS, TABLE_A8_COLUMNS
 
 ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
@@ -169,11 +169,11 @@ def test_the_outputs_page_gives_each_output_its_declared_columns_and_schema_vers
     table_a8 = page.split("### `table_a8`\n\n")[1].split("\n\n### ")[0].splitlines()
     assert table_a8[0] == "`results/table_a8.{ext}`: Table A8: upper bounds on original, object-only and " \
         "background-only images."
-    columns = [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS]
+    columns = [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS, *PROVENANCE_COLUMNS]
     assert table_a8[2:] == ["- **Columns**: " + ", ".join(f"`{c}`" for c in columns)]
-    assert columns[-4:] == ["n_scales", "n_bad", "n_unscored", "left_out"]
+    assert columns[-5:] == ["n_scales", "n_bad", "n_unscored", "left_out", "key_sha256"]
     metrics = page.split("### `metrics`\n\n")[1].split("\n\n### ")[0]
-    assert metrics.endswith(f"- **Schema version**: {METRICS_SCHEMA_VERSION}") and METRICS_SCHEMA_VERSION == 4
+    assert metrics.endswith(f"- **Schema version**: {METRICS_SCHEMA_VERSION}") and METRICS_SCHEMA_VERSION == 5
     assert "| `analyze` | `logs/analysis/{scored}/{variant}/{model}.log` |" in page.splitlines()
 
 

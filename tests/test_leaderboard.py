@@ -1,66 +1,141 @@
-"""zoomeval leaderboard: study directories merged into one table, every number recomputed from the metrics.json
-files, Wilson intervals by hand and by scipy, incomparable rows kept apart, the HTML page sorted in Chromium."""
+"""zoomeval leaderboard: tiny finished studies (manifest, predictions, standard evaluation, analysis and study index
+written by the package's own writers) merged into one table. Every number is recomputed from the files by brute
+force; what cannot be trusted (a half-finished study, tampered or malformed files) is refused naming the file;
+rows group only by the full comparability key; cells are safe in every format."""
 
+import contextlib
 import csv
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy.stats import binomtest
 
 from tests.chromium import CHROMIUM, Chromium
-from zoomeval.analysis.metrics import Metrics, metrics_document, read_metrics
+from zoomeval.analysis.comparability import KEY_FIELDS
+from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.analysis.stats import wilson_interval
-from zoomeval.core.io import write_json, write_parquet
-from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, study_rows
+from zoomeval.core.io import read_json, write_json, write_parquet
+from zoomeval.core.layout import Layout, run_layout
+from zoomeval.core.manifest import Record, write_manifest
+from zoomeval.core.zoom import Transform, transforms
+from zoomeval.inference.tables import BASE_FIELDS
+from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING, study_rows
+from zoomeval.report.study_index import write_index
 
+LAYOUT = Layout()
 N = 12
 SCALES = [64, 224, 256]
+#: image i has label i % 4 and, in the ReaL label set, also label 4
+RECORDS = [Record(f"i{i:02d}", f"i{i:02d}.png", [i % 4], ["n"], 300, 300, real_labels=[i % 4, 4]) for i in range(N)]
+META = {"kind": "predictions", "zoomeval": "0.1.0", "zoomeval_commit": "c0ffee", "torch": "2.14.1", "device": "cpu",
+        "precision": "fp32", "resize_backend": "pil", "compile": False, "channels_last": False, "class_set": "full",
+        "class_indices": None, "crop_size": 224, "n_images": N}  # fmt: skip
+MODEL = {"name": "r50", "architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32,
+         "param_count": 25_557_032, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}  # fmt: skip
+GEOMETRY = {"img_size": 224, "crop_pct": 0.95, "interpolation": "bicubic"}
 
 
-def metrics(model: str, dataset: str, variant: str = "original", **correct: int) -> Metrics:
-    """Metrics of ``N`` images with ``correct[<accuracy>]`` of them right."""
-    counts = {"acc_standard": 4, "acc_1crop": 5, "acc_top_k": 7, "acc_max": 8, **correct}
-    return Metrics(
-        model=model, variant=variant, dataset=dataset, n_images=N, cover_size=3, cover_size_exact=2, cover_gap=1,
-        zoom_groups={}, top_k_centre_share=None, n_transforms=9 * len(SCALES), n_classes=1000, n_excluded=0,
-        by_origin=None, aggregation=None, top_k=3, **{k: 100 * v / N for k, v in counts.items()},
-    )  # fmt: skip
+def hit(seed: int, i: int, t: Transform) -> bool:
+    """Does transform ``t`` classify image ``i`` correctly, for model ``seed``? The 1-crop transform (256, centre)
+    on every (3 + seed)-th image, a few others elsewhere, and never image 11 - seed."""
+    if i == 11 - seed:
+        return False
+    if (t.scale, t.row, t.col) == (256, 1, 1):
+        return (i + seed) % (3 + seed) == 0
+    return (i * (3 * t.row + t.col + 1) + t.scale // 32 + seed) % 7 == 0
 
 
-def add(study: Path, m: Metrics, dataset: str, scales=SCALES, param_count: int = 4_652_008) -> None:
-    """One analysed (dataset, variant, model) of a study: its metrics.json and its prediction files' metadata."""
-    write_json(study / f"results/analysis/{m.dataset}/{m.variant}/{m.model}/metrics.json", metrics_document(m))
-    (study / "results/datasets" / dataset).mkdir(parents=True, exist_ok=True)
-    spec = {"architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32, "param_count": param_count}
-    meta = {"model": spec, "scales": scales, "crop_size": 224, "zoomeval": "0.1.0", "zoomeval_commit": "c0ffee",
-            "torch": "2.14.1", "device": "cpu", "precision": "fp32", "resize_backend": "pil"}  # fmt: skip
-    table = pa.table({"image_id": ["a"]})
-    write_parquet(study / f"results/predictions/{dataset}/{m.variant}/{m.model}.parquet", table, meta)
-    geometry = {"img_size": 224, "crop_pct": 0.95, "interpolation": "bicubic"}
-    write_parquet(study / f"results/standard/{dataset}/{m.model}.parquet", table, {"geometry": geometry})
+def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, dataset: str = "demo", label_sets=("in",),
+          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original", layout: Layout = LAYOUT
+          ) -> Path:  # fmt: skip
+    """A finished study of one model: its files as the workflow writes them under ``layout``'s results root, the
+    analysis run from the study directory (paths relative to it) and the study sealed by its index."""
+    order = transforms(scales)
+    files = {"manifest": layout.path("manifest", dataset=dataset),
+             "predictions": layout.path("predictions", dataset=dataset, variant=variant, model=model),
+             "standard": layout.path("standard", dataset=dataset, model=model)}  # fmt: skip
+    write_manifest(folder / files["manifest"], records, dataset)
+    rows = [(r, t) for r in records for t in order]
+    preds = [r.labels[0] if hit(seed, int(r.image_id[1:]), t) else 999 for r, t in rows]
+    table = pa.table({"image_id": pa.array([r.image_id for r, _ in rows]).dictionary_encode(),
+                      "scale": pa.array([t.scale for _, t in rows], pa.int16()),
+                      "row": pa.array([t.row for _, t in rows], pa.int8()),
+                      "col": pa.array([t.col for _, t in rows], pa.int8()),
+                      "pred": pa.array(preds, pa.int16()), "pred_full": pa.array(preds, pa.int16()),
+                      "conf": pa.array([0.5] * len(rows), pa.float32())}, schema=pa.schema(BASE_FIELDS))  # fmt: skip
+    spec = {**MODEL, "name": model, **(spec or {})}
+    metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales, **(meta or {})}
+    write_parquet(folder / files["predictions"], table, metadata)
+    standard = [(r.labels[0] if int(r.image_id[1:]) % 3 == seed % 3 else 998) for r in records]
+    top5 = [[p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994]
+            for p, r in zip(standard, records, strict=True)]
+    write_parquet(folder / files["standard"], pa.table({"image_id": [r.image_id for r in records],
+                  "pred": pa.array(standard, pa.int16()), "top5": pa.array(top5, pa.list_(pa.int16()))}),
+                  {"model": spec, "geometry": GEOMETRY})  # fmt: skip
+    metrics = []
+    with contextlib.chdir(folder):
+        for label_set in label_sets:
+            scored = dataset if label_set == "in" else f"{dataset}_{label_set}"
+            analysis = analyze_predictions(files["predictions"], records, top_k=top_k, label_set=label_set,
+                                           standard_path=files["standard"] if variant == "original" else None)
+            out = {n: layout.path(n, scored=scored, variant=variant, model=model) for n in ("metrics", "cover")}
+            write_analysis(analysis, out["metrics"], out["cover"], layout.path("correct", scored=scored,
+                           variant=variant, model=model))  # fmt: skip
+            metrics.append(out["metrics"])
+    write_index(folder / layout.path("study_index"), folder, metrics)
+    return folder
 
 
-@pytest.fixture
-def studies(tmp_path: Path) -> list[Path]:
-    """Study a: two models on the demo and ReaL-scored ImageNet; b: r50 again with other numbers, and the same
-    numbers for r18; c: the demo at two scales (not comparable with a and b)."""
-    a, b, c = (tmp_path / name for name in "abc")
-    add(a, metrics("r50", "demo"), "demo")
-    add(a, metrics("r18", "demo", acc_1crop=3, acc_max=9), "demo")
-    add(a, metrics("r50", "imagenet_real", acc_1crop=12, acc_standard=0), "imagenet")
-    add(b, metrics("r50", "demo", acc_1crop=6), "demo")
-    add(b, metrics("r18", "demo", acc_1crop=3, acc_max=9), "demo")
-    add(c, replace(metrics("r50", "demo"), n_transforms=18), "demo", scales=[64, 256])
-    return [a, b, c]
+def brute_force(seed: int, scales=SCALES, records=RECORDS) -> dict[str, float]:
+    """1-crop and any-transform accuracy, by looping over every (image, transform) pair."""
+    order = transforms(scales)
+    ids = [int(r.image_id[1:]) for r in records]
+    one = sum(hit(seed, i, Transform(256, 1, 1)) for i in ids)
+    return {"acc_1crop": 100 * one / len(ids), "acc_max": 100 * sum(any(hit(seed, i, t) for t in order) for i in ids)
+            / len(ids)}  # fmt: skip
 
 
-def zoomeval(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zoomeval", *args], capture_output=True, text=True)
+def reseal(folder: Path) -> None:
+    """Rewrite the sha256 in a study's index over its current files (what a forger would do to get past the check)."""
+    index = read_json(folder / LAYOUT.path("study_index"))
+    for entry in index["results"]:
+        entry["sha256"] = hashlib.sha256((folder / entry["path"]).read_bytes()).hexdigest()
+    write_json(folder / LAYOUT.path("study_index"), index)
+
+
+def edit_metrics(folder: Path, seal: bool = True, **values) -> Path:
+    path = folder / LAYOUT.path("metrics", scored="demo", variant="original", model="r50")
+    path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+    if seal:
+        reseal(folder)
+    return path
+
+
+def zoomeval(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zoomeval", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def board(*args, cwd=None) -> list[dict[str, str]]:
+    out = Path(cwd or ".") / "board.csv"
+    proc = zoomeval("leaderboard", *map(str, args), "-o", str(out), cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    with open(out, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def refused(*args: str) -> str:
+    """The one line of a refusal (exit 2, no traceback)."""
+    proc = zoomeval("leaderboard", *map(str, args))
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc.stderr.strip()
 
 
 def test_wilson_interval_by_hand_and_as_scipy_computes_it() -> None:
@@ -68,7 +143,6 @@ def test_wilson_interval_by_hand_and_as_scipy_computes_it() -> None:
     # z / (12 + z²) * sqrt(5 * 7 / 12 + z²/4) = 0.123723 * 1.969019 = 0.243613
     low, high = wilson_interval(5, 12)
     assert (round(low, 4), round(high, 4)) == (0.1933, 0.6805)
-    # ImageNet-A's 7,500 images at 50 %: about +-1.1 points
     assert [round(x, 4) for x in wilson_interval(3750, 7500)] == [0.4887, 0.5113]
     for k, n in [(0, 12), (12, 12), (1, 1), (7, 50), (49_000, 50_000)]:
         ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
@@ -77,109 +151,237 @@ def test_wilson_interval_by_hand_and_as_scipy_computes_it() -> None:
         wilson_interval(13, 12)
 
 
-def test_every_number_of_the_csv_is_recomputed_from_the_metrics_files(studies, tmp_path) -> None:
-    proc = zoomeval("leaderboard", *map(str, studies), "-o", str(tmp_path / "board.csv"))
-    assert proc.returncode == 0, proc.stderr
-    with open(tmp_path / "board.csv") as fh:
-        rows = list(csv.DictReader(fh))
+def test_every_number_is_recomputed_from_the_predictions_and_the_files_sha256(tmp_path) -> None:
+    a = study(tmp_path / "a", label_sets=("in", "real"))
+    study(tmp_path / "b", model="r18", seed=1)
+    rows = board(tmp_path / "a", tmp_path / "b")
     assert list(rows[0]) == list(COLUMNS)
-    assert len(rows) == 6
-    for row in rows:
-        scored = row["dataset"] if row["label_set"] == "in" else f"{row['dataset']}_{row['label_set']}"
-        path = tmp_path / row["study"] / "results/analysis" / scored / row["variant"] / row["model"] / "metrics.json"
-        m = read_metrics(path)
-        assert row["n_images"] == str(m.n_images) and row["cover_size"] == str(m.cover_size)
-        assert row["cover_size_exact"] == str(m.cover_size_exact)
+    # one group (the same key: model resnet50.a1_in1k for both), best 1-crop first: 4 of 12 (a) over 3 (b)
+    assert [brute_force(s)["acc_1crop"] for s in (0, 1)] == [100 * 4 / 12, 100 * 3 / 12]
+    assert [(r["study"], r["model"], r["label_set"]) for r in rows] == [("a", "r50", "in"), ("b", "r18", "in"),
+                                                                      ("a", "r50", "real")]  # fmt: skip
+    for row in rows[:2]:
+        expected = brute_force(0 if row["model"] == "r50" else 1)
+        assert row["acc_1crop"] == f"{expected['acc_1crop']:.2f}" and row["acc_max"] == f"{expected['acc_max']:.2f}"
+        # the standard evaluation is right on the images i with i % 3 == seed % 3: 4 of 12
+        assert row["acc_standard"] == "33.33"
         for column in ACCURACIES:
-            value = getattr(m, column)
-            assert row[column] == f"{value:.2f}", (row["study"], column)
-            ci = binomtest(round(value * m.n_images / 100), m.n_images).proportion_ci(method="wilson")
+            k = round(float(row[column]) * N / 100)
+            ci = binomtest(k, N).proportion_ci(method="wilson")
             assert (row[f"{column}_lo"], row[f"{column}_hi"]) == (f"{100 * ci.low:.2f}", f"{100 * ci.high:.2f}")
-        meta = json.loads(json.dumps({"scales": [64, 256] if row["study"] == "c" else SCALES}))
-        assert (row["n_scales"], json.loads(row["scales"])) == (str(len(meta["scales"])), meta["scales"])
-        assert (row["param_count"], row["img_size"], row["crop_pct"], row["interpolation"]) == ("4.65", "224", "0.95",
+        assert (row["param_count"], row["img_size"], row["crop_pct"], row["interpolation"]) == ("25.56", "224", "0.95",
                                                                                                "bicubic")  # fmt: skip
-        assert (row["zoomeval_commit"], row["weights_sha256"], row["architecture"]) == ("c0ffee", "ab" * 32,
-                                                                                        "resnet50.a1_in1k")  # fmt: skip
-    real = [r for r in rows if r["label_set"] == "real"]
-    assert [(r["study"], r["dataset"], r["acc_1crop"], r["acc_standard_lo"]) for r in real] == [
-        ("a", "imagenet", "100.00", "0.00")
-    ]
+        assert (row["mean"], row["std"], row["class_set"]) == ("[0.485, 0.456, 0.406]", "[0.229, 0.224, 0.225]", "full")
+    real = rows[2]  # under ReaL every image also has label 4, which no transform predicts: the same hits
+    assert real["acc_1crop"] == rows[0]["acc_1crop"] and real["group"].startswith("demo / original / real: 12 images")
+    predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    metrics = a / LAYOUT.path("metrics", scored="demo", variant="original", model="r50")
+    assert rows[0]["predictions_sha256"] == hashlib.sha256(predictions.read_bytes()).hexdigest()
+    assert rows[0]["metrics_sha256"] == hashlib.sha256(metrics.read_bytes()).hexdigest()
+    assert zoomeval("leaderboard", str(a), str(tmp_path / "b"), "--verify").returncode == 0
 
 
-def test_incomparable_rows_are_kept_apart_and_other_studies_numbers_reported(studies, tmp_path) -> None:
-    assert zoomeval("leaderboard", *map(str, studies), "-o", str(tmp_path / "board.csv")).returncode == 0
-    with open(tmp_path / "board.csv") as fh:
-        rows = [(r["group"], r["study"], r["model"], r["acc_1crop"], r["note"]) for r in csv.DictReader(fh)]
-    three = "demo / original / in: 12 images, 3 scales, crop 224, top_k 3"
-    two = "demo / original / in: 12 images, 2 scales, crop 224, top_k 3"
-    apart = "kept apart from the rows with scales [64, 256] (not [64, 224, 256])"
-    # best acc_1crop first within a group; r50 of a and b differ (5 vs 6 of 12), r18 agrees
-    assert rows[:4] == [
-        (three, "b", "r50", "50.00", f"{apart}; other numbers than study a"),
-        (three, "a", "r50", "41.67", f"{apart}; other numbers than study b"),
-        (three, "a", "r18", "25.00", f"{apart}; same numbers as study b"),
-        (three, "b", "r18", "25.00", f"{apart}; same numbers as study a"),
-    ]
-    # the other group of the demo next, then ImageNet scored with ReaL
-    assert rows[4] == (two, "c", "r50", "41.67", "kept apart from the rows with scales [64, 224, 256] (not [64, 256])")
-    assert rows[5] == ("imagenet / original / real: 12 images, 3 scales, crop 224, top_k 3", "a", "r50", "100.00", "")
-    text = zoomeval("leaderboard", *map(str, studies)).stdout
-    assert f"## {three}" in text and f"## {two}" in text
-    assert "| r50 | b | 33.33 [13.81, 60.94] | 50.00 [25.38, 74.62] |" in text
+def test_two_studies_of_one_config_are_one_group_with_the_same_numbers(tmp_path) -> None:
+    rows = board(study(tmp_path / "a"), study(tmp_path / "b"))
+    assert len({r["group"] for r in rows}) == 1 and len({r["key_sha256"] for r in rows}) == 1
+    numbers = ["acc_standard", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact"]
+    assert [r[c] for c in numbers for r in rows[:1]] == [r[c] for c in numbers for r in rows[1:]]
+    assert [(r["study"], r["note"]) for r in rows] == [("a", "same numbers as study b"),
+                                                       ("b", "same numbers as study a")]  # fmt: skip
 
 
-def test_a_studys_rows_can_be_limited_to_the_metrics_files_it_names(studies) -> None:
-    a = studies[0]
-    everything = study_rows(a, "a")
-    assert [(r["dataset"], r["model"]) for r in everything] == [("demo", "r18"), ("demo", "r50"), ("imagenet", "r50")]
-    named = [a / "results/analysis/imagenet_real/original/r50/metrics.json"]
-    assert study_rows(a, "a", named) == everything[2:]
+#: one change of each comparability-key field (anchors: the 3 x 3 grid is fixed in the code, so no study differs)
+CHANGES = {
+    "dataset": {"dataset": "demo2"}, "images": {"records": RECORDS[:-1]},
+    "class_set": {"meta": {"class_set": "subset", "class_indices": [0, 1, 2, 3]}},
+    "label_set": {"label_sets": ("real",)},
+    "scales": {"scales": [64, 256]}, "resize_backend": {"meta": {"resize_backend": "torch"}},
+    "model": {"spec": {"architecture": "resnet18"}}, "weights_sha256": {"spec": {"weights_sha256": "cd" * 32}},
+    "input_size": {"meta": {"crop_size": 256}}, "mean": {"spec": {"mean": [0.5, 0.5, 0.5]}},
+    "std": {"spec": {"std": [0.5, 0.5, 0.5]}}, "precision": {"meta": {"precision": "bf16"}},
+    "compile": {"meta": {"compile": True}}, "channels_last": {"meta": {"channels_last": True}},
+    "top_k": {"top_k": 2}, "variant": {"variant": "fg"}, "zoomeval": {"meta": {"zoomeval": "0.2.0"}},
+    "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}},
+}  # fmt: skip
 
 
-def test_a_limited_runs_rows_are_read_under_its_own_results_root(studies, tmp_path) -> None:
-    """A limited run's tree (``results/limit-2``, as the study's leaderboard rule passes it): its datasets and
-    prediction files are read there; the default root, which holds none, is refused."""
-    expected = study_rows(studies[0], "a")
-    limited = tmp_path / "limited"
-    (limited / "results").mkdir(parents=True)
-    (studies[0] / "results").rename(limited / "results" / "limit-2")
-    assert study_rows(limited, "a", results="results/limit-2") == expected
-    named = [limited / "results/limit-2/analysis/demo/original/r50/metrics.json"]
-    assert study_rows(limited, "a", named, "results/limit-2") == expected[1:2]
-    with pytest.raises(ValueError, match=r"no results/analysis/\*/\*/\*/metrics.json"):
-        study_rows(limited, "a")
+@pytest.mark.parametrize("field", [f for f in KEY_FIELDS if f != "anchors"])
+def test_changing_any_key_field_separates_the_groups_and_the_note_names_it(tmp_path, field) -> None:
+    assert set(CHANGES) == set(KEY_FIELDS) - {"anchors"}
+    rows = board(study(tmp_path / "a"), study(tmp_path / "b", **CHANGES[field]))
+    assert len({r["key_sha256"] for r in rows}) == 2
+    (a,) = [r for r in rows if r["study"] == "a"]
+    (b,) = [r for r in rows if r["study"] == "b"]
+    if field in HEADING:  # the heading names the field: demo / original / in
+        assert a["group"] != b["group"] and b["note"] == ""
+        return
+    note = b["note"].removeprefix("kept apart from the rows with ")
+    assert note.split(" ")[0] == field or f", {field} " in note, b["note"]
 
 
-def test_a_percentage_that_is_no_count_and_a_study_without_results_are_refused(studies, tmp_path) -> None:
-    path = studies[0] / "results/analysis/demo/original/r50/metrics.json"
-    document = json.loads(path.read_text())
-    document["acc_max"] = 50.1
-    path.write_text(json.dumps(document))
-    proc = zoomeval("leaderboard", str(studies[0]))
-    assert proc.returncode == 2 and f"{path}: acc_max 50.1 is not a count of 12 images" in proc.stderr
-    (tmp_path / "empty").mkdir()
-    proc = zoomeval("leaderboard", str(tmp_path / "empty"))
-    assert proc.returncode == 2 and "no results/analysis/*/*/*/metrics.json; run the study's workflow" in proc.stderr
-    assert "written as .csv, .md, .html" in zoomeval("leaderboard", str(studies[1]), "-o", "x.txt").stderr
+def test_a_subset_class_set_and_another_normalisation_are_not_ranked_with_the_full_one(tmp_path) -> None:
+    subset = {"class_set": "subset", "class_indices": [0, 1, 2, 3, 4, 5, 6, 7]}
+    rows = board(study(tmp_path / "full"), study(tmp_path / "subset", seed=3, meta=subset),
+                 study(tmp_path / "norm", spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}))
+    assert len({r["group"] for r in rows}) == 3  # headings alike, so each names its key
+    notes = {r["study"]: r["note"] for r in rows}
+    digest = hashlib.sha256(json.dumps(subset["class_indices"]).encode()).hexdigest()[:12]
+    assert notes["subset"] == f"kept apart from the rows with class_set full (not subset of 8 classes ({digest}))"
+    assert notes["norm"] == ("kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
+                             "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])")  # fmt: skip
+    assert {r["study"]: r["mean"] for r in rows}["norm"] == "[0.5, 0.5, 0.5]"
+
+
+def test_a_half_finished_study_is_refused_or_listed_apart(tmp_path) -> None:
+    """A copy of a finished study whose predictions were rerun at other scales, its analysis not (yet)."""
+    study(tmp_path / "done")
+    shutil.copytree(tmp_path / "done", tmp_path / "half")
+    finished = study(tmp_path / "rerun", scales=[64, 256])
+    predictions = LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    shutil.copy(finished / predictions, tmp_path / "half" / predictions)
+    line = refused(tmp_path / "done", tmp_path / "half")
+    assert line.startswith(f"zoomeval leaderboard: {tmp_path / 'half' / predictions}: changed since ")
+    assert "metrics.json, computed from it, recorded it" in line and "stale or tampered" in line
+    proc = zoomeval("leaderboard", str(tmp_path / "done"), str(tmp_path / "half"), "--allow-stale")
+    assert proc.returncode == 0
+    assert "| r50 | done |" in proc.stdout and "| r50 | half |" not in proc.stdout
+    assert "## Left apart (--allow-stale)" in proc.stdout and f"- {tmp_path / 'half' / predictions}" in proc.stdout
+    assert proc.stderr.startswith(f"zoomeval leaderboard: left apart: {tmp_path / 'half' / predictions}: changed")
+    # an unsealed study (no index) is refused naming the index
+    (tmp_path / "half" / LAYOUT.path("study_index")).unlink()
+    assert "results/study.json: missing; the study is unfinished" in refused(tmp_path / "half")
+
+
+def test_tampered_counts_are_refused_and_verify_recomputes_the_numbers(tmp_path) -> None:
+    a = study(tmp_path / "a")
+    path = edit_metrics(a, seal=False, n_images=2 * N)
+    assert f"{path}: changed since {a / 'results/study.json'} recorded it" in refused(a)
+    edit_metrics(a, n_images=2 * N)  # resealed: the predictions hold 12 images only
+    assert f"{path}: n_images 24 is more than the 12 images of" in refused(a)
+    study(a)
+    expected = brute_force(0)["acc_max"]
+    forged = round(expected * N / 100) + 1
+    edit_metrics(a, acc_max=100 * forged / N)  # a count of 12, resealed: only --verify finds it
+    assert zoomeval("leaderboard", str(a)).returncode == 0
+    assert f"{path}: acc_max is {100 * forged / N:.4f}, but {expected:.4f} recomputed from" in refused(a, "--verify")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"acc_max": float("inf")}, "acc_max is inf; expected a number from 0 to 100"),
+        ({"acc_1crop": "41.67"}, "acc_1crop is '41.67'; expected a number from 0 to 100 or null"),
+        ({"cover_size": -5}, "cover_size is -5; expected a whole number >= 0"),
+        ({"n_images": 12.5}, "n_images is 12.5; expected a whole number >= 0"),
+        ({"model": "<img src=x onerror=alert(1)>"}, "holds the metrics of demo/original/<img src=x onerror=alert(1)>"),
+    ],
+)
+def test_a_malformed_metrics_file_is_refused_naming_the_field(tmp_path, edit, message) -> None:
+    path = edit_metrics(study(tmp_path / "a"), **edit)
+    assert f"{path}: {message}" in refused(tmp_path / "a")
+
+
+def test_malformed_files_and_options_give_one_line_not_a_traceback(tmp_path) -> None:
+    a = study(tmp_path / "a")
+    metrics = a / LAYOUT.path("metrics", scored="demo", variant="original", model="r50")
+    document, index = metrics.read_text(), (a / "results/study.json").read_text()
+    metrics.write_text(json.dumps([json.loads(document)]))
+    reseal_failed = zoomeval("leaderboard", str(a))
+    assert reseal_failed.returncode == 2 and "Traceback" not in reseal_failed.stderr
+    write_json(a / "results/study.json", {"kind": "study_index", "schema_version": 1, "results": [
+        {"path": str(metrics.relative_to(a)), "sha256": hashlib.sha256(metrics.read_bytes()).hexdigest(), "key": {}}]})
+    assert f"{metrics}: not a metrics document (a JSON object); re-run the analysis" in refused(a)
+    metrics.write_text(document)
+    (a / "results/study.json").write_text(index)
+    predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    table = pq.read_table(predictions)
+    forge = json.loads(table.schema.metadata[b"zoomeval"])
+    for broken, message in [({k: v for k, v in forge.items() if k != "model"}, "metadata field model is None"),
+                            (None, "no zoomeval metadata; expected a file written by zoomeval")]:
+        if broken is None:
+            pq.write_table(table.replace_schema_metadata({}), predictions)
+        else:
+            write_parquet(predictions, table, broken)
+        edit_metrics(a, inputs={"predictions": {"path": str(predictions.relative_to(a)), "sha256": hashlib.sha256(
+            predictions.read_bytes()).hexdigest()}, "standard": None})  # fmt: skip
+        assert f"{predictions}: {message}" in refused(a)
+    (tmp_path / "out").mkdir()
+    assert "-o " in refused(a, "-o", tmp_path / "out") and "is a directory" in refused(a, "-o", tmp_path / "out")
+    assert "written as .csv, .md, .html" in refused(a, "-o", tmp_path / "x.txt")
+    write_json(a / "results/study.json", {"kind": "study_index", "schema_version": 1,
+                                          "results": [{"path": "../../etc/metrics.json"}]})  # fmt: skip
+    assert "results[0].path is '../../etc/metrics.json'; expected a metrics file results/analysis/" in refused(a)
+
+
+def test_cells_carry_no_formula_markup_column_break_or_escape_code(tmp_path) -> None:
+    names = ['=HYPERLINK("evil.example","x")', "a|b|c", "x\x1b[31mred", "<img src=x onerror=alert(1)>"]
+    folders = [study(tmp_path / name, meta={"torch": "+1+1"}) for name in names]
+    rows = board(*folders, cwd=tmp_path)
+    with open(tmp_path / "board.csv", newline="") as fh:
+        raw = list(csv.reader(fh))[1:]
+    assert {r[COLUMNS.index("study")] for r in raw} >= {"'" + names[0], "a|b|c"}
+    assert {r["torch"] for r in rows} == {"'+1+1"}
+    markdown = zoomeval("leaderboard", *map(str, folders)).stdout
+    assert "\x1b" not in markdown and "| a\\|b\\|c |" in markdown
+    line = next(line for line in markdown.splitlines() if "a\\|b\\|c" in line)
+    assert len(line.replace("\\|", "").split("|")) == len(markdown.splitlines()[6].split("|"))  # header's columns
+    assert zoomeval("leaderboard", *map(str, folders), "-o", str(tmp_path / "b.html")).returncode == 0
+    page = (tmp_path / "b.html").read_text()
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    (folders[2] / "results/study.json").unlink()  # a refusal naming the folder prints no escape code either
+    line = refused(*folders)
+    assert "\x1b" not in line and "x[31mred/results/study.json: missing" in line
+
+
+def test_a_study_given_twice_is_reported_once_with_a_note(tmp_path) -> None:
+    a = study(tmp_path / "a")
+    rows = board(a, tmp_path / "a" / ".." / "a")
+    assert [(r["study"], r["note"]) for r in rows] == [("a", "study given 2 times, reported once")]
+
+
+def test_the_timm_format_has_timms_columns_from_the_standard_evaluation(tmp_path) -> None:
+    study(tmp_path / "a", label_sets=("in", "real"))
+    study(tmp_path / "b", model="r18", seed=1, spec={"architecture": "resnet18", "param_count": 11_689_512})
+    assert "--dataset: the studies evaluate demo, demo_real; name one" in refused(tmp_path / "a", "--format", "timm")
+    proc = zoomeval("leaderboard", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "timm", "--dataset", "demo")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(proc.stdout.splitlines()))
+    # top1: i % 3 == seed % 3, 4 of 12; top5 adds the odd images (the label third in top5): 4 + 4 (seed 0: i = 1,
+    # 5, 7, 11 are odd and not multiples of 3; seed 1: 3, 5, 9, 11) = 8 of 12
+    assert rows == [
+        {"model": m, "top1": "33.333", "top1_err": "66.667", "top5": "66.667", "top5_err": "33.333", "param_count": p,
+         "img_size": "224", "crop_pct": "0.950", "interpolation": "bicubic"}
+        for m, p in (("resnet18.a1_in1k", "11.69"), ("resnet50.a1_in1k", "25.56"))
+    ]  # fmt: skip
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_the_html_page_sorts_offline_in_chromium(studies, tmp_path) -> None:
+def test_the_html_page_sorts_offline_in_chromium(tmp_path) -> None:
     page = tmp_path / "board.html"
-    assert zoomeval("leaderboard", *map(str, studies[:2]), "-o", str(page)).returncode == 0
+    folders = [study(tmp_path / "a"), study(tmp_path / "b", model="r18", seed=2)]
+    assert zoomeval("leaderboard", *map(str, folders), "-o", str(page)).returncode == 0
     assert "http" not in page.read_text()  # nothing to fetch
-    models = "[...document.querySelector('table').tBodies[0].rows].map(r => r.cells[0].textContent + r.cells[1]" \
-        ".textContent + ':' + r.cells[{}].textContent)"
+    values = sorted((brute_force(s)["acc_max"] for s in (0, 2)), reverse=True)
+    models = "[...document.querySelector('table').tBodies[0].rows].map(r => r.cells[{}].textContent)"
     column = list(COLUMNS[1:]).index("acc_max")
     header = f"document.querySelector('table').tHead.rows[0].cells[{column}]"
     with Chromium(tmp_path / "profile") as chrome:
         chrome.open(page.as_uri())
         chrome.wait_for("document.body?.dataset.ready === '1'")
-        assert chrome.evaluate(models.format(column)) == ["br50:66.67", "ar50:66.67", "ar18:75.00", "br18:75.00"]
         chrome.evaluate(f"{header}.click()")  # descending first
-        assert chrome.evaluate(models.format(column))[:2] == ["ar18:75.00", "br18:75.00"]
+        assert chrome.evaluate(models.format(column)) == [f"{v:.2f}" for v in values]
         chrome.evaluate(f"{header}.click()")
-        assert [m.split(":")[1] for m in chrome.evaluate(models.format(column))] == ["66.67", "66.67", "75.00",
-                                                                                     "75.00"]  # fmt: skip
+        assert chrome.evaluate(models.format(column)) == [f"{v:.2f}" for v in values[::-1]]
         assert chrome.errors == []
+
+
+def test_a_limited_runs_study_is_read_under_its_own_results_root(tmp_path) -> None:
+    """A limited run's study (``results/limit-2``, whose layout the study's leaderboard rule passes) is read through
+    its own index and files; the default root, which holds no index, is refused naming it."""
+    folder = study(tmp_path / "a", layout=run_layout(2))
+    assert (folder / "results" / "limit-2" / "study.json").is_file()
+    rows, problems = study_rows(folder, "a", layout=run_layout(2))
+    assert problems == [] and [r["model"] for r in rows] == ["r50"]
+    assert (rows[0]["acc_1crop"], rows[0]["acc_max"]) == pytest.approx(tuple(brute_force(0).values()))
+    with pytest.raises(ValueError, match=r"/results/study.json: missing"):
+        study_rows(folder, "a")

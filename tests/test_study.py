@@ -106,7 +106,12 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
     report = subprocess.run(command, cwd=studies[1], capture_output=True, text=True, env=env)
     assert report.returncode == 0, report.stderr[-3000:]
     assert "greedy and exact cover sizes" in (studies[1] / "report.html").read_text()  # Table A8's caption
-    # the two studies on one leaderboard: one group, the same numbers twice, real provenance
+    # the two studies sealed (their index, written last by `all`), then on one leaderboard: one group, the same
+    # numbers twice, real provenance
+    for folder in studies:
+        seal = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/study.json"], cwd=folder,
+                              capture_output=True, text=True, env=env)  # fmt: skip
+        assert seal.returncode == 0, seal.stderr[-3000:]
     board = zoomeval("leaderboard", "first", "second", "-o", "board.csv", cwd=tmp_path)
     assert board.returncode == 0, board.stderr
     with open(tmp_path / "board.csv") as fh:

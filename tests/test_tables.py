@@ -125,12 +125,13 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     csv_lines = (tmp_path / "a8.csv").read_text().splitlines()
     assert csv_lines[0].split(",")[4:7] == ["acc_1crop", "acc_top_k", "acc_max"]
     assert csv_lines[0].split(",")[10:] == ["acc_standard", "architecture", "n_scales", "n_bad", "n_unscored",
-                                            "left_out"]  # appended in this order
+                                            "left_out", "key_sha256"]  # appended in this order
     why = f"3 bad (2 unreadable, 1 over max_resized_pixels, {FILE})"
     arch = "resnet50.IMAGENET1K_V1,36"
-    assert csv_lines[1] == f'resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13,{arch},3,0,"{why}"'
-    assert csv_lines[2].endswith(",0,0,0,,resnet50.IMAGENET1K_V1,36,0,0,none")  # no standard evaluation: empty
-    assert csv_lines[4].endswith(f',3,5,"{why} and 5 not scored (no ReaL label)"')
+    none = ","  # no key recorded (metrics typed by hand)
+    assert csv_lines[1] == f'resnet50,original,imagenet,0,75.75,94.46,96.78,0,0,0,76.13,{arch},3,0,"{why}"{none}'
+    assert csv_lines[2].endswith(f",0,0,0,,resnet50.IMAGENET1K_V1,36,0,0,none{none}")  # no standard evaluation: empty
+    assert csv_lines[4].endswith(f',3,5,"{why} and 5 not scored (no ReaL label)"{none}')
     notes = (tmp_path / "a8.md").read_text()
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
     assert (f"max_resized_pixels): imagenet: {why}; imagenet_a: none; imagenet_real: {why} and 5 not scored "
@@ -151,7 +152,7 @@ def test_table_a8s_title_names_the_variants_that_ran(tmp_path, variants, title):
 def test_a_metrics_file_without_what_it_left_out_says_so(tmp_path):
     write_table_a8([replace(METRICS[1], left_out=None)], tmp_path / "a8.csv", tmp_path / "a8.md")
     assert (tmp_path / "a8.csv").read_text().splitlines()[1].endswith(
-        ",,,not recorded (metrics written before schema 4; re-run the analysis)")
+        ",,,not recorded (metrics written before schema 4; re-run the analysis),")
 
 
 @pytest.mark.parametrize("writer", ["table_1", "zoom_groups", "aggregation", "imagenet_hard"])

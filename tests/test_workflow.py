@@ -1,6 +1,8 @@
 """The workflow end to end on the demo with two scales, in a temporary directory."""
 
 import csv
+import hashlib
+import json
 import subprocess
 import sys
 
@@ -98,8 +100,14 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         "n_bad",
         "n_unscored",
         "left_out",
+        "key_sha256",
     ]
     assert {(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows} == {("0", "0", "none")}
+    for r in rows:  # the digest of the comparability key its metrics.json records
+        key = json.loads((tmp_path / f"results/analysis/{r['dataset']}/{r['variant']}/{r['model']}/metrics.json"
+                          ).read_text())["key"]  # fmt: skip
+        assert r["key_sha256"] == hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+        assert key["scales"] == SCALES and key["variant"] == r["variant"] and key["top_k"] == 3
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
         *(("efficientnet_lite0", v, "demo") for v in ("original", "fgset", "bgset")),
         ("efficientnet_lite0", "original", "demo_clutter"),
@@ -365,6 +373,7 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     out = everything.stdout + everything.stderr
     counts = job_counts(out)
     assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
+    assert counts["study_index"] == 1 and "results/study.json" in out  # sealed last, over every metrics file
     # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
     assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
     assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out

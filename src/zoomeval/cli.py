@@ -97,11 +97,23 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
+    from zoomeval.core.cells import terminal_text
     from zoomeval.report.leaderboard import write_leaderboard
+    from zoomeval.report.timm_results import write_timm
 
-    text = write_leaderboard([Path(d) for d in args.directories], Path(args.output) if args.output else None)
+    output = Path(args.output) if args.output else None
+    directories = [Path(d) for d in args.directories]
+    try:
+        if args.format == "timm":
+            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify)
+        else:
+            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify)
+    except ValueError as exc:  # its message names files, whose names may hold escape codes
+        raise ValueError(terminal_text(str(exc))) from None
+    for line in apart:
+        print(terminal_text(f"zoomeval leaderboard: left apart: {line}"), file=sys.stderr)
     if not args.output:
-        print(text)
+        print(terminal_text(text))
     return 0
 
 
@@ -158,6 +170,13 @@ def parser() -> argparse.ArgumentParser:
     board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
     board.add_argument("directories", nargs="+", metavar="DIR", type=directory)
     board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
+    board.add_argument("--allow-stale", action="store_true",
+                       help="list stale, missing, tampered or malformed results apart instead of refusing them")
+    board.add_argument("--verify", action="store_true",
+                       help="recompute every result from its predictions first and fail on any difference")
+    board.add_argument("--format", choices=["leaderboard", "timm"], default="leaderboard",
+                       help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)")
+    board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
     board.set_defaults(run=_leaderboard)
     run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")

@@ -117,9 +117,33 @@ rule table_imagenet_hard:
         "../scripts/table_imagenet_hard.py"
 
 
-# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies).
+STUDY_INDEX = LAYOUT.path("study_index")
+
+
+# The study index, written last: every finished result with its sha256 and comparability key (report/study_index.py).
+rule study_index:
+    input:
+        metrics=[
+            LAYOUT.path("metrics", scored=scored, variant=v, model=m)
+            for m in MODELS
+            for scored, (d, _) in SCORED.items()
+            for v in variants(d)
+        ],
+    output:
+        index=STUDY_INDEX,
+    log:
+        LAYOUT.log("table", table="study_index"),
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/study_index.py"
+
+
+# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies),
+# read through the study index as the command reads any study.
 rule leaderboard:
     input:
+        index=STUDY_INDEX,
         metrics=[
             LAYOUT.path("metrics", scored=scored, variant=v, model=m)
             for m in MODELS

@@ -3,6 +3,7 @@ need), and ``metrics.json`` / ``cover.json``, the files that carry them from the
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -12,8 +13,10 @@ from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import Transform
 
 #: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k``; 3: ``acc_standard``
-#: added (also per origin); 4: ``left_out`` added. Older versions are still read, without what they lack.
-METRICS_SCHEMA_VERSION = 4
+#: added (also per origin); 4: ``left_out`` added; 5: ``inputs`` (the files read, with their sha256) and ``key`` (the
+#: comparability key, :mod:`zoomeval.analysis.comparability`) added. Older versions are still read, without what they
+#: lack.
+METRICS_SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,16 +67,20 @@ class Metrics(Scores):
     acc_standard: float | None = None
     #: the dataset's images left out as bad (by kind) and those the label set does not score (None: not known)
     left_out: LeftOut | None = None
+    #: the files read, by role (``predictions``, ``standard``): ``{"path", "sha256"}`` (None: not known)
+    inputs: dict[str, dict[str, str] | None] | None = None
+    #: the comparability key (:func:`zoomeval.analysis.comparability.comparability_key`; None: not known)
+    key: dict[str, Any] | None = None
 
 
 #: Column order of metrics.json (the order of the version 1 files, acc_top_k in acc_top36's place).
 METRICS_KEYS = (
     "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
     "cover_gap", "zoom_groups", "top_k_centre_share", "n_transforms", "n_classes", "n_excluded", "by_origin",
-    "aggregation", "top_k", "acc_standard", "left_out",
+    "aggregation", "top_k", "acc_standard", "left_out", "inputs", "key",
 )  # fmt: skip
 #: Keys added by a schema version, with the value that stands in for them in older files.
-ADDED_KEYS = {3: {"acc_standard": None}, 4: {"left_out": None}}
+ADDED_KEYS = {3: {"acc_standard": None}, 4: {"left_out": None}, 5: {"inputs": None, "key": None}}
 
 
 def metrics_document(metrics: Metrics) -> dict[str, Any]:
@@ -90,8 +97,40 @@ def write_metrics(metrics: Metrics, cover: dict[str, Any], metrics_path: str | o
     write_json(metrics_path, document)
 
 
+#: Fields checked on reading, by expected form: counts, percentages (None allowed where marked) and names.
+COUNTS = ("n_images", "cover_size", "cover_size_exact", "cover_gap", "n_transforms", "n_classes", "n_excluded", "top_k")
+PERCENTAGES = {"acc_1crop": True, "acc_top_k": False, "acc_max": False, "acc_standard": True,
+               "top_k_centre_share": True}  # fmt: skip
+NAMES = ("model", "variant", "dataset")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_document(document: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Refuse a metrics document (of the current version) whose fields do not have their form, naming the file, the
+    field and the form."""
+    for name in COUNTS:
+        value = document[name]
+        if not (_is_number(value) and isinstance(value, int) and value >= 0):
+            raise ValueError(f"{path}: {name} is {value!r}; expected a whole number >= 0")
+    for name, nullable in PERCENTAGES.items():
+        value = document[name]
+        if not ((value is None and nullable) or (_is_number(value) and 0 <= value <= 100)):
+            raise ValueError(f"{path}: {name} is {value!r}; expected a number from 0 to 100"
+                             + (" or null" if nullable else ""))  # fmt: skip
+    for name in NAMES:
+        if not isinstance(document[name], str):
+            raise ValueError(f"{path}: {name} is {document[name]!r}; expected a string")
+    if not document["cover_size_exact"] <= document["cover_size"] <= document["n_transforms"]:
+        raise ValueError(f"{path}: cover sizes {document['cover_size_exact']} (exact) and {document['cover_size']} "
+                         f"(greedy); expected exact <= greedy <= n_transforms ({document['n_transforms']})")
+
+
 def read_metrics(path: str | os.PathLike[str]) -> Metrics:
-    """The metrics in a metrics.json (or cover.json) of any schema version so far; refuses anything else."""
+    """The metrics in a metrics.json (or cover.json) of any schema version so far; refuses anything else, naming the
+    file, the field and its expected form."""
     document = read_json(path)
     if not isinstance(document, dict):
         raise ValueError(f"{path}: not a metrics document (a JSON object); re-run the analysis")
@@ -107,6 +146,7 @@ def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     missing = sorted(set(METRICS_KEYS) - document.keys())
     if missing:
         raise ValueError(f"{path}: no {missing}; re-run the analysis (snakemake --forcerun analyze)")
+    check_document(document, path)
     if document["left_out"] is not None:
         document["left_out"] = LeftOut.from_document(document["left_out"])
     return Metrics(**{key: document[key] for key in METRICS_KEYS})

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from zoomeval.analysis.aggregation_scores import aggregation_accuracy
+from zoomeval.analysis.comparability import comparability_key, file_input, images_digest
 from zoomeval.analysis.cover import Pick, greedy_cover
 from zoomeval.analysis.cover_breakdown import top_k_locations, zoom_groups
 from zoomeval.analysis.exact_cover import ExactCover, exact_cover
@@ -62,19 +63,27 @@ def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36, time_li
     picks = greedy_cover(matrix)
     greedy = [p.index for p in picks]
     exact = exact_cover(matrix, time_limit, greedy=greedy)
-    one = _one_crop_row(order)
     scores = Scores(
-        n_images=matrix.shape[1],
-        acc_1crop=100 * float(matrix[one].mean()) if one is not None and matrix.shape[1] else None,
-        acc_top_k=_percent_solved(matrix, greedy[:top_k]),
-        acc_max=_percent_solved(matrix),
-        cover_size=len(picks),
+        **greedy_scores(matrix, order, greedy, top_k),
         cover_size_exact=exact.size,
         cover_gap=len(picks) - exact.size,
         zoom_groups=zoom_groups(matrix, order, greedy),
         top_k_centre_share=_finite(top_k_locations(greedy, order, top_k).centre_share),
     )
     return scores, cover_document(picks, exact, order, top_k)
+
+
+def greedy_scores(matrix: np.ndarray, order: list[Transform], greedy: list[int], top_k: int) -> dict[str, Any]:
+    """The scores that need no exact cover: images, 1-crop accuracy, the top_k and full upper bounds and the greedy
+    cover's size (``greedy``: its picks, row indices in order)."""
+    one = _one_crop_row(order)
+    return {
+        "n_images": matrix.shape[1],
+        "acc_1crop": 100 * float(matrix[one].mean()) if one is not None and matrix.shape[1] else None,
+        "acc_top_k": _percent_solved(matrix, greedy[:top_k]),
+        "acc_max": _percent_solved(matrix),
+        "cover_size": len(greedy),
+    }
 
 
 def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform], top_k: int) -> dict[str, Any]:
@@ -167,7 +176,10 @@ def analyze_predictions(
         top_k=top_k,
         acc_standard=None if standard is None or not len(standard) else 100 * float(standard.mean()),
         left_out=left_out,
-    )
+        inputs={"predictions": file_input(predictions_path),
+                "standard": None if standard_path is None else file_input(standard_path)},
+        key=comparability_key(meta, images_digest(records), label_set, top_k),
+    )  # fmt: skip
     return Analysis(metrics, cover, matrix, order, records, meta["crop_size"])
 
 

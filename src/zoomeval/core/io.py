@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zoomeval.core.cells import csv_cell
+
 #: Key of the JSON document stored in each Parquet file's key-value metadata.
 METADATA_KEY = b"zoomeval"
 
@@ -67,12 +69,17 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
         tmp.write_text(text)
 
 
-def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """The one CSV writer of every table: each cell made safe (:func:`zoomeval.core.cells.csv_cell`)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    write_text(path, buf.getvalue())
+    writer.writerow([csv_cell(c) for c in header])
+    writer.writerows([csv_cell(c) for c in row] for row in rows)
+    return buf.getvalue()
+
+
+def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    write_text(path, csv_text(header, rows))
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:

@@ -110,7 +110,7 @@ OUTPUTS = _outputs(
     ("browser_crops", "browser/crops/{scored}", "the crop of each model's first greedy pick that solves an image"),
     ("table", "{table}.{ext}", "a table as CSV or Markdown (table_a8, table_1, ...: each below)"),
     ("table_a8", "table_a8.{ext}", "Table A8: upper bounds on original, object-only and background-only images",
-     (f"{_TABLES}:TABLE_A8_COLUMNS", _LEFT_OUT)),
+     (f"{_TABLES}:TABLE_A8_COLUMNS", _LEFT_OUT, f"{_TABLES}:PROVENANCE_COLUMNS")),
     ("table_1", "table_1.{ext}", "Table 1: 1 crop, the top-k cover and all transforms; a column per dataset"),
     ("table_zoom_groups", "table_zoom_groups.{ext}", "zoom-in, zoom-out and zoom-224 within each greedy cover"),
     ("table_aggregation", "table_aggregation.{ext}", "the aggregation methods' accuracy on the original images",
@@ -123,7 +123,8 @@ OUTPUTS = _outputs(
      ("zoomeval.report.zoom_policies:COLUMNS", _LEFT_OUT), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
     ("leaderboard", "leaderboard.{ext}", "the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)",
      ("zoomeval.report.leaderboard:COLUMNS",)),
-    ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key"),
+    ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key", (),
+     "zoomeval.report.study_index:INDEX_SCHEMA_VERSION"),
 )  # fmt: skip
 
 #: What each wildcard of a template stands for (the output reference's key).

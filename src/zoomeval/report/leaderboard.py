@@ -1,88 +1,85 @@
 """One table across study directories (``zoomeval leaderboard DIR...``): a row per (study, model, dataset, variant,
-label set) from each study's ``results/analysis/*/*/*/metrics.json``, with a 95 % Wilson interval on every accuracy,
-timm's results-CSV columns where they apply and where each number comes from (the prediction file's metadata).
+label set) from each study's index (``results/study.json``), each result verified first
+(:mod:`zoomeval.report.verified`), with a 95 % Wilson interval on every accuracy, timm's results-CSV columns where
+they apply and where each number comes from (the prediction file's metadata and the files' sha256).
 
-Rows are compared only within a group that shares the dataset, variant, label set, image count, scales, crop size
-and top_k; groups of one dataset that differ in any of these are kept apart, each saying what differs. The same
+Rows are compared only within a group that shares the full comparability key
+(:data:`zoomeval.analysis.comparability.KEY_FIELDS`); each group's heading names its dataset, variant and label
+set, and its rows note the other key fields that keep it apart from the nearest groups of the same heading. The same
 model on the same group from two studies gives two rows, each noting whether the other's numbers agree: rows are
-reported, never averaged.
+reported, never averaged. A study given twice is reported once, with a note.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoomeval.analysis.label_sets import LABEL_SETS
-from zoomeval.analysis.metrics import read_metrics
+from zoomeval.analysis.comparability import digest, key_differences
 from zoomeval.analysis.stats import accuracy_interval
-from zoomeval.core.io import read_metadata, write_csv, write_text
-from zoomeval.core.layout import RESULTS, Layout
+from zoomeval.core.cells import html_text, markdown_line
+from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import Layout
+from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.tables import markdown_table
+from zoomeval.report.verified import Result, read_study, verify
 
 ACCURACIES = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max")
-#: What makes rows comparable, besides the dataset, variant and label set.
-COMPARED = ("n_images", "scales", "img_size", "top_k")
 COLUMNS = (
     "group", "study", "model", "architecture", "dataset", "variant", "label_set", "n_images",
     *(f"{a}{end}" for a in ACCURACIES for end in ("", "_lo", "_hi")), "cover_size", "cover_size_exact",
     "param_count", "img_size", "crop_pct", "interpolation", "n_scales", "scales", "top_k", "zoomeval",
     "zoomeval_commit", "weights_sha256", "torch", "device", "precision", "resize_backend", "note",
+    # added with the study index (metrics schema 5): the rest of the comparability key and the files' sha256
+    "class_set", "mean", "std", "compile", "channels_last", "images_sha256", "metrics_sha256",
+    "predictions_sha256", "standard_sha256", "key_sha256",
 )  # fmt: skip
 FORMATS = (".csv", ".md", ".html")
+LEFT_APART = "Left apart (--allow-stale): stale, missing, tampered or malformed"
+#: Groups further apart than this many key fields are not noted against each other (their headings differ).
+NEAREST = 3
+#: The key fields a group's heading names.
+HEADING = ("dataset", "variant", "label_set")
 
 
-def split_scored(results: Path, scored: str) -> tuple[str, str]:
-    """``(dataset, label set)`` of a scored name (``imagenet_real``: imagenet scored with ReaL), from the datasets
-    the study built (``results/datasets/<name>``)."""
-    layout = Layout(str(results))
-    if Path(layout.path("dataset", dataset=scored)).is_dir():
-        return scored, "in"
-    for label_set in LABEL_SETS:
-        dataset = scored.removesuffix(f"_{label_set}")
-        if dataset != scored and Path(layout.path("dataset", dataset=dataset)).is_dir():
-            return dataset, label_set
-    raise ValueError(f"{results}/analysis/{scored}: no dataset {scored!r} nor one it scores under {results}/datasets/")
+def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT
+               ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+    """The rows of one study directory, read through its index, and what was left apart (each line names the
+    file and what is wrong). Without ``allow_stale``, anything left apart is refused; ``check`` recomputes each
+    result from its predictions (``--verify``). ``layout``: the run's (a limited run's own results root)."""
+    results, problems = read_study(directory, layout)
+    if problems and not allow_stale:
+        more = f" (and {len(problems) - 1} more; --allow-stale lists them)" if len(problems) > 1 else ""
+        raise ValueError(problems[0] + more)
+    for result in results if check else ():
+        verify(directory, result, layout)
+    # the masked variants' results read no standard evaluation: they show the model's, verified with the original's
+    geometry = {(r.entry.key["dataset"], r.metrics.model): r.geometry for r in results if "standard" in r.inputs}
+    return [_row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))
+            for r in results], problems  # fmt: skip
 
 
-def study_rows(directory: Path, study: str, paths: Sequence[Path] | None = None, results: str = RESULTS
-               ) -> list[dict[str, Any]]:  # fmt: skip
-    """The rows of one study directory, in path order: of its metrics files ``paths`` (default: all there are under
-    its results root ``results``, e.g. a limited run's ``results/limit-2``)."""
-    pattern = Layout(results).glob("metrics")
-    paths = sorted(directory.glob(pattern)) if paths is None else list(paths)
-    if not paths:
-        raise ValueError(f"{directory}: no {pattern}; run the study's workflow first")
-    root = directory / results
-    return [_row(path, root, study) for path in paths]
-
-
-def _row(path: Path, results: Path, study: str) -> dict[str, Any]:
-    scored, variant, model = path.parts[-4:-1]
-    metrics = read_metrics(path)
-    dataset, label_set = split_scored(results, scored)
-    layout = Layout(str(results))
-    predictions = Path(layout.path("predictions", dataset=dataset, variant=variant, model=model))
-    if not predictions.is_file():
-        raise ValueError(f"{path}: its prediction file {predictions} is missing, so its provenance is unknown")
-    meta = read_metadata(predictions)
-    standard = Path(layout.path("standard", dataset=dataset, model=model))
-    geometry = (read_metadata(standard).get("geometry") if standard.is_file() else None) or {}
+def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) -> dict[str, Any]:
+    metrics, meta, key = result.metrics, result.meta, result.entry.key
+    path = directory / result.entry.path
     spec = meta["model"]
     row: dict[str, Any] = {
-        "study": study, "model": model, "architecture": f"{spec['architecture']}.{spec['weights']}",
-        "dataset": dataset, "variant": variant, "label_set": label_set, "n_images": metrics.n_images,
-        "cover_size": metrics.cover_size, "cover_size_exact": metrics.cover_size_exact,
+        "study": study, "model": metrics.model, "architecture": f"{spec['architecture']}.{spec['weights']}",
+        "dataset": key["dataset"], "variant": key["variant"], "label_set": key["label_set"],
+        "n_images": metrics.n_images, "cover_size": metrics.cover_size, "cover_size_exact": metrics.cover_size_exact,
         "param_count": _millions(spec.get("param_count")), "img_size": meta["crop_size"],
         "crop_pct": geometry.get("crop_pct"), "interpolation": geometry.get("interpolation"),
         "n_scales": len(meta["scales"]), "scales": meta["scales"],
         "top_k": metrics.top_k, "zoomeval": meta["zoomeval"], "zoomeval_commit": meta.get("zoomeval_commit"),
         "weights_sha256": spec.get("weights_sha256"), "torch": meta["torch"], "device": meta.get("device"),
         "precision": meta["precision"], "resize_backend": meta["resize_backend"],
+        **{k: key[k] for k in ("class_set", "mean", "std", "compile", "channels_last")},
+        "images_sha256": key["images"], "metrics_sha256": result.entry.sha256,
+        **{f"{role}_sha256": _sha256(result, role) for role in ("predictions", "standard")},
+        "key": key, "key_sha256": digest(key), "source": (directory, result),  # not columns: for the timm format
     }  # fmt: skip
     for column in ACCURACIES:
         row[column] = value = getattr(metrics, column)
@@ -91,42 +88,54 @@ def _row(path: Path, results: Path, study: str) -> dict[str, Any]:
     return row
 
 
+def _sha256(result: Result, role: str) -> str | None:
+    item = (result.metrics.inputs or {}).get(role)
+    return None if item is None else item["sha256"]
+
+
 def _millions(count: int | None) -> float | None:
     """timm's param_count: millions, 2 decimals."""
     return None if count is None else round(count / 1e6, 2)
 
 
-def _compared(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(json.dumps(row[k]) for k in COMPARED)
+def _describe(key: dict[str, Any], n_images: int) -> str:
+    return (f"{key['dataset']} / {key['variant']} / {key['label_set']}: {n_images} images, {len(key['scales'])} "
+            f"scales, crop {key['input_size']}, top_k {key['top_k']}")
 
 
-def _describe(key: tuple[str, ...], values: tuple[Any, ...]) -> str:
-    dataset, variant, label_set = key
-    n, scales, size, top_k = (json.loads(v) for v in values)
-    return f"{dataset} / {variant} / {label_set}: {n} images, {len(scales)} scales, crop {size}, top_k {top_k}"
-
-
-def leaderboard(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows grouped (group, then best acc_1crop first), each with its group and a note: why its group is kept
-    apart from the others of its dataset, and whether another study's row of the same model agrees with it."""
-    groups: dict[tuple[str, ...], dict[tuple[Any, ...], list[dict[str, Any]]]] = {}
+def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The rows grouped by their full comparability key (groups in first-seen order, best acc_1crop first within
+    one), each with its group and a note: which key fields keep its group apart from the nearest others, whether
+    another study's row of the same model agrees with it, and (``repeated``: times each study was given) that its
+    study was given more than once."""
+    groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        key = (row["dataset"], row["variant"], row["label_set"])
-        groups.setdefault(key, {}).setdefault(_compared(row), []).append(row)
+        groups.setdefault(row["key_sha256"], []).append(row)  # the key's own digest: rows alike in every field
+    keys = {name: members[0]["key"] for name, members in groups.items()}
+    labels = {name: _describe(keys[name], members[0]["n_images"]) for name, members in groups.items()}
     out = []
-    for key, by_values in groups.items():
-        for values, members in by_values.items():
-            apart = [_difference(values, other) for other in by_values if other != values]
-            members.sort(key=lambda r: (r["acc_1crop"] is None, -(r["acc_1crop"] or 0), r["model"], r["study"]))
-            for row in members:
-                notes = [f"kept apart from the rows with {d}" for d in apart] + _agreement(row, members)
-                out.append({**row, "group": _describe(key, values), "note": "; ".join(notes)})
+    for name, members in groups.items():
+        label = labels[name]
+        if list(labels.values()).count(label) > 1:  # groups alike in what the heading shows
+            label += f" (key {name[:12]})"
+        apart = [", ".join(key_differences(keys[other], keys[name])) for other in _nearest(name, keys)]
+        members.sort(key=lambda r: (r["acc_1crop"] is None, -(r["acc_1crop"] or 0), r["model"], r["study"]))
+        for row in members:
+            notes = [f"kept apart from the rows with {d}" for d in apart] + _agreement(row, members)
+            times = (repeated or {}).get(row["study"], 1)
+            notes += [f"study given {times} times, reported once"] if times > 1 else []
+            out.append({**row, "group": label, "note": "; ".join(notes)})
     return out
 
 
-def _difference(values: tuple[Any, ...], other: tuple[Any, ...]) -> str:
-    """What differs between two groups of one dataset, e.g. ``scales [64, 256] (not [64, 224, 256])``."""
-    return ", ".join(f"{name} {b} (not {a})" for name, a, b in zip(COMPARED, values, other, strict=True) if a != b)
+def _nearest(name: str, keys: dict[str, dict[str, Any]]) -> list[str]:
+    """The other groups of the same heading fields (dataset, variant, label set: the heading names them) whose keys
+    differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
+    heading = [keys[name][f] for f in HEADING]
+    distance = {o: len(key_differences(keys[o], keys[name])) for o in keys
+                if o != name and [keys[o][f] for f in HEADING] == heading}  # fmt: skip
+    least = min(distance.values(), default=0)
+    return [o for o, d in distance.items() if d == least <= NEAREST]
 
 
 def _agreement(row: dict[str, Any], members: Sequence[dict[str, Any]]) -> list[str]:
@@ -147,8 +156,8 @@ def _text(value: Any, column: str) -> str:
     return json.dumps(value) if isinstance(value, list) else str(value)
 
 
-def markdown(board: Sequence[dict[str, Any]]) -> str:
-    """A table per group under its heading, each accuracy with its 95 % interval."""
+def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
+    """A table per group under its heading, each accuracy with its 95 % interval; then what was left apart."""
     header = ["model", "study", *ACCURACIES, "cover_size", "cover_size_exact", "param_count (M)", "img_size",
               "crop_pct", "interpolation", "note"]
     lines = ["# Leaderboard", "", "Accuracies in percent with their 95 % Wilson interval [low, high].", ""]
@@ -158,7 +167,9 @@ def markdown(board: Sequence[dict[str, Any]]) -> str:
                  str(r["cover_size_exact"]), _text(r["param_count"], ""),
                  _text(r["img_size"], ""), _text(r["crop_pct"], ""), _text(r["interpolation"], ""), r["note"]]
                 for r in members]  # fmt: skip
-        lines += [f"## {group}", "", *markdown_table(header, rows), ""]
+        lines += [f"## {markdown_line(group)}", "", *markdown_table(header, rows), ""]
+    if apart:
+        lines += [f"## {LEFT_APART}", "", *(f"- {markdown_line(a)}" for a in apart), ""]
     return "\n".join(lines)
 
 
@@ -168,26 +179,59 @@ def _interval(row: dict[str, Any], column: str) -> str:
     return f"{row[column]:.2f} [{row[f'{column}_lo']:.2f}, {row[f'{column}_hi']:.2f}]"
 
 
-def write_leaderboard(directories: Sequence[Path], path: Path | None) -> str:
-    """Merge the studies into ``path`` (.csv, .md or .html); returns the Markdown (printed without ``path``)."""
-    names = [d.resolve().name for d in directories]
-    studies = [n if names.count(n) == 1 else str(d) for n, d in zip(names, directories, strict=True)]
-    board = leaderboard([row for d, s in zip(directories, studies, strict=True) for row in study_rows(d, s)])
+def studies(directories: Sequence[Path]) -> tuple[list[Path], list[str], dict[str, int]]:
+    """The distinct study directories (a directory given twice counts once), their names (the folder's, or the path
+    where two folders share a name) and how many times each name was given."""
+    given = [d.resolve() for d in directories]
+    distinct = list(dict.fromkeys(given))
+    names = [d.name for d in distinct]
+    named = [n if names.count(n) == 1 else str(d) for n, d in zip(names, distinct, strict=True)]
+    return distinct, named, {n: given.count(d) for n, d in zip(named, distinct, strict=True)}
+
+
+def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = False
+          ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+    """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise)."""
+    distinct, named, repeated = studies(directories)
+    rows, apart = [], []
+    for directory, name in zip(distinct, named, strict=True):
+        found, problems = study_rows(directory, name, allow_stale, check)
+        rows += found
+        apart += problems
+    if not rows:
+        raise ValueError(f"{apart[0]}: no verified result left to rank" if apart else "no study given")
+    return leaderboard(rows, repeated), apart
+
+
+def write_leaderboard(directories: Sequence[Path], path: Path | None, allow_stale: bool = False,
+                      check: bool = False) -> tuple[str, list[str]]:  # fmt: skip
+    """Merge the studies into ``path`` (.csv, .md or .html); returns the Markdown (printed without ``path``) and
+    what was left apart."""
     if path is not None:
-        write_board(board, path)
-    return markdown(board)
+        check_output(path, FORMATS)
+    board, apart = merge(directories, allow_stale, check)
+    if path is not None:
+        write_board(board, path, apart)
+    return markdown(board, apart), apart
 
 
-def write_board(board: Sequence[dict[str, Any]], path: Path) -> None:
-    """The leaderboard as ``path``'s suffix says: .csv, .md or .html."""
-    if path.suffix not in FORMATS:
-        raise ValueError(f"{path}: the leaderboard is written as {', '.join(FORMATS)}; name the file so")
+def check_output(path: Path, formats: Sequence[str]) -> None:
+    """Refuse an output path that names a folder or another format, before any work."""
+    if path.is_dir():
+        raise ValueError(f"-o {path}: is a directory; expected a file name ending in {', '.join(formats)}")
+    if path.suffix not in formats:
+        raise ValueError(f"{path}: the leaderboard is written as {', '.join(formats)}; name the file so")
+
+
+def write_board(board: Sequence[dict[str, Any]], path: Path, apart: Sequence[str] = ()) -> None:
+    """The leaderboard as ``path``'s suffix says: .csv, .md or .html (the last two list what was left apart)."""
+    check_output(path, FORMATS)
     if path.suffix == ".csv":
         write_csv(path, COLUMNS, [[_text(r[c], c) for c in COLUMNS] for r in board])
     elif path.suffix == ".md":
-        write_text(path, markdown(board) + "\n")
+        write_text(path, markdown(board, apart) + "\n")
     else:
-        write_text(path, page(board))
+        write_text(path, page(board, apart))
 
 
 PAGE_SCRIPT = """
@@ -209,8 +253,9 @@ document.body.dataset.ready = "1";
 """
 
 
-def page(board: Sequence[dict[str, Any]]) -> str:
-    """A self-contained HTML page (no network): a sortable table per group (click a column's header)."""
+def page(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
+    """A self-contained HTML page (no network): a sortable table per group (click a column's header), then what was
+    left apart."""
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>zoomeval leaderboard</title><style>",
              "body{font:14px sans-serif}table{border-collapse:collapse;margin-bottom:2em}td,th{border:1px solid #ccc;"
              "padding:2px 6px}th{cursor:pointer;background:#eee}th[data-order]{background:#cde}</style></head><body>",
@@ -218,12 +263,14 @@ def page(board: Sequence[dict[str, Any]]) -> str:
              "header to sort.</p>"]  # fmt: skip
     shown = [c for c in COLUMNS if c != "group"]
     for group in dict.fromkeys(r["group"] for r in board):
-        parts.append(f"<h2>{html.escape(group)}</h2><table><thead><tr>")
-        parts += [f"<th>{html.escape(c)}</th>" for c in shown] + ["</tr></thead><tbody>"]
+        parts.append(f"<h2>{html_text(group)}</h2><table><thead><tr>")
+        parts += [f"<th>{html_text(c)}</th>" for c in shown] + ["</tr></thead><tbody>"]
         for row in (r for r in board if r["group"] == group):
-            cells = "".join(f"<td data-value='{html.escape(_text(row[c], c), quote=True)}'>"
-                            f"{html.escape(_text(row[c], c))}</td>" for c in shown)  # fmt: skip
+            cells = "".join(f"<td data-value='{html_text(_text(row[c], c))}'>{html_text(_text(row[c], c))}</td>"
+                            for c in shown)  # fmt: skip
             parts.append(f"<tr>{cells}</tr>")
         parts.append("</tbody></table>")
+    if apart:
+        parts += [f"<h2>{html_text(LEFT_APART)}</h2><ul>", *(f"<li>{html_text(a)}</li>" for a in apart), "</ul>"]
     parts.append(f"<script>{PAGE_SCRIPT}</script></body></html>")
     return "".join(parts) + os.linesep

@@ -9,8 +9,10 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from zoomeval.analysis.comparability import digest
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.stats import accuracy_interval
+from zoomeval.core.cells import markdown_cell
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
@@ -45,7 +47,11 @@ def _cell(column: str, value: Any) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+    """The one Markdown table writer: each cell made safe (:func:`zoomeval.core.cells.markdown_cell`)."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(map(markdown_cell, cells)) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
 
 
 def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], title: str,
@@ -123,7 +129,27 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     left = [m.left_out for m in metrics]
     header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
     _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)
-    write_table(csv_path, md_path, title, header, rows, [*notes, left_out_note(lefts(metrics))], md_rows)
+    rows = [[*row, *provenance_cells(m)] for row, m in zip(rows, metrics, strict=True)]
+    md_rows = [[*row, *provenance_cells(m, 12)] for row, m in zip(md_rows, metrics, strict=True)]
+    write_table(csv_path, md_path, title, [*header, *PROVENANCE_COLUMNS], rows,
+                [*notes, PROVENANCE_NOTE, left_out_note(lefts(metrics))], md_rows)  # fmt: skip
+
+
+#: What a row was computed under, appended to the tables of one row per result: the digest of its comparability key
+#: (metrics.json's ``key``). Not the files' sha256 (in metrics.json, study.json and the leaderboard): a prediction
+#: file records its own timing, so two identical runs differ there, and the tables stay byte-reproducible.
+PROVENANCE_COLUMNS = ("key_sha256",)
+PROVENANCE_NOTE = (
+    "key_sha256: the digest of the row's comparability key (metrics.json's key: dataset and images scored, class "
+    "and label set, variant, scales, resizing, model and weights, normalisation, precision, compile settings, top_k, "
+    "zoomeval version and commit); rows that share it are comparable. The Markdown shows its first 12 digits; empty "
+    "for metrics written before schema 5."
+)
+
+
+def provenance_cells(metrics: Metrics, digits: int = 64) -> list[str]:
+    """The :data:`PROVENANCE_COLUMNS` of a row (their first ``digits`` digits)."""
+    return ["" if metrics.key is None else digest(metrics.key)[:digits]]
 
 
 #: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every

@@ -1,0 +1,72 @@
+"""What a result was computed from: the sha256 of the files it read and its comparability key, the settings two
+results must share for their numbers to be compared (dataset and the exact images and labels scored, class set,
+label set, variant, transforms, resizing, model and weights, input normalisation, precision, compile settings, the
+greedy picks counted and the zoomeval that computed it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from zoomeval.core.checksums import sha256_file
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import transforms
+
+#: The comparability key's fields, in the order notes name them.
+KEY_FIELDS = (
+    "dataset", "images", "class_set", "label_set", "variant", "scales", "anchors", "resize_backend", "model",
+    "weights_sha256", "input_size", "mean", "std", "precision", "compile", "channels_last", "top_k", "zoomeval",
+    "zoomeval_commit",
+)  # fmt: skip
+
+
+def digest(value: Any) -> str:
+    """sha256 of a JSON value (keys sorted)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def images_digest(records: Sequence[Record]) -> str:
+    """The scored images and their labels, in order, as one sha256."""
+    return digest([[r.image_id, list(r.labels)] for r in records])
+
+
+def class_set(meta: dict[str, Any]) -> str:
+    """``full``, or ``subset`` with its class count and the digest of its class indices."""
+    indices = meta.get("class_indices")
+    return "full" if indices is None else f"subset of {len(indices)} classes ({digest(indices)[:12]})"
+
+
+def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: int) -> dict[str, Any]:
+    """The key of a result from its prediction file's metadata ``meta``, the digest of the scored images
+    (:func:`images_digest`), the label set and the greedy picks counted."""
+    model = meta.get("model") or {}
+    arch_tag = f"{model['architecture']}.{model['weights']}" if {"architecture", "weights"} <= model.keys() else None
+    order = transforms(list(meta.get("scales") or []))
+    key = {
+        "dataset": meta.get("dataset"), "images": images, "class_set": class_set(meta), "label_set": label_set,
+        "variant": meta.get("variant"), "scales": meta.get("scales"), "anchors": len({(t.row, t.col) for t in order}),
+        "resize_backend": meta.get("resize_backend"), "model": arch_tag, "weights_sha256": model.get("weights_sha256"),
+        "input_size": meta.get("crop_size"), "mean": model.get("mean"), "std": model.get("std"),
+        "precision": meta.get("precision"), "compile": meta.get("compile"), "channels_last": meta.get("channels_last"),
+        "top_k": top_k, "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
+    }  # fmt: skip
+    return {field: key[field] for field in KEY_FIELDS}
+
+
+def file_input(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A file a result read: its path as given (relative to the study directory in the workflow) and sha256."""
+    return {"path": os.fspath(path), "sha256": sha256_file(path)}
+
+
+def key_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The fields where ``key`` differs from ``other``, each as ``field value (not other value)``."""
+    return [f"{f} {_shown(key.get(f))} (not {_shown(other.get(f))})" for f in KEY_FIELDS if key.get(f) != other.get(f)]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str) and len(value) == 64:  # a sha256: its first 12 digits tell it apart
+        return value[:12]
+    return value if isinstance(value, str) else json.dumps(value)

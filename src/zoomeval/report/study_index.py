@@ -1,0 +1,82 @@
+"""The study index (``results/study.json``), written last: every finished result of a study with its path, content
+sha256 and comparability key. A study whose files no longer match its index is half-finished or was changed; the
+leaderboard (:mod:`zoomeval.report.leaderboard`) reads studies through their index only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zoomeval import __version__
+from zoomeval.analysis.metrics import read_metrics
+from zoomeval.core.checksums import sha256_file
+from zoomeval.core.io import read_json, write_json
+from zoomeval.core.layout import Layout
+
+#: The default results layout (a study's ``results`` folder).
+LAYOUT = Layout()
+#: Version of study.json's layout.
+INDEX_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One finished result: its metrics file (relative to the study directory), sha256 and comparability key."""
+
+    path: str
+    sha256: str
+    key: dict[str, Any]
+
+
+def index_document(study: Path, metrics: Sequence[str]) -> dict[str, Any]:
+    """study.json of the metrics files ``metrics`` (paths relative to the study directory ``study``), in the order
+    given (the leaderboard lists a study's rows in it)."""
+    results = []
+    for path in metrics:
+        key = read_metrics(study / path).key
+        if key is None:
+            raise ValueError(f"{path}: no comparability key (metrics schema_version < 5); re-run its analysis")
+        results.append({"path": path, "sha256": sha256_file(study / path), "key": key})
+    return {"kind": "study_index", "schema_version": INDEX_SCHEMA_VERSION, "zoomeval": __version__,
+            "results": results}  # fmt: skip
+
+
+def write_index(path: str | os.PathLike[str], study: Path, metrics: Sequence[str]) -> None:
+    """Seal the study: write its index ``path`` (atomically) of its metrics files."""
+    write_json(path, index_document(study, metrics))
+
+
+def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
+    """The entries of a study's index; refuses a missing or malformed one, naming the file, field and form."""
+    path = study / layout.path("study_index")
+    if not path.is_file():
+        raise ValueError(f"{path}: missing; the study is unfinished or older than study indexes: run its workflow "
+                         "to the end (snakemake all) to seal it")  # fmt: skip
+    document = read_json(path)
+    if not isinstance(document, dict) or document.get("kind") != "study_index":
+        raise ValueError(f"{path}: expected a JSON object with kind 'study_index'")
+    if document.get("schema_version") != INDEX_SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {document.get('schema_version')!r}; expected "
+                         f"{INDEX_SCHEMA_VERSION} (re-run the study's workflow to rewrite it)")  # fmt: skip
+    results = document.get("results")
+    if not isinstance(results, list) or not results:
+        raise ValueError(f"{path}: results is {results!r}; expected a non-empty list of finished results")
+    return [_entry(path, i, item, layout) for i, item in enumerate(results)]
+
+
+def _entry(path: Path, i: int, item: Any, layout: Layout) -> Entry:
+    where = f"{path}: results[{i}]"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected an object with path, sha256 and key")
+    name, digest, key = item.get("path"), item.get("sha256"), item.get("key")
+    if not isinstance(name, str) or layout.parse("metrics", name) is None or os.path.isabs(name):
+        raise ValueError(f"{where}.path is {name!r}; expected a metrics file {layout.path('metrics')}")
+    if not (isinstance(digest, str) and len(digest) == 64):
+        raise ValueError(f"{where}.sha256 is {digest!r}; expected 64 hexadecimal digits")
+    if not isinstance(key, dict):
+        raise ValueError(f"{where}.key is {key!r}; expected the comparability key (an object)")
+    return Entry(name, digest, key)
