@@ -339,8 +339,8 @@ def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
 def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
-        "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, resources, datasets, models, sam, stats, "
-        "inference, browser, multilabel"
+        "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, limit, resources, datasets, models, sam, "
+        "stats, inference, browser, multilabel"
     )
 
 
@@ -563,6 +563,14 @@ def test_a_missing_input_an_adapter_requires_is_named() -> None:
 def test_dataset_names_that_are_folders_of_the_resources_root_are_refused(name: str) -> None:
     message = refusal(lambda c: c["datasets"].update({name: {"adapter": "demo"}}))
     assert message.startswith(f"datasets.{name}: resources/{name}/ is where the workflow keeps its ")
+
+
+def test_the_limit_is_a_whole_number_of_images_or_null() -> None:
+    assert validated(lambda c: c.update(limit=2)).limit == 2
+    assert validated(lambda c: c.update(limit="3")).limit == 3  # as --config limit=3 passes it
+    assert validated(lambda c: c.update(limit=None)).limit is None
+    assert validated(lambda c: None).limit is None
+    assert refusal(lambda c: c.update(limit=0)) == "limit: 0 is less than the minimum of 1"
 
 
 def test_compile_asked_for_on_the_cpu_is_refused_with_the_fix() -> None:

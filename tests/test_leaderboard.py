@@ -22,11 +22,11 @@ from zoomeval.analysis.comparability import KEY_FIELDS
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.io import read_json, write_json, write_parquet
-from zoomeval.core.layout import Layout
+from zoomeval.core.layout import Layout, run_layout
 from zoomeval.core.manifest import Record, write_manifest
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.tables import BASE_FIELDS
-from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING
+from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING, study_rows
 from zoomeval.report.study_index import write_index
 
 LAYOUT = Layout()
@@ -53,13 +53,14 @@ def hit(seed: int, i: int, t: Transform) -> bool:
 
 
 def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, dataset: str = "demo", label_sets=("in",),
-          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original") -> Path:  # fmt: skip
-    """A finished study of one model: its files as the workflow writes them, the analysis run from the study
-    directory (paths relative to it) and the study sealed by its index."""
+          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original", layout: Layout = LAYOUT
+          ) -> Path:  # fmt: skip
+    """A finished study of one model: its files as the workflow writes them under ``layout``'s results root, the
+    analysis run from the study directory (paths relative to it) and the study sealed by its index."""
     order = transforms(scales)
-    files = {"manifest": LAYOUT.path("manifest", dataset=dataset),
-             "predictions": LAYOUT.path("predictions", dataset=dataset, variant=variant, model=model),
-             "standard": LAYOUT.path("standard", dataset=dataset, model=model)}  # fmt: skip
+    files = {"manifest": layout.path("manifest", dataset=dataset),
+             "predictions": layout.path("predictions", dataset=dataset, variant=variant, model=model),
+             "standard": layout.path("standard", dataset=dataset, model=model)}  # fmt: skip
     write_manifest(folder / files["manifest"], records, dataset)
     rows = [(r, t) for r in records for t in order]
     preds = [r.labels[0] if hit(seed, int(r.image_id[1:]), t) else 999 for r, t in rows]
@@ -84,11 +85,11 @@ def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, datase
             scored = dataset if label_set == "in" else f"{dataset}_{label_set}"
             analysis = analyze_predictions(files["predictions"], records, top_k=top_k, label_set=label_set,
                                            standard_path=files["standard"] if variant == "original" else None)
-            out = {n: LAYOUT.path(n, scored=scored, variant=variant, model=model) for n in ("metrics", "cover")}
-            write_analysis(analysis, out["metrics"], out["cover"], LAYOUT.path("correct", scored=scored,
+            out = {n: layout.path(n, scored=scored, variant=variant, model=model) for n in ("metrics", "cover")}
+            write_analysis(analysis, out["metrics"], out["cover"], layout.path("correct", scored=scored,
                            variant=variant, model=model))  # fmt: skip
             metrics.append(out["metrics"])
-    write_index(folder / LAYOUT.path("study_index"), folder, metrics)
+    write_index(folder / layout.path("study_index"), folder, metrics)
     return folder
 
 
@@ -372,3 +373,15 @@ def test_the_html_page_sorts_offline_in_chromium(tmp_path) -> None:
         chrome.evaluate(f"{header}.click()")
         assert chrome.evaluate(models.format(column)) == [f"{v:.2f}" for v in values[::-1]]
         assert chrome.errors == []
+
+
+def test_a_limited_runs_study_is_read_under_its_own_results_root(tmp_path) -> None:
+    """A limited run's study (``results/limit-2``, whose layout the study's leaderboard rule passes) is read through
+    its own index and files; the default root, which holds no index, is refused naming it."""
+    folder = study(tmp_path / "a", layout=run_layout(2))
+    assert (folder / "results" / "limit-2" / "study.json").is_file()
+    rows, problems = study_rows(folder, "a", layout=run_layout(2))
+    assert problems == [] and [r["model"] for r in rows] == ["r50"]
+    assert (rows[0]["acc_1crop"], rows[0]["acc_max"]) == pytest.approx(tuple(brute_force(0).values()))
+    with pytest.raises(ValueError, match=r"/results/study.json: missing"):
+        study_rows(folder, "a")

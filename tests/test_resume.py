@@ -93,7 +93,7 @@ def assert_resumed_like_the_reference(workdir: Path, reference: Path, finished: 
     log = (workdir / SMALL_PREDICT_LOG).read_text()
     reused = sorted(Path(p).name for p in re.findall(r"reusing (\S+\.parquet)", log))
     assert reused == finished, log
-    computed = re.findall(r"\b(\d+)/\1 crops\b", log)  # the last progress line of each computed shard
+    computed = re.findall(r"\(shard \d+ computed\)", log)  # the progress line that ends each computed shard
     assert len(computed) == n_shards(reference) - len(finished), log
     assert not shard_dir(workdir).exists()
     resumed = pq.read_table(workdir / SMALL_PREDICTIONS, columns=PRED_COLUMNS)

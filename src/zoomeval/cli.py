@@ -1,5 +1,6 @@
-"""The zoomeval command: init writes a study directory, list shows what the registries and the model libraries
-hold, and leaderboard merges studies into one table. Each subcommand is a thin call into the package."""
+"""The zoomeval command: init writes a study directory, run checks and runs one with a progress display, list
+shows what the registries and the model libraries hold, and leaderboard merges studies into one table. Each
+subcommand is a thin call into the package."""
 
 from __future__ import annotations
 
@@ -116,6 +117,14 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from zoomeval.run.launch import run_study
+
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit: {args.limit} is no number of images; give N >= 1")
+    return run_study(Path(args.directory), args.targets, args.limit, args.cores)
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose refusals are one line naming the argument, exit status 2 (argparse's own print the
     usage first)."""
@@ -169,6 +178,12 @@ def parser() -> argparse.ArgumentParser:
                        help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)")
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
     board.set_defaults(run=_leaderboard)
+    run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
+    run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
+    run.add_argument("targets", nargs="*", metavar="TARGET", help="Snakemake targets (default: results/table_a8.csv)")
+    run.add_argument("--limit", type=int, metavar="N", help="the first N images of each dataset, in results/limit-N")
+    run.add_argument("--cores", type=int, help="cores for Snakemake (default: all this process may use)")
+    run.set_defaults(run=_run)
     return top
 
 

@@ -9,7 +9,7 @@ from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
 from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.devices import claims_gpu, cpu_note
-from zoomeval.core.layout import OUTPUTS, Layout
+from zoomeval.core.layout import OUTPUTS, run_layout
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.catalogue import CACHE as CATALOGUES
@@ -34,10 +34,9 @@ refuse_placeholders(workflow.resource_settings.default_resources, workflow.resou
 if workflow.is_main_process and (note := cpu_note(CFG.inference.device, CFG.inference.compile)):
     print(note, file=sys.stderr)
 R = CFG.resources
-# Every path under the results and logs roots comes from the layout (zoomeval.core.layout); the root is the one place
-# to change for a run whose results and logs live in a tree of their own.
-RESULTS_ROOT = "results"
-LAYOUT = Layout(RESULTS_ROOT)
+# Every path under the results and logs roots comes from the layout (zoomeval.core.layout), whose roots are chosen
+# here once: `results` and `logs`, or a limited run's own `results/limit-N` and `logs/limit-N` (config key limit).
+LAYOUT = run_layout(CFG.limit)
 
 
 def start_checks():

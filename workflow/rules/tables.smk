@@ -19,6 +19,8 @@ rule table_a8:
     params:
         # the resolved arch.tag beside the config's name (timm's resnet50.a1_in1k, torchvision's weight enums)
         architectures={m: CFG.models[m].arch_tag for m in MODELS},
+        # a limited run's title says so
+        limit=CFG.limit,
     script:
         "../scripts/table_a8.py"
 
@@ -38,6 +40,8 @@ rule table_1:
         LAYOUT.log("table", table="table_1"),
     conda:
         CONDA_ENV
+    params:
+        limit=CFG.limit,
     script:
         "../scripts/table_1.py"
 
@@ -59,6 +63,8 @@ rule table_zoom_groups:
         LAYOUT.log("table", table="table_zoom_groups"),
     conda:
         CONDA_ENV
+    params:
+        limit=CFG.limit,
     script:
         "../scripts/table_zoom_groups.py"
 
@@ -80,6 +86,8 @@ rule table_aggregation:
         LAYOUT.log("table", table="table_aggregation"),
     conda:
         CONDA_ENV
+    params:
+        limit=CFG.limit,
     script:
         "../scripts/table_aggregation.py"
 
@@ -150,5 +158,8 @@ rule leaderboard:
         LAYOUT.log("table", table="leaderboard"),
     conda:
         CONDA_ENV
+    params:
+        # the rows' datasets and prediction files are read under the run's results root (a limited run's own)
+        limit=CFG.limit,
     script:
         "../scripts/leaderboard.py"

@@ -4,7 +4,7 @@ from pathlib import Path
 from zoomeval.core.images import screen
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import write_manifest
-from zoomeval.datasets.build import build_records
+from zoomeval.datasets.build import build_records, first_images
 from zoomeval.datasets.inputs import local_path, plan_all
 from zoomeval.registries import typed_config
 
@@ -15,7 +15,7 @@ with to_file(sm.log[0]):
     paths = {key: local_path(inputs[name, key]) for key in dataset.inputs}
     records, classes = build_records(dataset, paths, Path(sm.output.manifest).parent / "images")
     kept, excluded = screen(
-        records,
+        first_images(records, config.limit),
         config.on_bad_image,
         sm.output.bad_images,
         dataset=name,

@@ -4,4 +4,4 @@ from zoomeval.report.tables import write_table_1
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    write_table_1([read_metrics(path) for path in sm.input.metrics], sm.output.csv, sm.output.md)
+    write_table_1([read_metrics(path) for path in sm.input.metrics], sm.output.csv, sm.output.md, sm.params.limit)

@@ -5,4 +5,4 @@ from zoomeval.report.tables import write_table_a8
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     metrics = [read_metrics(path) for path in sm.input.metrics]
-    write_table_a8(metrics, sm.output.csv, sm.output.md, sm.params.architectures)
+    write_table_a8(metrics, sm.output.csv, sm.output.md, sm.params.architectures, sm.params.limit)

@@ -4,4 +4,5 @@ from zoomeval.report.tables import write_table_aggregation
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    write_table_aggregation([read_metrics(path) for path in sm.input.metrics], sm.output.csv, sm.output.md)
+    metrics = [read_metrics(path) for path in sm.input.metrics]
+    write_table_aggregation(metrics, sm.output.csv, sm.output.md, sm.params.limit)

@@ -341,6 +341,8 @@ class Config:
     cover_time_limit: float = 30.0
     #: where downloads, Hugging Face files, weights and extracted archives go
     resources: str = "resources"
+    #: the first N images of each dataset only (a smoke test, in a results tree of its own); None: every image
+    limit: int | None = None
     inference: InferenceSettings = InferenceSettings()
     sam: SamConfig | None = None
     stats: StatsConfig = StatsConfig()

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from zoomeval.core.io import write_text
-from zoomeval.core.layout import JOB_LOGS, OUTPUTS, WILDCARDS, Layout, Output
+from zoomeval.core.layout import JOB_LOGS, OUTPUTS, WILDCARDS, Layout, Output, run_layout
 
 SCHEMA = Path("workflow/schemas/config.schema.yaml")
 #: What the outputs page says besides the layout: its opening, each output's details and what follows.
@@ -236,12 +236,13 @@ def outputs_reference(notes: dict[str, Any]) -> str:
     unknown = sorted(set(notes["details"]) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"{OUTPUT_NOTES}: details of {unknown}, which the layout does not declare")
-    layout = Layout()
+    layout, limited = Layout(), run_layout(2)
     source = f"`src/zoomeval/core/layout.py` and `{OUTPUT_NOTES}`"
     lines = ["# Output files", "", GENERATED.format(source=source), "",
              "Every file and folder a study writes, as the results layout (`zoomeval.core.layout`) declares it:",
              f"paths are relative to the study directory, under the results root `{layout.root}` (git-ignored), and",
-             f"the jobs' logs under `{layout.logs}` beside it. A name in braces is a wildcard.", "",
+             f"the jobs' logs under `{layout.logs}` beside it; a run limited to N images (config key `limit`) has",
+             f"its own of each (N = 2: `{limited.root}`, `{limited.logs}`). A name in braces is a wildcard.", "",
              notes["intro"].strip(), "",
              "## Wildcards", "", "| wildcard | what it stands for |", "|---|---|",
              *(f"| `{{{name}}}` | {what} |" for name, what in WILDCARDS.items()), "", "## Results", ""]  # fmt: skip

@@ -3,8 +3,8 @@ template with Snakemake-style ``{wildcards}``, with its parser; and every job's 
 
 The rule files, the leaderboard, the study index, the browser and the generated output reference
 (``docs/reference/outputs.md``) all take their paths from here; nothing else spells out a ``results/`` path.
-A study's results root is ``results`` unless the config says otherwise (a limited smoke-test run keeps its own);
-its logs lie beside it (``logs``), so that they follow the root.
+A study's results root is ``results`` and its logs lie beside it (``logs``); a limited smoke-test run (config key
+``limit``) keeps its own of each, ``results/limit-N`` and ``logs/limit-N`` (:func:`run_layout`).
 """
 
 from __future__ import annotations
@@ -240,3 +240,13 @@ class Layout:
         regex = re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{m[1]}>[^/]+)", pattern)
         match = re.fullmatch(regex, str(PurePosixPath(path)))
         return None if match is None else match.groupdict()
+
+
+def run_layout(limit: int | None) -> Layout:
+    """The layout of a run: the default roots, or for a run limited to the first ``limit`` images of each dataset
+    (config key ``limit``) trees of its own, ``results/limit-N`` and ``logs/limit-N``, so that a smoke test never
+    overwrites or mixes with the full run's results or logs. Both roots are given: the default logs root beside
+    ``results/limit-N`` would be ``results/logs``, inside the full run's results."""
+    if limit is None:
+        return Layout()
+    return Layout(f"{RESULTS}/limit-{limit}", logs=f"{LOGS}/limit-{limit}")

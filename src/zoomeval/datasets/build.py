@@ -19,6 +19,12 @@ def build_records(dataset: DatasetConfig, inputs: dict[str, Path], image_dir: Pa
     return adapter.build(**inputs, **options)
 
 
+def first_images(records: list[Record], limit: int | None) -> list[Record]:
+    """The first ``limit`` records in the adapter's (the manifest's) order, or all of them with no limit: a limited
+    run (config key ``limit``) screens and evaluates only those."""
+    return records if limit is None else records[:limit]
+
+
 def class_indices(policy: str, records: list[Record], classes: list[int] | None = None) -> list[int] | None:
     """The dataset's class set for ``pred``: ``None`` for all 1000 classes (policy ``full``), else the
     adapter's ``classes`` or, without them, the sorted labels that occur in the dataset (policy

@@ -39,6 +39,7 @@ from zoomeval import __version__
 from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpec
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
+from zoomeval.core.progress import ProgressLog
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
@@ -51,26 +52,6 @@ from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
 
 log = logging.getLogger(__name__)
-
-#: Seconds between progress lines in the job's log.
-PROGRESS_SECONDS = 10.0
-
-
-class _Progress:
-    """Logs crops done and throughput every :data:`PROGRESS_SECONDS` and at the end."""
-
-    def __init__(self, total: int, views: int) -> None:
-        self.total, self.views, self.done = total, views, 0
-        self.start = self.last = time.perf_counter()
-
-    def advance(self, crops: int) -> None:
-        self.done += crops
-        now = time.perf_counter()
-        if now - self.last >= PROGRESS_SECONDS or self.done == self.total:
-            rate = self.done / (now - self.start)
-            log.info("%d/%d crops, %.1f crops/s, %.2f images/s", self.done, self.total, rate, rate / self.views)
-            self.last = now
-
 
 def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int, torch.Tensor]]:
     workers = classifier.settings.num_workers
@@ -152,7 +133,7 @@ class HostCopy:
 
 
 def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor]], records: Sequence[Record],
-                scales: list[int], progress: _Progress | None = None) -> HostCopy:  # fmt: skip
+                scales: list[int], progress: ProgressLog | None = None) -> HostCopy:  # fmt: skip
     """Run the model over one shard: ``images`` yields ``(index in records, crops)`` in order (``progress`` logs
     the crops done). Nothing waits for the device until the shard's results are copied back, at the end."""
     results = ShardResults(classifier, len(records), scales)
@@ -201,10 +182,11 @@ def run_shard(
     """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
     seconds it took, with a DataLoader of their own (the benchmarks' shard)."""
     n_views = len(membership(transforms(scales))[1])
-    progress = _Progress(len(records) * n_views, n_views)
+    progress = ProgressLog(len(records), n_views, log)
     images = crop_stream(classifier, records, scales, variant, masks, crop_size)
     predictions, aggregates = shard_tables(classifier, records, scales,
                                            infer_shard(classifier, images, records, scales, progress))  # fmt: skip
+    progress.line()
     return predictions, aggregates, time.perf_counter() - progress.start
 
 
@@ -318,6 +300,8 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
     """Compute and write the ``pending`` shards (:meth:`ShardStore.pending`) from one DataLoader; returns the
     seconds it took."""
     views, start = len(membership(transforms(scales))[1]), time.perf_counter()
+    progress = ProgressLog(sum(len(chunk) for _, chunk, _ in pending), views, log)  # read by `zoomeval run`
+    progress.line()  # the total, at once
     images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], scales, variant, masks, crop_size)
     # Each shard's results are copied back, made into tables and written in the background while the device goes
     # on with the next shard; one shard at a time, so that an error (non-finite logits) stops the job.
@@ -326,7 +310,8 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
         offset = 0
         for index, chunk, identity in pending:
             own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
-            copy = infer_shard(classifier, own, chunk, scales, _Progress(len(chunk) * views, views))  # a log per shard
+            copy = infer_shard(classifier, own, chunk, scales, progress)
+            progress.line(f"shard {index} computed")
             if written is not None:
                 written.result()
             written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)

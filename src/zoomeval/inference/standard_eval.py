@@ -39,6 +39,7 @@ from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
+from zoomeval.core.progress import ProgressLog
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.eval_transform import EvalTransform
@@ -95,12 +96,16 @@ def _image(record: Record) -> str:
 
 def _predict(classifier: Classifier, loader: DataLoader, records: Sequence[Record]) -> dict[str, np.ndarray]:
     parts: list[dict[str, np.ndarray]] = []
+    progress = ProgressLog(len(records), 1, log)  # read by `zoomeval run`
+    progress.line()  # the total, at once
     with torch.inference_mode():
         for indices, images in loader:
+            progress.advance(len(indices))
             logits = classifier.logits(images)
             finite = classifier.finite(logits).cpu().numpy()
             classifier.check_finite(finite, lambda k, ids=indices: _image(records[int(ids[k])]))
             parts.append(classifier.columns(logits))
+    progress.line()
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 

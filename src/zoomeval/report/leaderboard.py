@@ -22,6 +22,8 @@ from zoomeval.analysis.comparability import digest, key_differences
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import Layout
+from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.tables import markdown_table
 from zoomeval.report.verified import Result, read_study, verify
 
@@ -43,17 +45,17 @@ NEAREST = 3
 HEADING = ("dataset", "variant", "label_set")
 
 
-def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False
+def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT
                ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
     """The rows of one study directory, read through its index, and what was left apart (each line names the
     file and what is wrong). Without ``allow_stale``, anything left apart is refused; ``check`` recomputes each
-    result from its predictions (``--verify``)."""
-    results, problems = read_study(directory)
+    result from its predictions (``--verify``). ``layout``: the run's (a limited run's own results root)."""
+    results, problems = read_study(directory, layout)
     if problems and not allow_stale:
         more = f" (and {len(problems) - 1} more; --allow-stale lists them)" if len(problems) > 1 else ""
         raise ValueError(problems[0] + more)
     for result in results if check else ():
-        verify(directory, result)
+        verify(directory, result, layout)
     # the masked variants' results read no standard evaluation: they show the model's, verified with the original's
     geometry = {(r.entry.key["dataset"], r.metrics.model): r.geometry for r in results if "standard" in r.inputs}
     return [_row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))

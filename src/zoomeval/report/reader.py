@@ -35,7 +35,7 @@ class Study:
     """A study directory (``zoomeval init``) or the checkout, after a run: ``Study("path/to/study")``."""
 
     def __init__(self, path: str | os.PathLike[str] = ".", results: str = RESULTS) -> None:
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
         self.layout = Layout(results)
         if not (self.path / results).is_dir():
             raise FileNotFoundError(f"{self.path / results}: no results directory (has the study been run?)")

@@ -64,6 +64,13 @@ def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
 
 
+def limited(title: str, limit: int | None) -> str:
+    """A table's title, saying so when its run was limited to the first ``limit`` images of each dataset."""
+    if limit is None:
+        return title
+    return f"{title} [LIMITED RUN: the first {limit} images of each dataset only (config limit), not a result]"
+
+
 def lefts(metrics: Sequence[Metrics]) -> dict[str, LeftOut | None]:
     """What the rows of each dataset (scored name) leave out, for :func:`left_out_note`."""
     return {m.dataset: m.left_out for m in metrics}
@@ -108,7 +115,7 @@ def variant_words(variants: Iterable[str]) -> str:
 
 
 def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                   architectures: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                   architectures: Mapping[str, str] | None = None, limit: int | None = None) -> None:  # fmt: skip
     notes = [
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
@@ -118,6 +125,7 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "their 95 % Wilson interval [low, high] over n_images. " + STANDARD_NOTE
     ]
     title = f"Table A8: maximum possible top-1 accuracy (%) on {variant_words(m.variant for m in metrics)} images"
+    title = limited(title, limit)
     left = [m.left_out for m in metrics]
     header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
     _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)
@@ -182,12 +190,13 @@ def table_1_rows(metrics: Sequence[Metrics], intervals: bool = False) -> tuple[l
 
 
 def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                  md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                  md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
     left = lefts([m for m in metrics if m.variant == "original"])
     write_csv(csv_path, *append_left_out_by_dataset(header, rows, left))
     _, md_rows = table_1_rows(metrics, intervals=True)
-    lines = ["# Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", ""]
+    title = limited("Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", limit)
+    lines = [f"# {title}", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
         lines += [f"({panel}) {titles[panel]}", "",
@@ -203,7 +212,7 @@ ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_
 
 
 def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                            md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                            md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     """The paper's zoom-group table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
     greedy cover, and the share of images each group alone solves."""
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
@@ -214,7 +223,8 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
     lines = [
-        "# Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
+        "# " + limited("Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy "
+                       "cover (%)", limit),
         "",
         *markdown_table(header, rows),
         "",
@@ -244,7 +254,7 @@ def _aggregation_values(m: Metrics) -> list[float | None]:
 
 
 def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                            md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                            md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     """The paper's aggregation table: groups of views aggregated into one prediction per image.
 
     One row per (model, dataset) of the original images: 1-crop accuracy and each aggregation method's
@@ -259,7 +269,8 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
     left = [m.left_out for m in original]
     write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left))
     lines = [
-        "# Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
+        "# " + limited("Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
+                       limit),
         "",
         *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left)),
         "",

@@ -243,17 +243,12 @@ def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "architecture": arch, "weights": tag}
 
 
-def fetch(spec: ModelSpec, folder: Path) -> None:
-    """Place the weights in ``folder`` as ``<sha256><suffix>``: a tag's from its Hugging Face repo through
-    huggingface_hub's cache (checked against the hub's sha256), or the local checkpoint."""
+def hub_files(spec: ModelSpec) -> tuple[str, list[str]]:
+    """The Hugging Face repo of a tag's weights and the file names open_clip's own download_pretrained_from_hf
+    tries there, a safetensors alternative first."""
     from open_clip.constants import HF_WEIGHTS_NAME
     from open_clip.pretrained import _get_safe_alternatives
 
-    from zoomeval.datasets.download import hub_file
-
-    if (path := local_checkpoint(spec)) is not None:
-        link_or_copy(path, folder / f"{sha256_file(path)}{path.suffix}")
-        return
     cfg = pretrained_cfg(spec)
     if not cfg.get("hf_hub"):
         raise ValueError(f"open_clip tag {spec.architecture}/{spec.weights} has no Hugging Face repo to check its "
@@ -261,8 +256,19 @@ def fetch(spec: ModelSpec, folder: Path) -> None:
     # open_clip's convention: "org/repo/" (its default file name) or "org/repo/<file>"
     hub = cfg["hf_hub"]
     repo_id, filename = (hub.rstrip("/"), HF_WEIGHTS_NAME) if hub.endswith("/") else hub.rsplit("/", 1)
-    # the files open_clip's own download_pretrained_from_hf tries: a safetensors alternative first
-    path, name = hub_file(repo_id, [*_get_safe_alternatives(filename), filename], None, folder)
+    return repo_id, [*_get_safe_alternatives(filename), filename]
+
+
+def fetch(spec: ModelSpec, folder: Path) -> None:
+    """Place the weights in ``folder`` as ``<sha256><suffix>``: a tag's from its Hugging Face repo through
+    huggingface_hub's cache (checked against the hub's sha256), or the local checkpoint."""
+    from zoomeval.datasets.download import hub_file
+
+    if (path := local_checkpoint(spec)) is not None:
+        link_or_copy(path, folder / f"{sha256_file(path)}{path.suffix}")
+        return
+    repo_id, filenames = hub_files(spec)
+    path, name = hub_file(repo_id, filenames, None, folder)
     place_hub_file(path, f"{repo_id}/{name}", folder)
 
 
