@@ -123,7 +123,8 @@ def zoomeval(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
 
 
 def board(*args, cwd=None) -> list[dict[str, str]]:
-    out = Path(cwd or ".") / "board.csv"
+    """The leaderboard of the studies ``args`` as CSV rows, written beside the first study (never into the checkout)."""
+    out = Path(cwd or Path(args[0]).parent) / "board.csv"
     proc = zoomeval("leaderboard", *map(str, args), "-o", str(out), cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     with open(out, newline="") as fh:
