@@ -2,8 +2,9 @@
 build time, against the float64 matrix-product plan it replaced (zoomeval before issue 32).
 
 The integer path is counted as it runs (:class:`zoomeval.inference.crops.DeviceOps` on the ``meta`` device: every
-operation's bytes read and written, as plain torch runs it, one kernel per operation) and as the floor a fused
-kernel per pass would reach (it reads each pass's input and taps once and writes its uint8 result). The float64
+operation's bytes read and written), both as plain torch runs it (one kernel per operation, on a CPU) and as it runs
+on a GPU, one fused Triton kernel per pass (:func:`zoomeval.inference.fused_pass.counted`: each pass's input and
+taps read once, its uint8 result written; plus the plan's copy). The float64
 plan's figures follow its matrix shapes (the same used rows and columns, padded to ``rows x cols`` per scale):
 its two products per pass order, the three in-place rounding operations after each, its permutation copy, the
 concatenation, the conversion to uint8 and the gather, counted the same way.
@@ -28,26 +29,26 @@ from torch.utils.data import DataLoader
 from zoomeval.core.zoom import all_crops, paper_scales
 from zoomeval.inference.crop_plan import TAPS, CropPlan, build_plan
 from zoomeval.inference.crops import DeviceOps, ZoomCrops, on_device, plan_crops
+from zoomeval.inference.fused_pass import counted
 
 SIZES = ((500, 375), (375, 500), (2000, 1500))
 
 
 def integer_cost(plan: CropPlan, width: int, height: int) -> dict[str, float]:
-    """Multiply-adds, bytes moved by plain torch (counted) and by one fused kernel per pass (floor)."""
+    """Multiply-adds, and bytes moved by the plain torch passes and by the fused kernel (each counted as it runs)."""
     pixels = torch.zeros((height, width, 3), dtype=torch.uint8, device="meta")
-    with DeviceOps() as ops:
-        plan_crops(pixels, plan.to(torch.device("meta")))
-    macs, fused = 0, 3 * width * height
+    on_meta = plan.to(torch.device("meta"))
+    with DeviceOps() as plain:
+        plan_crops(pixels, on_meta)
+    with DeviceOps() as fused:
+        plan_crops(pixels, on_meta, counted(fused))
+    macs = 0
     for group in plan.groups:
         first_width = width if group.height_first else height  # the axis the first pass leaves as it is
         second_width = group.rows if group.height_first else group.cols
         macs += 3 * TAPS * (group.first.chunks * first_width + group.second.chunks * second_width)
-        # a fused pass writes its uint8 outputs, the next step reads them; one permutation copies a result
-        first_out, second_out = 3 * group.first.outputs * first_width, 3 * group.second.outputs * second_width
-        fused += 2 * first_out + 3 * second_out if group.height_first else 4 * first_out + second_out
-    views = plan.views * plan.size * plan.size * 3
-    return {"multiply_adds": macs, "bytes_plain": ops.bytes, "bytes_fused": fused + plan.nbytes + 2 * views,
-            "device_ops": len(ops.ops)}  # fmt: skip
+    return {"multiply_adds": macs, "bytes_plain": plain.bytes, "device_ops": len(plain.ops),
+            "bytes_fused": fused.bytes + plan.nbytes, "fused_ops": len(fused.ops)}  # fmt: skip
 
 
 def float64_cost(plan: CropPlan, width: int, height: int) -> dict[str, float]:
@@ -117,11 +118,12 @@ def main() -> None:
         build_ms = (time.process_time() - start) * 1000
         new, old = integer_cost(plan, width, height), float64_cost(plan, width, height)
         print(f"{width}x{height}, {len(scales)} scales, {plan.views} views: int32 {new['multiply_adds'] / 1e9:.3f} G "
-              f"multiply-adds, {new['bytes_plain'] / 1e9:.2f} GB moved as plain torch ({new['device_ops']} ops), "
-              f"{new['bytes_fused'] / 1e9:.3f} GB fused; float64 plan {old['multiply_adds'] / 1e9:.1f} G "
-              f"multiply-adds, {old['bytes'] / 1e9:.2f} GB ({old['bytes'] / new['bytes_plain']:.1f}x plain, "
-              f"{old['bytes'] / new['bytes_fused']:.0f}x fused); plan {plan.nbytes / 1e6:.2f} MB "
-              f"(float64: {old['plan_bytes'] / 1e6:.0f} MB), built in {build_ms:.0f} ms of CPU")  # fmt: skip
+              f"multiply-adds; moved: {new['bytes_fused'] / 1e9:.3f} GB by the fused kernels ({new['fused_ops']} ops, "
+              f"the GPU path), {new['bytes_plain'] / 1e9:.2f} GB as plain torch ({new['device_ops']} ops); float64 "
+              f"plan {old['multiply_adds'] / 1e9:.1f} G multiply-adds, {old['bytes'] / 1e9:.2f} GB "
+              f"({old['bytes'] / new['bytes_fused']:.1f}x the fused kernels', {old['bytes'] / new['bytes_plain']:.1f}x "
+              f"plain); plan {plan.nbytes / 1e6:.2f} MB (float64: {old['plan_bytes'] / 1e6:.0f} MB), built in "
+              f"{build_ms:.0f} ms of CPU")  # fmt: skip
     if args.time:
         device, pil = cpu_seconds(500, 375, scales)
         print(f"500x375, {len(scales)} scales, one thread: device path {device:.2f} s of CPU, PIL {pil:.2f} s")

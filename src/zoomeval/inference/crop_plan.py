@@ -6,15 +6,17 @@ buffer plus a few integers, so that a new image size costs the predict loop noth
 Per scale, each pass of Pillow's resize (:mod:`zoomeval.core.pil_resample`) needs, for only the resized rows and
 columns some view uses, the window of input pixels of each output pixel and their int32 coefficients. A window
 has at most ``2 * ceil(2 * max(in / out, 1)) + 1`` taps (5 when enlarging, 151 when shrinking 375 px to 10), so
-windows are cut into chunks of :data:`TAPS` taps (zero coefficients pad the last chunk): a pass is then a gather of
-``(chunks, TAPS)`` input rows, an int32 multiply-add over the taps, and a sum of each output's chunks, the same
-few operations for every scale, window length and image size.
+windows are cut into chunks of :data:`TAPS` taps (zero coefficients pad the last chunk), ordered by output: a pass
+is then a gather of ``(chunks, TAPS)`` input rows, an int32 multiply-add over the taps, and a sum of each output's
+chunks, the same few operations for every scale, window length and image size, or one kernel that walks each
+output's chunks (:mod:`zoomeval.inference.fused_pass`).
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -36,6 +38,16 @@ class PassLayout:
     outputs: int
 
 
+class PassTaps(NamedTuple):
+    """One pass's taps on a device: chunk ``c`` adds the inputs ``src[c]`` times ``kk[c]`` (``(chunks, TAPS)``) to
+    output ``dst[c]``; chunks are ordered by output, those of output ``o`` being ``offsets[o]:offsets[o + 1]``."""
+
+    src: torch.Tensor
+    kk: torch.Tensor
+    dst: torch.Tensor
+    offsets: torch.Tensor
+
+
 @dataclass(frozen=True)
 class GroupLayout:
     """The scales Pillow resizes in one pass order: ``n`` of them, each padded to ``rows x cols`` (the last row
@@ -52,10 +64,10 @@ class GroupLayout:
 class CropPlan:
     """Every view of one image size as integer taps and indices in one int32 ``buffer`` (see the module).
 
-    The buffer holds, per group, each pass's ``(chunks, TAPS)`` input indices and coefficients and its ``chunks``
-    output indices, then the views' scale ``(views,)``, row ``(views, size)`` and column ``(views, size)`` in the
-    stack of resized scales. It moves between processes and devices as one tensor (:meth:`to`,
-    :meth:`pin_memory`, so that a DataLoader pins it)."""
+    The buffer holds, per group, each pass's ``(chunks, TAPS)`` input indices and coefficients, its ``chunks``
+    output indices and its ``outputs + 1`` offsets (a :class:`PassTaps`), then the views' scale ``(views,)``, row
+    ``(views, size)`` and column ``(views, size)`` in the stack of resized scales. It moves between processes and
+    devices as one tensor (:meth:`to`, :meth:`pin_memory`, so that a DataLoader pins it)."""
 
     def __init__(self, buffer: torch.Tensor, groups: tuple[GroupLayout, ...], views: int, size: int) -> None:
         self.buffer, self.groups, self.views, self.size = buffer, groups, views, size
@@ -70,8 +82,8 @@ class CropPlan:
     def pin_memory(self) -> CropPlan:
         return CropPlan(self.buffer.pin_memory(), self.groups, self.views, self.size)
 
-    def tensors(self) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Views of the buffer: per group ``(src, kk, dst)`` of the first pass then the second's, and the views'
+    def tensors(self) -> tuple[list[tuple[PassTaps, PassTaps]], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Views of the buffer: per group the first pass's :class:`PassTaps` and the second's, and the views'
         ``(scale, row, col)`` gather indices."""
         at, parts = 0, []
         shapes = [s for g in self.groups for p in (g.first, g.second) for s in _pass_shapes(p)]
@@ -80,13 +92,14 @@ class CropPlan:
             count = int(np.prod(shape))
             parts.append(self.buffer[at : at + count].view(shape))
             at += count
-        passes = [tuple(parts[k : k + 6]) for k in range(0, 6 * len(self.groups), 6)]
+        each = [PassTaps(*parts[k : k + 4]) for k in range(0, 8 * len(self.groups), 4)]
+        passes = [(each[k], each[k + 1]) for k in range(0, len(each), 2)]
         scale, row, col = parts[-3:]
         return passes, (scale, row, col)
 
 
 def _pass_shapes(layout: PassLayout) -> tuple[tuple[int, ...], ...]:
-    return (layout.chunks, TAPS), (layout.chunks, TAPS), (layout.chunks,)
+    return (layout.chunks, TAPS), (layout.chunks, TAPS), (layout.chunks,), (layout.outputs + 1,)
 
 
 def build_plan(width: int, height: int, scales: tuple[int, ...], size: int, extra_views: bool) -> CropPlan:
@@ -135,10 +148,10 @@ def crop_plan(width: int, height: int, scales: tuple[int, ...], size: int, extra
 
 def _pass(axes: list[tuple[int, int, np.ndarray, int]], stacked: bool, interleaved: bool
           ) -> tuple[list[np.ndarray], PassLayout]:  # fmt: skip
-    """One pass's ``(src, kk, dst)`` over the scales of a group, each ``(input length, output length, output
-    pixels computed, padded output length)``: output ``j`` of slot ``g`` is row ``g * padded + j`` of the result
-    (``j * slots + g`` if ``interleaved``), and with ``stacked`` its inputs are rows ``g * input length + x`` (slot
-    ``g``'s own first-pass result)."""
+    """One pass's ``(src, kk, dst, offsets)`` (see :class:`PassTaps`) over the scales of a group, each ``(input
+    length, output length, output pixels computed, padded output length)``: output ``j`` of slot ``g`` is row
+    ``g * padded + j`` of the result (``j * slots + g`` if ``interleaved``), and with ``stacked`` its inputs are rows
+    ``g * input length + x`` (slot ``g``'s own first-pass result)."""
     src, kk, dst = [], [], []
     for g, (length, out_length, outputs, padded) in enumerate(axes):
         j, x, k = taps(length, out_length, outputs)
@@ -146,8 +159,11 @@ def _pass(axes: list[tuple[int, int, np.ndarray, int]], stacked: bool, interleav
         src.append(chunk_src)
         kk.append(chunk_kk)
         dst.append(chunk_of * len(axes) + g if interleaved else g * padded + chunk_of)
-    src_all, kk_all, dst_all = np.concatenate(src), np.concatenate(kk), np.concatenate(dst)
-    return [src_all, kk_all, dst_all], PassLayout(len(dst_all), len(axes) * axes[0][3])
+    outputs, dst_all = len(axes) * axes[0][3], np.concatenate(dst)
+    order = np.argsort(dst_all, kind="stable")
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(dst_all, minlength=outputs))])
+    src_all, kk_all = np.concatenate(src)[order], np.concatenate(kk)[order]
+    return [src_all, kk_all, dst_all[order], offsets], PassLayout(len(dst_all), outputs)
 
 
 def _chunks(j: np.ndarray, x: np.ndarray, kk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

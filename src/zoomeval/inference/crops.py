@@ -20,7 +20,7 @@ from zoomeval.core.images import load_rgb
 from zoomeval.core.manifest import Record
 from zoomeval.core.pil_resample import PRECISION_BITS
 from zoomeval.core.zoom import all_crops
-from zoomeval.inference.crop_plan import TAPS, CropPlan, crop_plan
+from zoomeval.inference.crop_plan import TAPS, CropPlan, PassTaps, crop_plan
 from zoomeval.masks.boxes import apply_variant, decode_mask
 
 log = logging.getLogger(__name__)
@@ -90,24 +90,24 @@ class DeviceImage(NamedTuple):
 MAX_PRODUCT_BYTES = 1 << 30
 
 
-def resample_pass(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
-                  ) -> torch.Tensor:  # fmt: skip
+def resample_pass(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
     """:func:`_resample` of ``x`` (3-D), in slices along its other spatial axis where the products would exceed
     :data:`MAX_PRODUCT_BYTES`."""
     other = 1 - dim
-    pieces = -(-src.numel() * 4 * (x.numel() // x.shape[dim]) // MAX_PRODUCT_BYTES)
+    pieces = -(-taps.src.numel() * 4 * (x.numel() // x.shape[dim]) // MAX_PRODUCT_BYTES)
     if pieces <= 1:
-        return _resample(x, dim, src, kk, dst, outputs)
+        return _resample(x, dim, taps, outputs)
     step = -(-x.shape[other] // pieces)
-    return torch.cat([_resample(part, dim, src, kk, dst, outputs) for part in x.split(step, other)], other)
+    return torch.cat([_resample(part, dim, taps, outputs) for part in x.split(step, other)], other)
 
 
-def _resample(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, dst: torch.Tensor, outputs: int
-              ) -> torch.Tensor:  # fmt: skip
+def _resample(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
     """One pass of Pillow's resize along ``dim`` of the uint8 ``x``, for every output some view uses: per output,
     ``clip8((2**21 + sum(in * kk)) >> 22)`` in int32 as Pillow computes it (integer sums are exact in any order),
     over the chunks of taps ``src``/``kk`` (``(chunks, TAPS)``) summed into output ``dst``; outputs no chunk reaches
-    come out 0 (black)."""
+    come out 0 (black). Each step materialises its result (the int32 products above all): :func:`pass_for` picks
+    the fused kernel instead where it can."""
+    src, kk, dst, _ = taps
     chunks = src.shape[0]
     tail = (1,) * (x.dim() - dim - 1)
     windows = x.index_select(dim, src.view(-1)).view(*x.shape[:dim], chunks, TAPS, *x.shape[dim + 1 :])
@@ -117,29 +117,46 @@ def _resample(x: torch.Tensor, dim: int, src: torch.Tensor, kk: torch.Tensor, ds
     return sums.bitwise_right_shift_(PRECISION_BITS).clamp_(0, 255).to(torch.uint8)
 
 
-def plan_crops(pixels: torch.Tensor, plan: CropPlan, resample: Callable[..., torch.Tensor] = resample_pass
-               ) -> torch.Tensor:  # fmt: skip
+Resample = Callable[[torch.Tensor, int, PassTaps, int], torch.Tensor]
+
+
+def pass_for(device: torch.device) -> Resample:
+    """The passes the device path runs on ``device``: one fused Triton kernel per pass on a CUDA device
+    (:mod:`zoomeval.inference.fused_pass`), else :func:`resample_pass` (plain torch operations; on a CPU, or where
+    Triton is missing, as with some Windows builds of torch). Both are Pillow's integers bit for bit."""
+    if device.type != "cuda":
+        return resample_pass
+    try:
+        from zoomeval.inference.fused_pass import fused_pass
+    except ImportError as exc:
+        log.warning("device crops: Triton is not available (%s); plain torch passes, several times the memory "
+                    "traffic", exc)  # fmt: skip
+        return resample_pass
+    return fused_pass
+
+
+def plan_crops(pixels: torch.Tensor, plan: CropPlan, resample: Resample = resample_pass) -> torch.Tensor:
     """:func:`zoomeval.core.zoom.all_crops` of a decoded ``H x W x 3`` uint8 image with its size's ``plan`` (both on
     the same device), bit for bit, in integers only.
 
     Per pass order, the first pass resizes the image along one axis to every scale's used rows or columns at once,
     the second each scale's result along the other (see :mod:`zoomeval.inference.crop_plan`); the views are then
     one gather from the stack of resized scales. An image costs the same few device operations whatever its size
-    and the number of scales and views (``tests/test_device_path.py`` counts them). ``resample`` may be
-    :func:`resample_pass` compiled (``bench/gpu_check.py`` measures ``torch.compile``'s fused passes)."""
+    and the number of scales and views (``tests/test_device_path.py`` counts them). ``resample`` runs each pass:
+    :func:`pass_for` the device."""
     height = pixels.shape[0]
     passes, (scale, row, col) = plan.tensors()
     stack = []
-    for group, (src1, kk1, dst1, src2, kk2, dst2) in zip(plan.groups, passes, strict=True):
+    for group, (first, second) in zip(plan.groups, passes, strict=True):
         n, rows, cols = group.n, group.rows, group.cols
         if group.height_first:  # rows j * n + g, i.e. (rows, n * W, 3): the second pass gathers along the width
-            planes = resample(pixels, 0, src1, kk1, dst1, group.first.outputs).view(rows, -1, 3)
-            planes = resample(planes, 1, src2, kk2, dst2, group.second.outputs).view(rows, n, cols, 3)
+            planes = resample(pixels, 0, first, group.first.outputs).view(rows, -1, 3)
+            planes = resample(planes, 1, second, group.second.outputs).view(rows, n, cols, 3)
             stack.append(planes.permute(1, 0, 2, 3).contiguous())
         else:  # (H, n * cols, 3), permuted to (n * H, cols, 3) for the second pass along the height
-            planes = resample(pixels, 1, src1, kk1, dst1, group.first.outputs).view(height, n, cols, 3)
+            planes = resample(pixels, 1, first, group.first.outputs).view(height, n, cols, 3)
             planes = planes.permute(1, 0, 2, 3).reshape(n * height, cols, 3)
-            stack.append(resample(planes, 0, src2, kk2, dst2, group.second.outputs).view(n, rows, cols, 3))
+            stack.append(resample(planes, 0, second, group.second.outputs).view(n, rows, cols, 3))
     resized = torch.cat(stack) if len(stack) > 1 else stack[0]  # (scales, rows, cols, 3)
     return resized[scale[:, None, None], row[:, :, None], col[:, None, :]]  # (views, size, size, 3)
 
@@ -148,14 +165,14 @@ def device_crops(pixels: torch.Tensor, scales: list[int], size: int = 224, extra
     """:func:`plan_crops` with the image size's plan built here (cached) and copied to the image's device."""
     height, width = pixels.shape[:2]
     plan = crop_plan(width, height, tuple(scales), size, extra_views)
-    return plan_crops(pixels, plan.to(pixels.device, non_blocking=True))
+    return plan_crops(pixels, plan.to(pixels.device, non_blocking=True), pass_for(pixels.device))
 
 
 class DeviceOps(TorchDispatchMode):
-    """While active, lists the operations that do work on a device (not the views of a tensor), the dtypes of the
-    tensors they create and the bytes they move: what ``tests/test_device_path.py`` bounds and the benchmarks
-    report for :func:`plan_crops`. A gather reads what it writes (plus its indices), any other operation its
-    whole inputs."""
+    """While active, lists the operations that do work on a device (not the views of a tensor, nor allocations),
+    the dtypes of the tensors they create and the bytes they move: what ``tests/test_device_path.py`` bounds and
+    the benchmarks report for :func:`plan_crops`. A gather reads what it writes (plus its indices), any other
+    operation its whole inputs. A kernel torch does not dispatch (Triton's) is added with :meth:`kernel`."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -165,7 +182,7 @@ class DeviceOps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         out = func(*args, **(kwargs or {}))
-        if not func.is_view and func is not torch.ops.aten._unsafe_view.default:
+        if not func.is_view and func.__name__.split(".")[0] not in _NO_WORK:
             self.ops.append(str(func))
             written = _tensors(out)
             self.dtypes.update(t.dtype for t in written)
@@ -173,6 +190,16 @@ class DeviceOps(TorchDispatchMode):
             read = _tensors((args[1:], kwargs)) + written if gather else _tensors((args, kwargs))
             self.bytes += sum(t.numel() * t.element_size() for t in (*written, *read))
         return out
+
+    def kernel(self, name: str, read: list[torch.Tensor], written: torch.Tensor) -> None:
+        """Count a kernel launched outside torch's dispatch that reads ``read`` and writes ``written``."""
+        self.ops.append(name)
+        self.dtypes.add(written.dtype)
+        self.bytes += sum(t.numel() * t.element_size() for t in (*read, written))
+
+
+#: Operations that allocate or relabel memory without a kernel.
+_NO_WORK = frozenset({"_unsafe_view", "empty", "empty_strided", "new_empty"})
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
@@ -185,12 +212,15 @@ def on_device(loader: Iterator[tuple[int, DeviceImage]], device: torch.device, s
     to ``device`` (asynchronously from pinned memory) and cut its crops there. With ``workers`` (the setting was
     ``auto``), :class:`RateCheck` compares the device path's rate with PIL's in that many workers once."""
     check = RateCheck(device, workers, scales, size, extra_views) if workers is not None else None
+    resample = pass_for(device)
+    log.info("device crops on %s: %s", device, "one fused Triton kernel per pass" if resample is not resample_pass
+             else "plain torch passes")  # fmt: skip
     for n, (i, item) in enumerate(loader):
         pixels, plan = item.pixels.to(device, non_blocking=True), item.plan.to(device, non_blocking=True)
         if check is None or not check.wants(n):
-            yield i, plan_crops(pixels, plan)
+            yield i, plan_crops(pixels, plan, resample)
             continue
-        yield i, check.timed(lambda p=pixels, q=plan: plan_crops(p, q), item.pixels)
+        yield i, check.timed(lambda p=pixels, q=plan: plan_crops(p, q, resample), item.pixels)
 
 
 #: Images whose device time :class:`RateCheck` measures, after the first (which pays for allocations).

@@ -1,0 +1,92 @@
+"""One pass of Pillow's resize as one Triton kernel: per output pixel, gather its window's taps, multiply by the
+int32 coefficients, sum, shift and clip, in registers, as Pillow does (``ss += in * k``, then
+``clip8(ss >> PRECISION_BITS)``). Nothing but the uint8 result is written, so a pass moves its input, its taps and
+its output once, instead of the plain passes' int32 products and sums (:func:`zoomeval.inference.crops.resample_pass`).
+
+The kernel is what the device path runs on a CUDA device where Triton is installed (:func:`zoomeval.inference.crops.
+pass_for`). Integer sums are exact in any order, so it is Pillow's result bit for bit on any GPU, with no floating
+point at all. ``TRITON_INTERPRET=1`` runs the same kernel in Triton's interpreter on CPU tensors: that is how the
+tests check it here, where no GPU is.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+import triton
+import triton.language as tl
+
+from zoomeval.core.pil_resample import PRECISION_BITS
+from zoomeval.inference.crop_plan import TAPS, PassTaps
+
+if TYPE_CHECKING:
+    from zoomeval.inference.crops import DeviceOps
+
+#: (output, position) pairs per program; the interpreter's vectors are cheap, its programs are not.
+BLOCK, INTERPRETED_BLOCK = 1024, 1 << 16
+
+
+def _resample_kernel(x, src, kk, offsets, out, length, outputs, inner, total,
+                     TAPS: tl.constexpr, BITS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip  # noqa: N803
+    """``x`` is ``(outer, length, inner)`` and ``out`` ``(outer, outputs, inner)``, both uint8 and contiguous, and
+    ``total`` the size of ``out``: a program computes ``BLOCK`` consecutive elements of ``out``, looping over the
+    most chunks any of their outputs has (outputs with fewer are masked)."""
+    element = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = element < total
+    position = element % inner
+    output = (element // inner) % outputs
+    row = element // (inner * outputs)
+    first = tl.load(offsets + output, mask=inside, other=0)
+    count = tl.load(offsets + output + 1, mask=inside, other=0) - first
+    row_in = x + row * length * inner + position
+    acc = tl.full([BLOCK], 1 << (BITS - 1), tl.int32)
+    for c in range(0, tl.max(count, 0)):
+        live = inside & (c < count)
+        chunk = (first + c) * TAPS
+        for t in tl.static_range(TAPS):
+            source = tl.load(src + chunk + t, mask=live, other=0)
+            weight = tl.load(kk + chunk + t, mask=live, other=0)
+            pixel = tl.load(row_in + source * inner, mask=live, other=0)
+            acc += pixel.to(tl.int32) * weight
+    value = tl.minimum(tl.maximum(acc >> BITS, 0), 255).to(tl.uint8)
+    tl.store(out + element, value, mask=inside)
+
+
+@functools.cache
+def _kernel(interpreted: bool) -> triton.JITFunction:
+    """The kernel, compiled for the GPU or, with ``TRITON_INTERPRET=1``, run by Triton's interpreter."""
+    del interpreted  # the cache key: triton.jit reads TRITON_INTERPRET itself
+    return triton.jit(_resample_kernel)
+
+
+def fused_pass(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
+    """The pass of :func:`zoomeval.inference.crops.resample_pass` (same arguments, same result) in one kernel."""
+    length, inner = x.shape[dim], math.prod(x.shape[dim + 1 :])
+    out = _result(x, dim, outputs)
+    interpreted = triton.knobs.runtime.interpret
+    block = INTERPRETED_BLOCK if interpreted else BLOCK
+    grid = (triton.cdiv(out.numel(), block),)
+    _kernel(interpreted)[grid](x.contiguous(), taps.src, taps.kk, taps.offsets, out, length, outputs, inner,
+                               out.numel(), TAPS=TAPS, BITS=PRECISION_BITS, BLOCK=block)  # fmt: skip
+    return out
+
+
+def _result(x: torch.Tensor, dim: int, outputs: int) -> torch.Tensor:
+    return torch.empty((*x.shape[:dim], outputs, *x.shape[dim + 1 :]), dtype=torch.uint8, device=x.device)
+
+
+def counted(ops: DeviceOps) -> Callable[[torch.Tensor, int, PassTaps, int], torch.Tensor]:
+    """Stands in for :func:`fused_pass` on the ``meta`` device (what the benchmarks and tests count): allocates its
+    result and adds to ``ops`` its kernel and the bytes the kernel moves at the least (its input, taps and offsets
+    read once, the windows' overlap served by the caches, and its uint8 result written)."""
+
+    def launch(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
+        out = _result(x, dim, outputs)
+        ops.kernel("fused_pass", [x, taps.src, taps.kk, taps.offsets], out)
+        return out
+
+    return launch
