@@ -16,10 +16,12 @@ For ResNet-50 and ViT-B/32 (random init: speed does not depend on the weights, a
 The image sizes follow :func:`image_sizes`: an assumed long-tailed distribution (not ImageNet's measured
 histogram), half of them the frequent 500 px sizes, the rest spread up to 2,800 px on the long side. Before the
 models it checks on the device that the device path's crops equal the PIL path's bit for bit (images of every
-size class, a tall and a wide one), and measures the device path per size class: device operations, CPU time to
-enqueue them, device time, crops per second and the host time to build a new size's plan (done in the DataLoader
-workers). The JSON is written again after every figure, so a run stopped early keeps what it measured.
-``--cpu-smoke`` runs the same code on the CPU with tiny settings (no compile), to check the script itself.
+size class, a tall and a wide one), with the fused Triton kernel per pass that the workflow runs on a GPU and with
+the plain torch passes, and measures the device path per size class: device operations and bytes moved, CPU time
+to enqueue them, device time, crops per second and the host time to build a new size's plan (done in the
+DataLoader workers); the plain passes' figures come last, for comparison. The JSON is written again after every
+figure, so a run stopped early keeps what it measured. ``--cpu-smoke`` runs the same code on the CPU with tiny
+settings (no compile; the fused kernel's parity in Triton's interpreter), to check the script itself.
 Writes ``results/bench/gpu.json``.
 """
 
@@ -49,13 +51,12 @@ from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, n_views, paper_scales
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_plan import build_plan
-from zoomeval.inference.crops import DeviceOps, device_crops, plan_crops, resample_pass
+from zoomeval.inference.crops import DeviceOps, Resample, device_crops, pass_for, plan_crops, resample_pass
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
 from zoomeval.inference.shards import ShardStore
 
 IMAGENET_VAL = 50_000
-Resample = Callable[..., torch.Tensor]
 #: Frequent ImageNet val sizes (width, height).
 IMAGENET_SIZES = ((500, 375), (375, 500), (500, 333), (500, 400), (333, 500))
 #: Size classes by the longer side: frequent (the sizes above), other up to 1,000 px, large above.
@@ -212,8 +213,7 @@ def parity_images(records: list[Record], folder: Path) -> list[Path]:
     return [Path(r.path) for r in [*itertools.chain(*chosen), *extra]]
 
 
-def pixel_parity(paths: list[Path], scales: list[int], device: torch.device, resample: Resample = resample_pass
-                 ) -> int:  # fmt: skip
+def pixel_parity(paths: list[Path], scales: list[int], device: torch.device, resample: Resample) -> int:
     """The largest difference (grey levels) between the device path's crops on ``device`` and the PIL path's."""
     worst = 0
     for path in paths:
@@ -226,11 +226,11 @@ def pixel_parity(paths: list[Path], scales: list[int], device: torch.device, res
     return worst
 
 
-def crop_cost(records: list[Record], scales: list[int], device: torch.device, resample: Resample = resample_pass
-              ) -> dict[str, Any]:  # fmt: skip
+def crop_cost(records: list[Record], scales: list[int], device: torch.device, resample: Resample) -> dict[str, Any]:
     """The device path alone on ``records`` (one size class), their plans built beforehand as the workers build
-    them: device operations per image, CPU milliseconds to enqueue an image, device milliseconds (CUDA events;
-    the CPU time on a CPU), crops per second, and the host milliseconds to build a new size's plan."""
+    them: device operations and bytes moved per image (counted on the ``meta`` device), CPU milliseconds to enqueue
+    an image, device milliseconds (CUDA events; the CPU time on a CPU), crops per second, and the host milliseconds
+    to build a new size's plan."""
     images, plan_ms = [], 0.0
     for record in records:
         with Image.open(record.path) as raw:
@@ -240,8 +240,12 @@ def crop_cost(records: list[Record], scales: list[int], device: torch.device, re
         plan_ms += (time.perf_counter() - start) * 1000
         images.append((pixels.to(device), plan.to(device)))
     plan_crops(*images[0], resample)  # warm-up: allocations (and compilation)
+    from zoomeval.inference.fused_pass import counted  # after main() chose Triton's mode
+
     with DeviceOps() as ops:
-        plan_crops(*images[0], resample)
+        meta = torch.device("meta")
+        counting = resample if resample is resample_pass else counted(ops)
+        plan_crops(images[0][0].to(meta), images[0][1].to(meta), counting)
     _sync(device)
     events = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if device.type == "cuda" else None
     if events:
@@ -255,7 +259,8 @@ def crop_cost(records: list[Record], scales: list[int], device: torch.device, re
         events[1].record()
         events[1].synchronize()
         device_s = events[0].elapsed_time(events[1]) / 1000 / len(images)
-    return {"images": len(images), "device_ops": len(ops.ops), "enqueue_ms": round(enqueue * 1000, 2),
+    return {"images": len(images), "device_ops": len(ops.ops), "gb_moved": round(ops.bytes / 1e9, 3),
+            "enqueue_ms": round(enqueue * 1000, 2),
             "device_ms": round(device_s * 1000, 2), "crops_per_s": round(n_views(scales, True) / device_s, 1),
             "plan_ms": round(plan_ms / len(images), 1)}  # fmt: skip
 
@@ -322,11 +327,10 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
 
 
 def crop_costs(costs: dict[str, dict[str, Any]], records: list[Record], scales: list[int], device: torch.device,
-               args: argparse.Namespace, save: Callable[[], None], resample: Resample = resample_pass
-               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+               args: argparse.Namespace, save: Callable[[], None], resample: Resample) -> dict[str, dict[str, Any]]:
     """:func:`crop_cost` per size class (two images each in the smoke run, twelve on a GPU) into ``costs`` (part
     of the report), saved and printed as they come."""
-    fused = "" if resample is resample_pass else "fused "
+    kind = "plain" if resample is resample_pass else "fused"
     for c in SIZE_CLASSES:
         chosen = [r for r in records if size_class(r.width, r.height) == c][: 2 if args.cpu_smoke else 12]
         if not chosen:
@@ -334,8 +338,9 @@ def crop_costs(costs: dict[str, dict[str, Any]], records: list[Record], scales: 
         cost = costs[c] = crop_cost(chosen, scales, device, resample)
         save()
         print(
-            f"{fused}device crops, {c} sizes ({cost['images']} images): {cost['crops_per_s']:,.0f} crops/s, "
-            f"{cost['device_ops']} device operations, {cost['enqueue_ms']} ms to enqueue, {cost['device_ms']} ms "
+            f"device crops ({kind} passes), {c} sizes ({cost['images']} images): {cost['crops_per_s']:,.0f} crops/s, "
+            f"{cost['device_ops']} device operations moving {cost['gb_moved']} GB, {cost['enqueue_ms']} ms to "
+            f"enqueue, {cost['device_ms']} ms "
             f"on the device per image; a new size's plan {cost['plan_ms']} ms (in the workers)",
             flush=True,
         )
@@ -356,6 +361,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="per model-alone measurement")
     parser.add_argument("--out", default="results/bench/gpu.json")
     args = parser.parse_args(argv)
+    if args.cpu_smoke:  # the fused kernel's parity in Triton's interpreter, chosen before triton is imported
+        os.environ["TRITON_INTERPRET"] = "1"
+    from zoomeval.inference.fused_pass import fused_pass  # after choosing Triton's mode
+
     keep_freed_memory()
     args.device = "cpu" if args.cpu_smoke else "cuda"
     if args.cpu_smoke:
@@ -376,23 +385,21 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         records = synthetic_jpegs(Path(folder), sizes)
-        report["max_abs_pixel_diff"] = pixel_parity(parity_images(records, Path(folder)), scales, device)
-        save()
+        parity = report["max_abs_pixel_diff"] = {}
+        for kind, resample in (("fused", fused_pass), ("plain", resample_pass)):
+            parity[kind] = pixel_parity(parity_images(records, Path(folder)), scales, device, resample)
+            save()
+        where = " (the fused kernel in Triton's interpreter)" if args.cpu_smoke else ""
         print(f"device crops vs PIL crops (two images per size class, a tall and a wide one): max abs diff "
-              f"{report['max_abs_pixel_diff']} grey levels", flush=True)  # fmt: skip
+              f"{parity} grey levels{where}", flush=True)  # fmt: skip
+        resample = pass_for(device)  # what the workflow runs here
         args.crop_costs = crop_costs(report.setdefault("device_crops_per_image", {}), records, scales, device, args,
-                                     save)  # fmt: skip
+                                     save, resample)  # fmt: skip
         for name in args.models.split(","):
             check_model(name, records, scales, args, lambda figures, name=name: save(figures, name))
-        if not args.cpu_smoke:  # last: the passes fused by torch.compile (Triton), exact or not, and their rate
-            fused = torch.compile(resample_pass, dynamic=True)
-            report["fused_max_abs_pixel_diff"] = pixel_parity(parity_images(records, Path(folder)), scales, device,
-                                                              fused)  # fmt: skip
-            save()
-            print(f"fused (torch.compile) device crops vs PIL: max abs diff {report['fused_max_abs_pixel_diff']}")
-            crop_costs(
-                report.setdefault("fused_device_crops_per_image", {}), records, scales, device, args, save, fused
-            )
+        if resample is not resample_pass:  # last: the plain passes, for comparison
+            crop_costs(report.setdefault("plain_device_crops_per_image", {}), records, scales, device, args, save,
+                       resample_pass)  # fmt: skip
     print(f"wrote {args.out}")
 
 
