@@ -31,18 +31,27 @@ SIGNATURE = {"x": "*u8", "src": "*i32", "kk": "*i32", "offsets": "*i32", "out": 
              "BLOCK": "constexpr"}  # fmt: skip
 
 
-@pytest.mark.parametrize("arch", [80, 86, 89, 90])  # A100; RTX 30; RTX 40, L4, L40; H100, H200
-def test_the_kernel_compiles_for_each_gpu_generation_with_integers_only(monkeypatch, tmp_path, arch):
-    """To a cubin, with ptxas (shipped with Triton), no GPU needed: no floating-point type in the kernel's IR nor a
-    floating-point instruction in its PTX, so it runs at integer rate on any GPU (no float64 unit needed)."""
+#: NVIDIA T4; A100; RTX 30; RTX 40, L4, L40; H100, H200; B200. AMD MI300; Radeon RX 7900.
+TARGETS = [("cuda", 75, 32), ("cuda", 80, 32), ("cuda", 86, 32), ("cuda", 89, 32), ("cuda", 90, 32),
+           ("cuda", 100, 32), ("hip", "gfx942", 64), ("hip", "gfx1100", 32)]  # fmt: skip
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
+def test_the_kernel_compiles_for_each_gpu_generation_with_integers_only(monkeypatch, tmp_path, target):
+    """To machine code, with the compilers shipped in Triton's wheel, no GPU needed: no floating-point type in
+    the kernel's Triton IR nor in its LLVM IR, so it runs at integer rate on any GPU (no float64 unit needed), and
+    no floating-point instruction in NVIDIA's PTX (AMD's backend expands the integer divisions of the indices with
+    exact float32 reciprocal steps)."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     source = ASTSource(triton.jit(_resample_kernel), SIGNATURE, constexprs={"TAPS": TAPS, "BITS": PRECISION_BITS,
                                                                             "BLOCK": 1024})  # fmt: skip
-    kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32))
-    assert kernel.asm["cubin"]
+    kernel = triton.compile(source, target=GPUTarget(*target))
+    assert kernel.asm["cubin" if target[0] == "cuda" else "hsaco"]
     types = set(re.findall(r"(?:x|\b)(bf16|f16|f32|f64|i1|i8|i32|i64)\b", kernel.asm["ttir"]))  # 1024xi32, i64
     assert types == {"i1", "i8", "i32", "i64"}, types
-    assert not re.search(r"\.(f16|bf16|f32|f64)\b", kernel.asm["ptx"])
+    assert not re.search(r"\b(half|bfloat|float|double)\b", kernel.asm["llir"])
+    if target[0] == "cuda":
+        assert not re.search(r"\.(f16|bf16|f32|f64)\b", kernel.asm["ptx"])
 
 
 def _random_pass(rng: np.random.Generator, length: int, outputs: int) -> PassTaps:
