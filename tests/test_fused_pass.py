@@ -24,7 +24,7 @@ from zoomeval.core.zoom import all_crops, resized_size
 from zoomeval.inference import crops
 from zoomeval.inference.crop_plan import TAPS, PassTaps, crop_plan
 from zoomeval.inference.crops import DeviceOps, pass_for, plan_crops, resample_pass
-from zoomeval.inference.fused_pass import _resample_kernel, counted, fused_pass
+from zoomeval.inference.fused_pass import _kernel, counted, fused_pass
 
 SIGNATURE = {"x": "*u8", "src": "*i32", "kk": "*i32", "offsets": "*i32", "out": "*u8", "length": "i32",
              "outputs": "i32", "inner": "i32", "total": "i32", "TAPS": "constexpr", "BITS": "constexpr",
@@ -43,7 +43,7 @@ def test_the_kernel_compiles_for_each_gpu_generation_with_integers_only(monkeypa
     no floating-point instruction in NVIDIA's PTX (AMD's backend expands the integer divisions of the indices with
     exact float32 reciprocal steps)."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    source = ASTSource(triton.jit(_resample_kernel), SIGNATURE, constexprs={"TAPS": TAPS, "BITS": PRECISION_BITS,
+    source = ASTSource(_kernel(interpreted=False), SIGNATURE, constexprs={"TAPS": TAPS, "BITS": PRECISION_BITS,
                                                                             "BLOCK": 1024})  # fmt: skip
     kernel = triton.compile(source, target=GPUTarget(*target))
     assert kernel.asm["cubin" if target[0] == "cuda" else "hsaco"]

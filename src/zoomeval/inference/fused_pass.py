@@ -62,7 +62,8 @@ def _resample_kernel(x, src, kk, offsets, out, length, outputs, inner, total,
 def _kernel(interpreted: bool) -> triton.JITFunction:
     """The kernel, compiled for the GPU or, with ``TRITON_INTERPRET=1``, run by Triton's interpreter."""
     del interpreted  # the cache key: triton.jit reads TRITON_INTERPRET itself
-    return triton.jit(_resample_kernel)
+    # one compilation for every image size: the sizes are not specialised on (as multiples of 16, or 1)
+    return triton.jit(_resample_kernel, do_not_specialize=["length", "outputs", "inner", "total"])
 
 
 def fused_pass(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
