@@ -98,16 +98,17 @@ def _list(args: argparse.Namespace) -> int:
 
 def _leaderboard(args: argparse.Namespace) -> int:
     from zoomeval.core.cells import terminal_text
+    from zoomeval.core.layout import run_layout
     from zoomeval.report.leaderboard import write_leaderboard
     from zoomeval.report.timm_results import write_timm
 
     output = Path(args.output) if args.output else None
-    directories = [Path(d) for d in args.directories]
+    directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
     try:
         if args.format == "timm":
-            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify)
+            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout)
         else:
-            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify)
+            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout)
     except ValueError as exc:  # its message names files, whose names may hold escape codes
         raise ValueError(terminal_text(str(exc))) from None
     for line in apart:
@@ -120,9 +121,13 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from zoomeval.run.launch import run_study
 
+    return run_study(Path(args.directory), args.targets, _limit(args), args.cores)
+
+
+def _limit(args: argparse.Namespace) -> int | None:
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit: {args.limit} is no number of images; give N >= 1")
-    return run_study(Path(args.directory), args.targets, args.limit, args.cores)
+    return args.limit
 
 
 class Parser(argparse.ArgumentParser):
@@ -177,6 +182,8 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--format", choices=["leaderboard", "timm"], default="leaderboard",
                        help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)")
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
+    board.add_argument("--limit", type=int, metavar="N",
+                       help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
     board.set_defaults(run=_leaderboard)
     run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")

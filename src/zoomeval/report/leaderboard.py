@@ -189,13 +189,14 @@ def studies(directories: Sequence[Path]) -> tuple[list[Path], list[str], dict[st
     return distinct, named, {n: given.count(d) for n, d in zip(named, distinct, strict=True)}
 
 
-def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = False
+def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT
           ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
-    """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise)."""
+    """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise), each study
+    read in ``layout`` (a limited run's own results root)."""
     distinct, named, repeated = studies(directories)
     rows, apart = [], []
     for directory, name in zip(distinct, named, strict=True):
-        found, problems = study_rows(directory, name, allow_stale, check)
+        found, problems = study_rows(directory, name, allow_stale, check, layout)
         rows += found
         apart += problems
     if not rows:
@@ -204,12 +205,12 @@ def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = 
 
 
 def write_leaderboard(directories: Sequence[Path], path: Path | None, allow_stale: bool = False,
-                      check: bool = False) -> tuple[str, list[str]]:  # fmt: skip
+                      check: bool = False, layout: Layout = LAYOUT) -> tuple[str, list[str]]:  # fmt: skip
     """Merge the studies into ``path`` (.csv, .md or .html); returns the Markdown (printed without ``path``) and
     what was left apart."""
     if path is not None:
         check_output(path, FORMATS)
-    board, apart = merge(directories, allow_stale, check)
+    board, apart = merge(directories, allow_stale, check, layout)
     if path is not None:
         write_board(board, path, apart)
     return markdown(board, apart), apart

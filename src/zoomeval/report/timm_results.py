@@ -14,7 +14,9 @@ from typing import Any
 
 from zoomeval.analysis.label_sets import scored_name
 from zoomeval.core.io import csv_text, write_text
+from zoomeval.core.layout import Layout
 from zoomeval.report.leaderboard import check_output, merge
+from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.verified import scored_records
 
 #: timm's results-CSV columns, in validate.py's order.
@@ -22,9 +24,10 @@ TIMM_COLUMNS = ("model", "top1", "top1_err", "top5", "top5_err", "param_count", 
                 "interpolation")  # fmt: skip
 
 
-def timm_rows(board: Sequence[dict[str, Any]], dataset: str | None) -> list[list[str]]:
+def timm_rows(board: Sequence[dict[str, Any]], dataset: str | None, layout: Layout = LAYOUT) -> list[list[str]]:
     """The rows of the standard evaluations of one scored dataset (``dataset``, or the only one there is), best
-    top1 first; refuses a model given by two studies (a join by ``model`` would be ambiguous)."""
+    top1 first; refuses a model given by two studies (a join by ``model`` would be ambiguous). ``layout``: the one
+    the studies were read in."""
     rows = [r for r in board if r["variant"] == "original" and r["acc_standard"] is not None]
     names = sorted({scored_name(r["dataset"], r["label_set"]) for r in rows})
     if dataset is None and len(names) > 1:
@@ -38,19 +41,19 @@ def timm_rows(board: Sequence[dict[str, Any]], dataset: str | None) -> list[list
     if twice:
         raise ValueError(f"model {twice[0]}: given by more than one study or group; give one study per model")
     rows.sort(key=lambda r: (-r["acc_standard"], r["architecture"]))
-    return [_timm_row(r) for r in rows]
+    return [_timm_row(r, layout) for r in rows]
 
 
-def _timm_row(row: dict[str, Any]) -> list[str]:
+def _timm_row(row: dict[str, Any], layout: Layout) -> list[str]:
     directory, result = row["source"]
-    top5 = _top5(directory, result)
+    top5 = _top5(directory, result, layout)
     return [row["architecture"], _pct(row["acc_standard"]), _pct(100 - row["acc_standard"]), _pct(top5),
             _pct(None if top5 is None else 100 - top5), _number(row["param_count"], ".2f"),
             str(result.geometry.get("img_size", row["img_size"])), _number(row["crop_pct"], ".3f"),
             str(row["interpolation"] or "")]  # fmt: skip
 
 
-def _top5(directory: Path, result: Any) -> float | None:
+def _top5(directory: Path, result: Any, layout: Layout) -> float | None:
     """Top-5 accuracy (%) of the standard evaluation, None where it was stored without top5."""
     import polars as pl
 
@@ -59,7 +62,7 @@ def _top5(directory: Path, result: Any) -> float | None:
     standard = result.inputs["standard"]
     if "top5" not in pl.read_parquet_schema(standard):
         return None
-    correct = standard_correct(pl.read_parquet(standard), scored_records(directory, result.entry.key), "top5")
+    correct = standard_correct(pl.read_parquet(standard), scored_records(directory, result.entry.key, layout), "top5")
     return 100 * float(correct.mean()) if len(correct) else None
 
 
@@ -72,12 +75,12 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def write_timm(directories: Sequence[Path], path: Path | None, dataset: str | None, allow_stale: bool = False,
-               check: bool = False) -> tuple[str, list[str]]:  # fmt: skip
+               check: bool = False, layout: Layout = LAYOUT) -> tuple[str, list[str]]:  # fmt: skip
     """Write (or return, without ``path``) the timm results CSV of the studies; also returns what was left apart."""
     if path is not None:
         check_output(path, (".csv",))
-    board, apart = merge(directories, allow_stale, check)
-    text = csv_text(TIMM_COLUMNS, timm_rows(board, dataset))
+    board, apart = merge(directories, allow_stale, check, layout)
+    text = csv_text(TIMM_COLUMNS, timm_rows(board, dataset, layout))
     if path is not None:
         write_text(path, text)
     return text.rstrip("\n"), apart
