@@ -49,6 +49,9 @@ def test_the_kernel_compiles_for_each_gpu_generation_with_integers_only(monkeypa
     assert kernel.asm["cubin" if target[0] == "cuda" else "hsaco"]
     types = set(re.findall(r"(?:x|\b)(bf16|f16|f32|f64|i1|i8|i32|i64)\b", kernel.asm["ttir"]))  # 1024xi32, i64
     assert types == {"i1", "i8", "i32", "i64"}, types
+    # as Pillow's C: the uint8 pixels zero-extended, the signed sum shifted arithmetically, clipped as signed
+    assert {"arith.extui", "arith.shrsi", "arith.maxsi", "arith.minsi"} <= set(re.findall(r"arith\.\w+",
+                                                                                          kernel.asm["ttir"]))
     assert not re.search(r"\b(half|bfloat|float|double)\b", kernel.asm["llir"])
     if target[0] == "cuda":
         assert not re.search(r"\.(f16|bf16|f32|f64)\b", kernel.asm["ptx"])

@@ -390,10 +390,12 @@ def test_a_limited_runs_study_is_read_under_its_own_results_root(tmp_path) -> No
     board = zoomeval("leaderboard", str(folder), "--limit", "2", "-o", str(tmp_path / "board.csv"))
     assert board.returncode == 0, board.stderr
     with (tmp_path / "board.csv").open(newline="") as handle:
-        assert [(r["model"], r["acc_1crop"]) for r in csv.DictReader(handle)] == [("r50", f"{rows[0]['acc_1crop']:.2f}")]
+        written = [(r["model"], r["acc_1crop"]) for r in csv.DictReader(handle)]
+    assert written == [("r50", f"{rows[0]['acc_1crop']:.2f}")]
     timm = zoomeval("leaderboard", str(folder), "--limit", "2", "--format", "timm", "--dataset", "demo")
     assert timm.returncode == 0 and timm.stdout.splitlines()[0].startswith("model,top1,"), timm.stderr
     refused = zoomeval("leaderboard", str(folder), "--limit", "3")
-    assert (refused.returncode, refused.stderr.count("\n")) == (2, 1) and "limit-3/study.json: missing" in refused.stderr
+    assert (refused.returncode, refused.stderr.count("\n")) == (2, 1)
+    assert "limit-3/study.json: missing" in refused.stderr
     refused = zoomeval("leaderboard", str(folder), "--limit", "0")
     assert refused.stderr == "zoomeval leaderboard: --limit: 0 is no number of images; give N >= 1\n"

