@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -26,7 +25,7 @@ from zoomeval.core.pil_resample import PRECISION_BITS
 from zoomeval.inference.crop_plan import TAPS, PassTaps
 
 if TYPE_CHECKING:
-    from zoomeval.inference.crops import DeviceOps
+    from zoomeval.inference.crops import DeviceOps, Resample
 
 #: Elements of a pass's result per program; the interpreter's vectors are cheap, its programs are not.
 BLOCK, INTERPRETED_BLOCK = 1024, 1 << 16
@@ -83,7 +82,7 @@ def _result(x: torch.Tensor, dim: int, outputs: int) -> torch.Tensor:
     return torch.empty((*x.shape[:dim], outputs, *x.shape[dim + 1 :]), dtype=torch.uint8, device=x.device)
 
 
-def counted(ops: DeviceOps) -> Callable[[torch.Tensor, int, PassTaps, int], torch.Tensor]:
+def counted(ops: DeviceOps) -> Resample:
     """Stands in for :func:`fused_pass` on the ``meta`` device (what the benchmarks and tests count): allocates its
     result and adds to ``ops`` its kernel and the bytes the kernel moves at the least (its input, taps and offsets
     read once, the windows' overlap served by the caches, and its uint8 result written)."""
