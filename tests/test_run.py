@@ -294,13 +294,14 @@ print(*supervise(child, lambda: next(ready, lambda: None)(), sys.stderr), flush=
 """
 
 
-def test_ctrl_c_once_is_passed_on_and_twice_kills_at_once_without_a_traceback() -> None:
-    """A child that ignores SIGINT (a job that will not stop): the first Ctrl-C is passed on and the child keeps
-    running; the second kills it at once (SIGKILL, -9)."""
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_once_is_passed_on_and_twice_kills_at_once_without_a_traceback(first: signal.Signals) -> None:
+    """A child that ignores SIGINT (a job that will not stop): the first Ctrl-C (or a SIGTERM, which Snakemake in
+    its own session would not get) is passed on and the child keeps running; the second kills it at once (-9)."""
     proc = subprocess.Popen([sys.executable, "-c", SUPERVISED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     assert proc.stdout.readline() == "ready\n"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(first)
     time.sleep(1.5)
     assert proc.poll() is None  # still waiting for the child
     proc.send_signal(signal.SIGINT)

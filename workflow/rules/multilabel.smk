@@ -18,7 +18,6 @@ MULTILABEL_TABLE = [
     for d in DATASETS
     if "multilabel" in CFG.datasets[d].label_sets
 ]
-# `study` and `all` build the table when a dataset is scored with the multilabel label set (STUDY_TABLES)
 
 
 rule multilabel_labels:

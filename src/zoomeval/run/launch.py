@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -77,9 +77,29 @@ def _signal(process: subprocess.Popen[bytes], which: signal.Signals) -> None:
         os.killpg(process.pid, which)  # Snakemake's session: it and every job it started
 
 
+@contextlib.contextmanager
+def stops_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a ``kill``, a closed terminal) count as Ctrl-C while the block runs, unless ignored
+    (``nohup``): Snakemake, in a session of its own, would not get them."""
+    kept = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for which, handler in kept.items():
+        if handler == signal.SIG_DFL:
+            signal.signal(which, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for which, handler in kept.items():
+            signal.signal(which, handler)
+
+
 def supervise(process: subprocess.Popen[bytes], step: Callable[[], None], screen: TextIO) -> tuple[int, int]:
-    """Call ``step`` every :data:`REFRESH_SECONDS` until ``process`` ends; the first Ctrl-C is passed on to its
-    process group, the second kills the group. Its exit status and the Ctrl-Cs seen."""
+    """Call ``step`` every :data:`REFRESH_SECONDS` until ``process`` ends; the first Ctrl-C (or SIGTERM, SIGHUP) is
+    passed on to its process group as SIGINT, the second kills the group. Its exit status and the Ctrl-Cs seen."""
+    with stops_as_ctrl_c():
+        return _supervise(process, step, screen)
+
+
+def _supervise(process: subprocess.Popen[bytes], step: Callable[[], None], screen: TextIO) -> tuple[int, int]:
     interrupts = 0
     while True:
         try:
