@@ -73,11 +73,11 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[1:3] == ["next:", f"  cd '{tmp_path}/my study'\"'\"'s dir'"]
-    command = study.preset_command(preset)
-    assert lines[-2:] == [f"  {command} -n   # the plan: every job, and what is missing", f"  {command}"]
-    # the command the preset's page gives, less its --configfile (the study's config is the preset)
-    documented = re.findall(r"(snakemake [^`\n]*)", (ROOT / "docs" / page).read_text())
-    assert command in [study.without_configfile(line) for line in documented] and "--configfile" not in command
+    steps = study.run_steps(preset)
+    assert lines[-len(steps) :] == [f"  {step}" for step in steps]
+    # the run command the preset's page gives
+    run = steps[1].split("   #")[0]
+    assert run in (ROOT / "docs" / page).read_text() and not any("snakemake" in step for step in steps)
     keys = [line.split(":")[0].strip() for line in lines if line.startswith("    ")]
     expected = {"gpu": ["datasets.imagenet.images", "datasets.imagenet.annotations"], "demo": [],
                 "paper": ["datasets.imagenet.images", "datasets.imagenet.annotations",
@@ -86,9 +86,21 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
     assert keys == expected[preset]
 
 
-def test_the_gpu_presets_command_is_the_gpu_recipes() -> None:
-    assert study.preset_command("gpu") == "snakemake --cores 16 results/table_a8.csv --resources gpu=1"
-    assert study.preset_command("demo") == study.DEFAULT_COMMAND
+def test_each_presets_steps_run_its_own_targets_and_read_the_seal_where_they_build_it() -> None:
+    """The preset commands' targets, less the tables the default target builds: Table A8 (gpu), the ImageNet-Hard
+    table (imagenet-hard); `all` (paper) and Table 5 (tta) stay."""
+    assert [study.preset_targets(p) for p in ("demo", "gpu", "imagenet-hard", "paper", "tta")] == [
+        [], [], [], ["all"], ["results/table_tta.csv"]]  # fmt: skip
+    assert study.run_steps("tta") == [
+        "zoomeval run . results/table_tta.csv --limit 2   # a smoke test: the first 2 images of each dataset, in "
+        "results/limit-2",
+        "zoomeval run . results/table_tta.csv   # the preflight, then results/table_tta.csv",
+    ]
+    assert study.run_steps("paper")[1:] == [
+        "zoomeval run . all   # the preflight, then the study: its tables, sealed in results/study.json and the rest "
+        "of `all`",
+        "zoomeval leaderboard .   # its results, read through the seal",
+    ]
 
 
 def fake_checkout(folder: Path) -> Path:

@@ -42,6 +42,28 @@ def test_wnids_are_the_sorted_1000():
     assert wnids()[281] == "n02123045"  # tabby
 
 
+CLASS_INFO = """
+import sys
+from zoomeval.core.classes import description, wnids
+ours = list(wnids()), [description(i) for i in range(1000)]
+assert "timm" not in sys.modules and "torch" not in sys.modules, "imported timm"
+from timm.data import ImageNetInfo
+info = ImageNetInfo()
+assert ours == (info.label_names(), [info.index_to_description(i) for i in range(1000)])
+print("same")
+"""
+
+
+def test_the_class_info_is_timms_own_read_without_importing_timm() -> None:
+    """The wnids and names as timm's ImageNetInfo gives them, read from its files without importing timm (and torch),
+    which a dataset's manifest job would otherwise spend most of its time on."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", CLASS_INFO], capture_output=True, text=True)
+    assert proc.stdout == "same\n", proc.stderr
+
+
 def test_paper_config_pins_every_hugging_face_input_to_a_commit():
     """A Hugging Face dataset repo changes under the same name (imagenet-hard went from 13,925 to 10,980 images,
     with two shard sets side by side in between): the paper's config pins each hf input to a commit sha."""

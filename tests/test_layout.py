@@ -21,7 +21,9 @@ MAX_FUNCTION_LINES = 50
 #: The modules above the stages, which wire them (no stage imports one): zoomeval.run is `zoomeval run`.
 ABOVE_STAGES = (
     "zoomeval.registries", "zoomeval.study", "zoomeval.cli", "zoomeval.__main__", "zoomeval.preflight",
-    "zoomeval.run", "zoomeval.run.launch", "zoomeval.run.display", "zoomeval.run.snakemake_log",
+    "zoomeval.run", "zoomeval.run.launch", "zoomeval.run.display", "zoomeval.run.events", "zoomeval.run.lock",
+    "zoomeval.run.logger_plugin", "zoomeval.run.overall", "zoomeval.run.plan", "zoomeval.run.summary",
+    "zoomeval.run.targets",
 )  # fmt: skip
 #: What building the DAG must not import (each would cost seconds on every `snakemake -n` and SLURM job start).
 HEAVY = ("torch", "torchvision", "timm", "scipy", "polars", "open_clip")

@@ -1,70 +1,43 @@
-"""``zoomeval run``: the jobs' progress lines, the progress display read from Snakemake's output and the jobs' logs,
-the preflight, and a limited run of a demo study (``--limit``)."""
+"""``zoomeval run``: the jobs' progress records, Snakemake's events and the whole run's progress, the display on a
+terminal and off one, the targets (data, never options), one run per study, Ctrl-C, the preflight's disk estimate,
+and one shared demo study taken from ``zoomeval init`` through ``run --limit 2``, an interrupted and resumed ``run``
+to both leaderboards."""
 
 import io
+import json
 import logging
+import os
+import re
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, write_small_config
+from conftest import ROOT, SMALL_PREDICT_LOG, write_small_config
+from test_resume import finished_shards
 from test_study import files_and_times
 
 from zoomeval.core.config import InferenceSettings
 from zoomeval.core.layout import Layout, run_layout
-from zoomeval.core.progress import Progress, ProgressLog, format_eta, parse_line
+from zoomeval.core.logs import to_file
+from zoomeval.core.progress import Progress, ProgressLog, format_eta, last_record, records_path
 from zoomeval.datasets.build import first_images
 from zoomeval.datasets.inputs import plan_all
-from zoomeval.preflight import disk_needs, gpu_without_gpu, missing_weights, short_disk
+from zoomeval.preflight import disk_needs, expected_images, gpu_without_gpu, missing_weights, short_disk
 from zoomeval.registries import load_config
 from zoomeval.report.tables import limited
 from zoomeval.run.display import Display
-from zoomeval.run.launch import RunPlan, limited_target, summary
-from zoomeval.run.snakemake_log import SnakemakeLog
-
-# Snakemake 9's console output for a predict job that starts, a standard_eval job that fails and the step count.
-SNAKEMAKE_OUTPUT = """\
-Job stats:
-job              count
--------------  -------
-predict              1
-standard_eval        1
-table_a8             1
-total                7
-
-[Tue Dec  1 22:58:52 2026]
-localrule predict:
-    input: results/datasets/demo/manifest.parquet
-    output: results/predictions/demo/original/m.parquet, results/predictions/demo/original/m.aggregates.parquet
-    log: {log}
-    jobid: 11
-    reason: Missing output files: results/predictions/demo/original/m.parquet
-    wildcards: dataset=demo, variant=original, model=m
-    threads: 2
-    resources: tmpdir=/tmp, gpu=0
-Select jobs to execute...
-
-[Tue Dec  1 22:58:53 2026]
-localrule standard_eval:
-    input: results/datasets/demo/manifest.parquet
-    output: results/standard/demo/m.parquet
-    log: logs/standard/demo/m.log
-    jobid: 4
-    wildcards: dataset=demo, model=m
-[Tue Dec  1 22:59:17 2026]
-Error in rule standard_eval:
-    message: None
-    jobid: 4
-    input: results/datasets/demo/manifest.parquet
-    output: results/standard/demo/m.parquet
-    log: logs/standard/demo/m.log (check log file(s) for error details)
-[Tue Dec  1 22:59:18 2026]
-Finished jobid: 3 (Rule: generated_dataset)
-2 of 7 steps (29%) done
-"""
+from zoomeval.run.events import EventReader, RunState
+from zoomeval.run.lock import holding
+from zoomeval.run.logger_plugin import LogHandler, LogHandlerSettings, record_of
+from zoomeval.run.overall import Tracker
+from zoomeval.run.plan import RunPlan
+from zoomeval.run.summary import summary
+from zoomeval.run.targets import checked_target, checked_targets, limited_target
 
 
 class Clock:
@@ -75,60 +48,143 @@ class Clock:
         return self.now
 
 
-def test_a_progress_line_carries_images_done_of_total_the_rate_and_the_eta(caplog) -> None:
-    """500 images of 45 views; 5400 crops in 10 s: 120 images, 540 crops/s, (22500 - 5400) / 540 = 31.7 s left."""
-    clock, logger = Clock(), logging.getLogger("test_progress")
-    progress = ProgressLog(500, 45, logger, clock)
-    with caplog.at_level(logging.INFO, logger="test_progress"):
+def test_a_job_logs_its_progress_as_a_line_and_as_a_record_beside_its_log(tmp_path: Path) -> None:
+    """500 images of 45 views; 5400 crops in 10 s: 120 images, 540 crops/s, (22500 - 5400) / 540 = 31.67 s left.
+    The line is for people; the record, beside the log, is what ``zoomeval run`` reads."""
+    clock, log = Clock(), tmp_path / "job.log"
+    Path(records_path(log)).write_text('{"done": 7}\n')  # an earlier attempt's, never read as this one's
+    with to_file(log):
+        assert last_record(records_path(log)) is None
+        progress = ProgressLog(500, 45, logging.getLogger("test_progress"), clock)
         progress.line()
         clock.now += 9.0
         progress.advance(4000)  # 9 s: no line yet
         clock.now += 1.0
         progress.advance(1400)
         progress.line("shard 0 computed")
-    assert [r.getMessage() for r in caplog.records] == [
+    lines = [line.split(": ", 1)[1] for line in log.read_text().splitlines()]
+    assert lines == [
         "progress: 0/500 images, 0.0 crops/s, 0.00 images/s, ETA ?",
         "progress: 120/500 images, 540.0 crops/s, 12.00 images/s, ETA 0:00:32",
         "progress: 120/500 images, 540.0 crops/s, 12.00 images/s, ETA 0:00:32 (shard 0 computed)",
     ]
-    parsed = parse_line("2026-12-01 23:05:46,689 INFO zoomeval.inference.predict: " + caplog.records[2].getMessage())
-    assert parsed == Progress(120, 500, 540.0, 32.0)
-    assert parse_line("2026-12-01 INFO x: 5400/22500 crops, 540.0 crops/s") is None  # the old form
+    records = [json.loads(line) for line in Path(records_path(log)).read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k != "time"} for r in records] == [
+        {"done": 0, "total": 500, "crops_per_second": 0.0, "eta": None, "crops": 0, "views": 45},
+        {"done": 120, "total": 500, "crops_per_second": 540.0, "eta": 17100 / 540, "crops": 5400, "views": 45},
+        {"done": 120, "total": 500, "crops_per_second": 540.0, "eta": 17100 / 540, "crops": 5400, "views": 45},
+    ]
+    assert last_record(records_path(log)) == Progress(120, 500, 540.0, 17100 / 540, 5400, 45)
+    with open(records_path(log), "a") as fh:
+        fh.write('{"done": 121, "tot')  # a record being written is not read yet
+    assert last_record(records_path(log)).done == 120
     assert format_eta(3725.2) == "1:02:06"
 
 
-def test_the_snakemake_log_gives_the_running_jobs_their_logs_the_failed_and_the_step_count() -> None:
-    state = SnakemakeLog()
-    for line in SNAKEMAKE_OUTPUT.format(log="logs/predictions/demo/original/m.log").splitlines():
-        state.feed(line)
-    assert list(state.running) == [11]
-    assert state.running[11].label == "predict demo/original/m"
-    assert state.running[11].logs == ["logs/predictions/demo/original/m.log"]
-    assert [job.label for job in state.failed] == ["standard_eval demo/m"]
-    assert (state.done, state.total) == (2, 7)
-    state.feed("Finished jobid: 11 (Rule: predict)")
-    assert state.running == {}
+def event(kind: str, time: float, **fields: object) -> dict:
+    return {"event": kind, "time": time, **fields}
 
 
-def test_the_display_shows_a_bar_with_the_eta_for_a_running_predict_job(tmp_path: Path) -> None:
-    """The bar reads the job's log, named in Snakemake's output; it goes when the job finishes."""
-    log = tmp_path / "m.log"
-    log.write_text("2026-12-01 23:05:36,573 INFO zoomeval.inference.predict: progress: 0/500 images, 0.0 crops/s, "
-                   "0.00 images/s, ETA ?\n2026-12-01 23:05:46,689 INFO zoomeval.inference.predict: progress: 120/500 "
-                   "images, 540.0 crops/s, 12.00 images/s, ETA 0:00:32\n")  # fmt: skip
-    state, screen = SnakemakeLog(), io.StringIO()
-    for line in SNAKEMAKE_OUTPUT.format(log=log).splitlines():
-        state.feed(line)
-    display = Display(screen)
-    display.update(state)
-    rendered = screen.getvalue()
-    assert "predict demo/original/m:  24%|" in rendered
-    assert "| 120/500 images, 540.0 crops/s, ETA 0:00:32" in rendered
-    assert "zoomeval run: 2/7 jobs done" in rendered
-    state.feed("Finished jobid: 11 (Rule: predict)")
-    display.update(state)
-    assert display.bars == {}
+#: A run as the logger plugin writes it: 7 jobs planned, two of them predict jobs; the dataset's job took 10 s;
+#: the first predict job has run for 20 s.
+EVENTS = [
+    event("run_info", 0.0, stats={"generated_dataset": 1, "predict": 2, "standard_eval": 1, "analyze": 2,
+                                   "table_a8": 1, "total": 7}),
+    event("job_started", 0.0, jobs=[1]),
+    event("job_info", 0.0, jobid=1, rule_name="generated_dataset", wildcards={"dataset": "demo"},
+          log=["logs/datasets/demo.log"]),
+    event("job_finished", 10.0, job_id=1),
+    event("progress", 10.0, done=1, total=7),
+    event("job_started", 10.0, jobs=[2]),
+    event("job_info", 10.0, jobid=2, rule_name="predict", wildcards={"dataset": "demo", "variant": "original",
+                                                                      "model": "m"}, log=["logs/p.log"]),
+]  # fmt: skip
+#: The plan: 12 images in each of the two prediction files still to write.
+PLANNED = {("demo", "original", "m", ""): 12, ("demo", "fgset", "m", ""): 12}
+#: The running predict job's last record: 4 of 12 images, 108 crops (27 views each) at 10.8 crops/s.
+RECORD = Progress(4, 12, 10.8, 44.0, 108, 27)
+
+
+def fed(events: list[dict]) -> RunState:
+    state = RunState()
+    for item in events:
+        state.feed(item)
+    return state
+
+
+def test_the_run_state_follows_snakemakes_events() -> None:
+    state = fed([*EVENTS, event("job_error", 12.0, jobid=3, rule_name="standard_eval", log=["logs/s.log"])])
+    assert (state.done, state.total, state.running) == (1, 7, {2})
+    assert state.planned["predict"] == 2 and "total" not in state.planned
+    assert state.jobs[2].label == "predict demo/original/m" and state.jobs[2].started == 10.0
+    assert (state.jobs[1].started, state.jobs[1].ended) == (0.0, 10.0)
+    assert [(job.rule, job.logs) for job in state.failed] == [("standard_eval", ["logs/s.log"])]
+
+
+def test_the_logger_plugin_writes_snakemakes_events_as_json_lines(tmp_path: Path) -> None:
+    """Records as Snakemake's scheduler logs them (``extra=``); a record without an event is not written."""
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    events = tmp_path / "events.jsonl"
+    handler = LogHandler(None, LogHandlerSettings(events=str(events)))  # type: ignore[arg-type]
+    info = logging.makeLogRecord({"msg": "rule", "event": LogEvent.JOB_INFO, "jobid": 2, "rule_name": "predict",
+                                  "wildcards": {"dataset": "demo"}, "log": ["logs/p.log"], "input": ["x"]})
+    for record in (info, logging.makeLogRecord({"msg": "Select jobs to execute..."}),
+                   logging.makeLogRecord({"msg": None, "event": LogEvent.PROGRESS, "done": 1, "total": 7})):
+        handler.emit(record)
+    handler.close()
+    written = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [{k: v for k, v in w.items() if k != "time"} for w in written] == [
+        {"event": "job_info", "jobid": 2, "rule_name": "predict", "wildcards": {"dataset": "demo"},
+         "log": ["logs/p.log"]},
+        {"event": "progress", "done": 1, "total": 7},
+    ]  # fmt: skip
+    assert record_of(info)["time"] == info.created
+    reader = EventReader(events)
+    assert len(reader.read()) == 2 and reader.read() == []  # read once
+
+
+def test_the_whole_run_shows_jobs_images_crops_and_one_eta() -> None:
+    """Images: the running job's 4 of 12, and the fgset file's 12 planned: 4/24; crops 108 of 24 x 27 = 648.
+    ETA: 540 crops left at 10.8 crops/s = 50 s, plus 5 jobs left (7 - 1 done - 1 predict running) at the 10 s the
+    finished dataset job took, one at a time (30 job-seconds in 30 s): 50 s; 100 s in all."""
+    overall = Tracker(PLANNED, 27).overall(fed(EVENTS), {2: RECORD}, now=30.0)
+    assert overall.text() == "1/7 jobs, 4/24 images, 108/648 crops, ETA 0:01:40"
+    # two jobs at once half of the time: 5 x 10 s / 1.5
+    both = fed([*EVENTS, event("job_started", 15.0, jobs=[3]), event("job_info", 15.0, jobid=3, rule_name="x"),
+                event("job_finished", 25.0, job_id=3)])  # fmt: skip
+    assert Tracker(PLANNED, 27).overall(both, {2: RECORD}, now=30.0).eta == pytest.approx(50 + 50 / (40 / 30))
+    # a target that needs one prediction file of the two planned: unknown until its predict job has started
+    one = [{**EVENTS[0], "stats": {"predict": 1, "total": 3}}]
+    assert Tracker(PLANNED, 27).overall(fed(one), {}, now=0.0).text() == "0/3 jobs, 0/? images, 0/? crops, ETA ?"
+    assert Tracker({}, 27).overall(fed(one[:0]), {}, now=0.0).text() == "0/? jobs, ETA 0:00:00"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_display_writes_plain_lines_off_a_terminal_and_bars_on_one() -> None:
+    state = fed(EVENTS)
+    overall = Tracker(PLANNED, 27).overall(state, {2: RECORD}, now=30.0)
+    log = io.StringIO()
+    display = Display(log, progress_of=lambda job: RECORD)
+    display.update(state, overall, display.records(state))
+    display.update(state, overall, display.records(state))  # nothing changed: no new line
     display.close()
+    assert log.getvalue().splitlines() == [
+        "zoomeval run: 1/7 jobs, 4/24 images, 108/648 crops, ETA 0:01:40",
+        "predict demo/original/m: 4/12 images, 10.8 crops/s, ETA 0:00:44",
+    ]
+    assert "\r" not in log.getvalue() and "\x1b" not in log.getvalue()
+    screen = Terminal()
+    bars = Display(screen, progress_of=lambda job: RECORD)
+    bars.update(state, overall, bars.records(state))
+    assert "\r" in screen.getvalue() and "predict demo/original/m:  33%|" in screen.getvalue()
+    assert "| 4/12 images, 10.8 crops/s, ETA 0:00:44" in screen.getvalue()
+    assert "zoomeval run: |" in screen.getvalue() and "1/7 jobs, 4/24 images" in screen.getvalue()
+    bars.close()
 
 
 def test_the_limit_takes_the_first_images_and_its_own_roots_and_titles() -> None:
@@ -142,9 +198,117 @@ def test_the_limit_takes_the_first_images_and_its_own_roots_and_titles() -> None
     assert limited_target("results/table_1.csv", "results/limit-2") == "results/limit-2/table_1.csv"
     assert limited_target("results/limit-2/table_1.csv", "results/limit-2") == "results/limit-2/table_1.csv"
     assert limited_target("results/table_1.csv", "results") == "results/table_1.csv"
-    plan = RunPlan(("results/limit-2/table_a8.csv",), limited_run, 2, 4, 1)
-    assert plan.argv()[1:] == ["-m", "snakemake", "results/limit-2/table_a8.csv", "--cores", "4", "--resources",
-                               "gpu=1", "--config", "limit=2"]  # fmt: skip
+
+
+def demo_config(**changes: object):
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return load_config({**raw, **changes}, check_paths=False)
+
+
+def test_targets_are_target_rules_or_layout_paths_and_reach_snakemake_after_the_options() -> None:
+    layout = run_layout(2)
+    assert checked_targets([], layout) == ("study",)
+    assert checked_targets(["all", "results/table_tta.csv", "results/browser/index.html"], layout) == (
+        "all", "results/limit-2/table_tta.csv", "results/limit-2/browser/index.html")  # fmt: skip
+    for bad in ("--snakefile=EVIL.smk", "-s", "EVIL.smk", "--configfile=EVIL.yaml", "results/../EVIL.smk",
+                "results/datasets/..", "results/evil.smk", "results/table_1.py", "/etc/passwd", "results/table_1.csv\n",
+                "logs/tables/table_1.log", "table_1"):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(f"TARGET {bad!r} is neither a target rule")):
+            checked_target(bad, layout)
+    plan = RunPlan(("results/limit-2/table_a8.csv",), layout, demo_config(limit=2), 4, 1)
+    assert plan.argv("ev.jsonl")[1:] == ["-m", "snakemake", "--cores", "4", "--resources", "gpu=1", "--config",
+                                         "limit=2", "--logger", "zoomeval", "--logger-zoomeval-events", "ev.jsonl",
+                                         "--", "results/limit-2/table_a8.csv"]  # fmt: skip
+
+
+def evil_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A Snakefile and a templated config that each create ``marker`` when Snakemake reads them."""
+    marker = folder / "marker"
+    (folder / "EVIL.smk").write_text(f"open({str(marker)!r}, 'w').close()\nrule x:\n    output: 'x'\n")
+    (folder / "EVIL.yaml").write_text(f"__use_yte__: true\nx: ?open({str(marker)!r}, 'w').close() or 1\n")
+    return marker, folder / "EVIL.smk", folder / "EVIL.yaml"
+
+
+@pytest.mark.parametrize("args", [["--", "--snakefile=EVIL.smk"], ["--", "-s", "EVIL.smk"],
+                                  ["--", "--configfile=EVIL.yaml"], ["results/../../EVIL.smk"]],
+                         ids=["--snakefile=", "-s", "--configfile=", "path-out"])  # fmt: skip
+def test_an_option_or_a_path_outside_the_layout_as_a_target_is_refused_and_runs_nothing(tmp_path, args) -> None:
+    assert zoomeval("init", "study", "--preset", "demo", cwd=tmp_path).returncode == 0
+    marker, _, _ = evil_files(tmp_path / "study")
+    proc = zoomeval("run", "study", *args, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"zoomeval run: TARGET {args[-1] if args[0] != '--' else args[1]!r} is neither a target " \
+        "rule (`study`, `all`) nor a path of the results layout under results/ (docs/reference/outputs.md); " \
+        "nothing was run\n"  # fmt: skip
+    assert not marker.exists() and not (tmp_path / "study" / "logs").exists()
+
+
+def test_a_profile_that_names_another_snakefile_or_config_is_refused(tmp_path: Path) -> None:
+    assert zoomeval("init", "study", "--preset", "demo", cwd=tmp_path).returncode == 0
+    study = tmp_path / "study"
+    marker, _, evil = evil_files(study)
+    (study / "profiles" / "default").unlink()
+    (study / "profiles" / "default").mkdir()
+    (study / "profiles" / "default" / "config.yaml").write_text(f"cores: 1\nconfigfile: [{evil}]\n")
+    proc = zoomeval("run", "study", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (2, "zoomeval run: profiles/default/config.yaml: key 'configfile' makes "
+                                                 "Snakemake read a file zoomeval run does not check; remove it (a "
+                                                 "study's Snakefile and config are its own)\n")  # fmt: skip
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("cores", ["0", "-3", "two"])
+def test_cores_below_one_are_refused_in_one_line(tmp_path: Path, cores: str) -> None:
+    proc = zoomeval("run", str(tmp_path), "--cores", cores, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (2, f"zoomeval run: argument --cores: {cores} is no number of cores; "
+                                                 "give N >= 1 (see zoomeval run --help)\n")  # fmt: skip
+
+
+def test_a_second_run_in_a_study_is_refused_before_it_opens_any_file_of_the_first(tmp_path: Path) -> None:
+    """The first run's log is left as it was (bytes and time); the refusal names the first run's pid."""
+    assert zoomeval("init", "study", "--preset", "demo", cwd=tmp_path).returncode == 0
+    study = tmp_path / "study"
+    first_log = study / "logs" / "zoomeval-run.20261202-120000.1.log"
+    first_log.parent.mkdir(parents=True)
+    first_log.write_text("the first run's output\n")
+    before = files_and_times(study / "logs")
+    with holding(study, "zoomeval run --limit 2"):
+        proc = zoomeval("run", "study", cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert re.fullmatch(rf"zoomeval run: study: another zoomeval run holds this study \(pid {os.getpid()} on \S+, "
+                        r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d: zoomeval run --limit 2\); wait for it to end, or stop "
+                        r"it with Ctrl-C where it runs; nothing was run\n", proc.stderr)  # fmt: skip
+    assert files_and_times(study / "logs") == before
+    with holding(study, "again"):  # the lock went with the block that held it
+        pass
+
+
+SUPERVISED = """
+import signal, subprocess, sys, time
+from zoomeval.run.launch import supervise
+ignores = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+child = subprocess.Popen([sys.executable, "-c", ignores], start_new_session=True, stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+ready = iter([lambda: print("ready", flush=True)])  # once supervise watches for Ctrl-C
+print(*supervise(child, lambda: next(ready, lambda: None)(), sys.stderr), flush=True)
+"""
+
+
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_once_is_passed_on_and_twice_kills_at_once_without_a_traceback(first: signal.Signals) -> None:
+    """A child that ignores SIGINT (a job that will not stop): the first Ctrl-C (or a SIGTERM, which Snakemake in
+    its own session would not get) is passed on and the child keeps running; the second kills it at once (-9)."""
+    proc = subprocess.Popen([sys.executable, "-c", SUPERVISED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(first)
+    time.sleep(1.5)
+    assert proc.poll() is None  # still waiting for the child
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out) == (0, "-9 2\n")
+    assert err.split("\n") == ["", "zoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop "
+                               "at once)", "", "zoomeval run: stopped at once", ""]  # fmt: skip
 
 
 def test_the_preflight_refuses_gpu_settings_without_a_gpu_and_a_short_disk(tmp_path: Path) -> None:
@@ -157,6 +321,29 @@ def test_the_preflight_refuses_gpu_settings_without_a_gpu_and_a_short_disk(tmp_p
     [line] = short_disk(needs, free=lambda path: 1_000_000_000)
     assert line.endswith(f"need about 2.5 GB (extracted archives, predictions) but {tmp_path} has 1.0 GB free")
     assert list(short_disk(needs, free=lambda path: 3_000_000_000)) == []
+
+
+def test_a_limit_above_the_images_is_bounded_by_what_the_manifest_or_the_adapter_knows(tmp_path, monkeypatch) -> None:
+    """The demo has 12 and 8 scenes; ImageNet val 50,000 images; an image folder's count is unknown before its
+    manifest; a full run's manifest bounds a limited run (it takes its first images)."""
+    monkeypatch.chdir(tmp_path)
+    huge = demo_config(limit=10**12)
+    assert [expected_images(huge, d, run_layout(10**12)) for d in ("demo", "demo_clutter")] == [12, 8]
+    assert expected_images(demo_config(limit=2), "demo", run_layout(2)) == 2
+    assert expected_images(demo_config(), "demo", Layout()) == 12
+    raw = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
+    raw["limit"] = 10**12
+    assert expected_images(load_config(raw, check_paths=False), "imagenet", run_layout(10**12)) == 50_000
+    raw = yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text())
+    assert expected_images(load_config({**raw, "limit": 10**12}, check_paths=False), "imagenet_a", Layout()) is None
+    from zoomeval.core.manifest import Record, write_manifest
+
+    manifest = Path(Layout().path("manifest", dataset="demo"))
+    manifest.parent.mkdir(parents=True)
+    write_manifest(manifest, [Record(f"i{k}", f"i{k}.png", [1], ["n01"], 10, 10) for k in range(3)], "demo")
+    assert expected_images(huge, "demo", run_layout(10**12)) == 3
+    assert disk_needs(huge, plan_all(huge), run_layout(10**12))["results/limit-1000000000000"] == (3 * 3 + 8) \
+        * 9 * 36 * 32  # demo: 3 images x 3 variants, demo_clutter: 8 x 1; 9 x 36 rows of 32 bytes each
 
 
 def test_weights_that_no_offline_route_holds_from_a_host_that_does_not_answer_are_named(tmp_path, monkeypatch) -> None:
@@ -200,6 +387,7 @@ def test_the_disk_needed_is_the_archives_not_yet_extracted_and_the_predictions_n
     (tmp_path / "results" / "predictions" / "imagenet" / "original" / "resnet50.parquet").touch()
     assert disk_needs(config, inputs, layout) == {str(tmp_path / "res"): (tmp_path / "bbox.tgz").stat().st_size,
                                                   results: 0}  # fmt: skip
+
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -257,56 +445,142 @@ def test_a_templated_config_or_profile_is_refused_before_snakemake_renders_it(tm
     assert not marker.exists() and not (study / "logs").exists()
 
 
-@pytest.mark.workflow
-def test_a_limited_run_of_a_demo_study_prints_its_table_a8_and_leaves_the_full_results_alone(tmp_path: Path) -> None:
-    """``zoomeval run --limit 2`` in a demo study (the small demo: three scales) with a full results tree already
-    there: exit 0, Table A8 of two images titled as limited, and nothing outside results/limit-2 and logs/limit-2
-    written."""
-    assert zoomeval("init", "study", "--preset", "demo", cwd=tmp_path).returncode == 0
-    study = tmp_path / "study"
-    (study / "config" / "config.yaml").write_text(yaml.safe_dump(write_small_config(tmp_path / "small")))
-    for path in ("results/table_a8.csv", "results/datasets/demo/manifest.parquet", "logs/tables/table_a8.log"):
+
+def interrupted_run(study: Path, timeout: float = 900) -> tuple[int, str, list[str]]:
+    """``zoomeval run`` stopped by one Ctrl-C once its predict job has written its first shard: its exit status,
+    what it printed on screen and the shards the interrupted job had finished."""
+    with open(study.parent / "interrupted.err", "w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "zoomeval", "run"], cwd=study, stdout=err, stderr=err)
+        deadline = time.monotonic() + timeout
+        while not finished_shards(study) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)  # as the terminal sends Ctrl-C to zoomeval run, the foreground process
+        status = proc.wait(timeout=300)
+        err.seek(0)
+        return status, err.read(), finished_shards(study)
+
+
+@pytest.fixture(scope="module")
+def demo_study(tmp_path_factory) -> tuple[Path, dict]:
+    """One small demo study (three scales, 12 images, one model) taken through the README's path: ``zoomeval init``,
+    ``zoomeval run --limit 2`` (with stand-ins for a full run's files there, which it must leave alone), ``zoomeval
+    run`` interrupted by Ctrl-C after its first prediction shard, ``zoomeval run`` again, then ``zoomeval
+    leaderboard DIR`` and ``zoomeval leaderboard --limit 2 DIR``."""
+    root = tmp_path_factory.mktemp("run_study")
+    steps: dict = {"init": zoomeval("init", "study", "--preset", "demo", cwd=root)}
+    study = root / "study"
+    (study / "config" / "config.yaml").write_text(yaml.safe_dump(write_small_config(root / "small")))
+    stand_ins = ("results/table_a8.csv", "results/datasets/demo/manifest.parquet", "logs/tables/table_a8.log")
+    for path in stand_ins:
         (study / path).parent.mkdir(parents=True, exist_ok=True)
         (study / path).write_text(f"the full run's {path}\n")
     before = {name: files_and_times(study / name) for name in ("results", "logs")}
-    proc = zoomeval("run", "--limit", "2", cwd=study)
+    steps["limited"] = zoomeval("run", "--limit", "2", cwd=study)
+    steps["untouched"] = [name for name, files in before.items() if files != {
+        k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}]  # fmt: skip
+    for path in stand_ins:
+        (study / path).unlink()
+    steps["interrupted"] = interrupted_run(study)
+    steps["full"] = zoomeval("run", cwd=study)
+    steps["leaderboard"] = zoomeval("leaderboard", str(study), cwd=root)
+    steps["leaderboard_limited"] = zoomeval("leaderboard", "--limit", "2", str(study), cwd=root)
+    return study, steps
+
+
+@pytest.mark.workflow
+def test_init_prints_the_zoomeval_run_steps(demo_study) -> None:
+    _, steps = demo_study
+    assert steps["init"].returncode == 0, steps["init"].stderr
+    assert steps["init"].stdout.splitlines()[-3:] == [
+        "  zoomeval run --limit 2   # a smoke test: the first 2 images of each dataset, in results/limit-2",
+        "  zoomeval run   # the preflight, then the study: its tables, sealed in results/study.json",
+        "  zoomeval leaderboard .   # its results, read through the seal",
+    ]
+
+
+@pytest.mark.workflow
+def test_a_limited_run_builds_its_tables_seals_its_own_tree_and_leaves_the_full_results_alone(demo_study) -> None:
+    """Exit 0, Table A8 of two images titled as limited, every table and results/limit-2/study.json built, the
+    progress in plain lines (stderr is no terminal) with the run's jobs, images and ETA, and nothing outside
+    results/limit-2 and logs/limit-2 written."""
+    study, steps = demo_study
+    proc = steps["limited"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     title = ("# Table A8: maximum possible top-1 accuracy (%) on original images [LIMITED RUN: the first 2 images of "
              "each dataset only (config limit), not a result]")  # fmt: skip
     assert proc.stdout.startswith(title + "\n")
     [row] = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
     assert row.split(" | ")[1:4] == ["original", "demo", "2"]
-    assert "Table A8: results/limit-2/table_a8.md and results/limit-2/table_a8.csv" in proc.stdout
-    assert "jobs done" in proc.stderr
-    for name, files in before.items():
-        after = {k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}
-        assert after == files, name
-    assert (study / "results" / "limit-2" / "table_a8.csv").is_file()
-    assert (study / "logs" / "limit-2" / "tables" / "table_a8.log").is_file()
-    # the notebook reader takes the limited tree as its results root, and the full run's tree does not list it
+    built = [line for line in proc.stdout.splitlines() if line.startswith(("built: ", "not built: "))]
+    assert built == [
+        "built: the tables results/limit-2/table_a8.md, results/limit-2/table_1.md, results/limit-2/"
+        "table_zoom_groups.md, results/limit-2/table_aggregation.md, results/limit-2/table_zoom_policies.md (each "
+        "also as .csv)",
+        "built: the study index results/limit-2/study.json (sealed: `zoomeval leaderboard . --limit 2` reads it)",
+        "not built: browser (`zoomeval run . all --limit 2`)",
+        "not built: figures, contact sheets, statistics and hard sets (`zoomeval run . all --limit 2`)",
+        "not built: the report (`zoomeval run . --report --limit 2`)",
+    ]
+    # 2 images of 27 transforms and 9 extra views (the 5- and 10-crop methods): 72 crops
+    assert re.search(r"^zoomeval run: 12/12 jobs, 2/2 images, 72/72 crops, ETA 0:00:00$", proc.stderr, re.M)
+    assert re.search(r"^zoomeval run: \d+/12 jobs, \d/2 images, \d+/72 crops, ETA \d+:\d\d:\d\d$", proc.stderr, re.M)
+    assert re.search(r"^predict demo/original/efficientnet_lite0: 2/2 images, ", proc.stderr, re.M)
+    assert "\r" not in proc.stderr and "\x1b" not in proc.stderr
+    assert steps["untouched"] == []
+    [log] = (study / "logs" / "limit-2").glob("zoomeval-run.*.log")  # this run's own
+    assert "Finished jobid" in log.read_text()
     from zoomeval import Study
 
     limited_study = Study(study, results="results/limit-2")
-    assert limited_study.tables() == ["table_a8"]
     assert limited_study.table("table_a8")["n_images"].to_list() == [2]
     assert limited_study.runs().rows() == [("demo", "original", "efficientnet_lite0")]
-    assert Study(study).runs().is_empty()
 
 
-def test_the_summary_names_a_failed_job_and_its_log_and_prints_no_older_table(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.workflow
+def test_ctrl_c_stops_a_run_without_a_traceback_and_the_next_run_resumes_its_shard(demo_study) -> None:
+    study, steps = demo_study
+    status, screen, finished = steps["interrupted"]
+    assert status == 130, screen[-3000:]
+    assert "zoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop at once)" in screen
+    assert "Traceback" not in screen and "KeyboardInterrupt" not in screen
+    assert len(finished) >= 1
+    proc = steps["full"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (study / SMALL_PREDICT_LOG).read_text()
+    assert sorted(Path(p).name for p in re.findall(r"reusing (\S+\.parquet)", log)) == finished, log
+    assert "built: the study index results/study.json (sealed: `zoomeval leaderboard .` reads it)" in proc.stdout
+    assert len(list((study / "logs").glob("zoomeval-run.*.log"))) == 2  # each run its own log
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("step", ["leaderboard", "leaderboard_limited"])
+def test_the_leaderboard_reads_the_study_right_after_zoomeval_run(demo_study, step: str) -> None:
+    _, steps = demo_study
+    proc = steps[step]
+    assert proc.returncode == 0, proc.stderr
+    [row] = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
+    images = "2 images" if step == "leaderboard_limited" else "12 images"
+    assert f"## demo / original / in: {images}, 3 scales" in proc.stdout, proc.stdout
+
+
+def test_the_summary_names_a_failed_job_and_its_log_and_the_commands_for_the_rest(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     Path("results/limit-2").mkdir(parents=True)
     Path("results/limit-2/table_a8.md").write_text("# an older run's Table A8\n")
-    state = SnakemakeLog()
-    for line in SNAKEMAKE_OUTPUT.format(log="logs/predictions/demo/original/m.log").splitlines():
-        state.feed(line)
-    plan = RunPlan(("results/limit-2/table_a8.csv",), run_layout(2), 2, 2, 0)
-    assert summary(plan, state, 1) == [
-        "failed: standard_eval demo/m: logs/standard/demo/m.log",
-        "browser: not built (target `all` builds it)",
-        "report: snakemake --report results/limit-2/report.html --config limit=2 (once `all` is built)",
-        "logs: logs/limit-2/ (Snakemake's own output: logs/limit-2/zoomeval-run.log)",
+    state = fed([*EVENTS, event("job_error", 12.0, jobid=2, rule_name="predict", log=["logs/p.log"])])
+    plan = RunPlan(("study",), run_layout(2), demo_config(limit=2), 2, 0)
+    log = Path("logs/limit-2/zoomeval-run.x.log")
+    assert summary(plan, state, 1, log, "my study") == [
+        "failed: predict demo/original/m: logs/p.log",
+        "not built: tables (`zoomeval run 'my study' --limit 2`)",
+        "not built: study index (`zoomeval run 'my study' --limit 2`)",
+        "not built: browser (`zoomeval run 'my study' all --limit 2`)",
+        "not built: figures, contact sheets, statistics and hard sets (`zoomeval run 'my study' all --limit 2`)",
+        "not built: the report (`zoomeval run 'my study' --report --limit 2`)",
+        "logs: logs/limit-2/ (Snakemake's own output: logs/limit-2/zoomeval-run.x.log)",
     ]
-    assert summary(plan, state, 0)[0] == "# an older run's Table A8\n"  # this run's: its target, and it ended well
-    other = RunPlan(("results/limit-2/table_1.csv",), run_layout(2), 2, 2, 0)
-    assert "an older run" not in "".join(summary(other, state, 0))
+    assert summary(plan, fed([]), 0, log)[0] == "# an older run's Table A8\n"  # this run's: its target, it ended well
+    other = RunPlan(("results/limit-2/table_1.csv",), run_layout(2), demo_config(limit=2), 2, 0)
+    lines = summary(other, fed([]), 0, log)
+    assert "an older run" not in "".join(lines) and lines[0] == "built: table_1: results/limit-2/table_1.csv"
+    assert "not built: the report (`zoomeval run . results/limit-2/table_1.csv --report --limit 2`)" in lines

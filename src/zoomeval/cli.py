@@ -72,8 +72,7 @@ def _init(args: argparse.Namespace) -> int:
     if todo := list(study.placeholders(load_yaml(written[1]))):
         print("  edit config/config.yaml; these keys name files you provide:")
         print("\n".join(f"    {key}: {value}" for key, value in todo))
-    print(f"  {study.preset_command(args.preset, root)} -n   # the plan: every job, and what is missing")
-    print(f"  {study.preset_command(args.preset, root)}")
+    print("\n".join(f"  {step}" for step in study.run_steps(args.preset, root)))
     return 0
 
 
@@ -121,7 +120,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from zoomeval.run.launch import run_study
 
-    return run_study(Path(args.directory), args.targets, _limit(args), args.cores)
+    return run_study(Path(args.directory), args.targets, _limit(args), args.cores, args.report)
 
 
 def _limit(args: argparse.Namespace) -> int | None:
@@ -148,6 +147,17 @@ class Version(argparse.Action):
         commit = workflow_commit() or "unknown (not a git checkout)"
         print(f"zoomeval {__version__}, commit {commit}, workflow in {study.CHECKOUT}")
         parser.exit(0)
+
+
+def cores(text: str) -> int:
+    """A number of cores, at least 1 (argparse type); otherwise the refusal names it."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is no number of cores; give N >= 1")
+    return value
 
 
 def directory(text: str) -> Path:
@@ -185,11 +195,16 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--limit", type=int, metavar="N",
                        help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
     board.set_defaults(run=_leaderboard)
-    run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
+    run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
-    run.add_argument("targets", nargs="*", metavar="TARGET", help="Snakemake targets (default: results/table_a8.csv)")
+    run.add_argument("targets", nargs="*", metavar="TARGET",
+                     help="`study` (default: every table and the sealed study.json), `all` (also the figures, "
+                     "browser and hard sets) or a path of the results layout, e.g. results/table_tta.csv")
     run.add_argument("--limit", type=int, metavar="N", help="the first N images of each dataset, in results/limit-N")
-    run.add_argument("--cores", type=int, help="cores for Snakemake (default: all this process may use)")
+    run.add_argument("--cores", type=cores, metavar="N", help="cores for Snakemake, N >= 1 (default: all this process "
+                     "may use)")
+    run.add_argument("--report", action="store_true", help="write Snakemake's report of the targets after the run "
+                     "(results/report.html)")
     run.set_defaults(run=_run)
     return top
 

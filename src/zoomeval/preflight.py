@@ -22,6 +22,7 @@ from zoomeval.core.config import Config, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
 from zoomeval.core.layout import Layout
 from zoomeval.core.validate import config_problems
+from zoomeval.datasets.build import most_images
 from zoomeval.datasets.inputs import Input, plan_all
 from zoomeval.inference.models import MODEL_SOURCES, local_checkpoint, weights_folder
 from zoomeval.registries import REGISTRIES
@@ -105,14 +106,26 @@ def _rows_per_image(config: Config) -> int:
     return 9 * len(config.scales)
 
 
-def _images(config: Config, dataset: str, layout: Layout) -> int | None:
-    """The images a dataset's jobs will predict: its manifest's count where built, else the limit, else unknown."""
-    manifest = Path(layout.path("manifest", dataset=dataset))
-    if manifest.is_file():
-        import pyarrow.parquet as pq
+def _rows(manifest: Path) -> int | None:
+    """A manifest's image count (its Parquet footer), or None where it is not built or not readable (its job,
+    which reads it, says why)."""
+    import pyarrow.parquet as pq
 
+    try:
         return pq.read_metadata(manifest).num_rows
-    return config.limit
+    except (OSError, ValueError):
+        return None
+
+
+def expected_images(config: Config, dataset: str, layout: Layout) -> int | None:
+    """The images a dataset's jobs will predict: the count of this run's manifest where it is built; else the count
+    that bounds it (the full run's manifest, of which a limited run takes the first images, or the most the adapter
+    can give), cut to the limit; else unknown (a limit alone is no count: a limit above the images would be)."""
+    if (n := _rows(Path(layout.path("manifest", dataset=dataset)))) is not None:
+        return n
+    bound = _rows(Path(Layout().path("manifest", dataset=dataset)))
+    bound = most_images(config.datasets[dataset]) if bound is None else bound
+    return bound if bound is None or config.limit is None else min(bound, config.limit)
 
 
 def disk_needs(config: Config, inputs: dict[tuple[str, str], Input], layout: Layout) -> dict[str, int]:
@@ -129,7 +142,7 @@ def disk_needs(config: Config, inputs: dict[tuple[str, str], Input], layout: Lay
         for variant in dataset.variants:
             for model in config.models:
                 done = Path(layout.path("predictions", dataset=name, variant=variant, model=model))
-                if not done.is_file() and (n := _images(config, name, layout)) is not None:
+                if not done.is_file() and (n := expected_images(config, name, layout)) is not None:
                     needs[layout.root] += n * _rows_per_image(config) * per_row
     return needs
 

@@ -41,8 +41,8 @@ PRESETS = {
 # that no character of a path (a quote, a backslash, a newline, a brace) can end the string or the comment.
 STUDY_SNAKEFILE = """\
 # A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
-# it here, e.g. `snakemake --cores 8 all` or `snakemake --cores 8 results/table_a8.csv`; results/ and logs/ are
-# this directory's. The config is config/config.yaml (every key: the workflow's config/README.md).
+# it here with `zoomeval run` (or e.g. `snakemake --cores 8 study`, `snakemake --cores 8 all`); results/ and logs/
+# are this directory's. The config is config/config.yaml (every key: the workflow's config/README.md).
 import sys
 
 sys.path.insert(0, {src})  # the workflow's package, as the workflow's own Snakefile adds it
@@ -106,9 +106,11 @@ PRESET_SUMMARIES = {
     "imagenet-val": "ImageNet val (50,000 images) with ResNet-50 at the default settings (fp32, not compiled)",
     "gpu": "ImageNet val (50,000 images) with ResNet-50 on one GPU, fast settings (bf16, compiled)",
 }
-#: Commands in the presets' opening comments, and the one for a preset whose comment gives none (the demo's).
+#: The command in a preset's opening comment (the demo's has none).
 _COMMAND = re.compile(r"^#\s+(snakemake .*)$", re.M)
-DEFAULT_COMMAND = "snakemake --cores 8 results/table_a8.csv"
+#: Tables the ``study`` target builds (:mod:`zoomeval.run.targets`): a preset command naming one needs no target.
+_STUDY_TABLES = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation", "table_zoom_policies",
+                 "table_imagenet_hard", "table_multilabel")  # fmt: skip
 #: Config values a user must replace: a path under /data (the manual downloads) or a placeholder sha256 of zeros.
 _PLACEHOLDER = re.compile(r"^(/data/.*|0{64})$")
 
@@ -142,23 +144,26 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     return [*written, profiles / "default", profiles / "slurm" / "config.yaml"]
 
 
-def preset_command(name: str, root: Path = CHECKOUT) -> str:
-    """The command the preset's opening config comment (or the demo's docs) gives to run it, as run in a study: its
-    ``--configfile`` and the files after it dropped, since the study's config is the preset."""
+def preset_targets(name: str, root: Path = CHECKOUT) -> list[str]:
+    """The targets of the command the preset's opening config comment gives, as ``zoomeval run`` takes them: the
+    words that are ``all`` or a results path, less the tables its default target (``study``) builds anyway."""
     lines = preset_files(name, root)[0].read_text().splitlines()
     found = _COMMAND.findall("\n".join(itertools.takewhile(lambda line: line.startswith("#"), lines)))
-    return without_configfile(found[0]) if found else DEFAULT_COMMAND
+    words = shlex.split(found[0], comments=True) if found else []
+    targets = [w for w in words if w == "all" or w.startswith("results/")]
+    return [t for t in targets if Path(t).stem not in _STUDY_TABLES or Path(t).parent != Path("results")]
 
 
-def without_configfile(command: str) -> str:
-    """A snakemake command line without its ``--configfile`` option and the files after it."""
-    kept, skipping = [], False
-    for word in shlex.split(command, comments=True):
-        if word.startswith("-"):
-            skipping = word == "--configfile"
-        if not skipping:
-            kept.append(word)
-    return shlex.join(kept)
+def run_steps(name: str, root: Path = CHECKOUT) -> list[str]:
+    """The preset's next steps in its study directory, each a ``zoomeval`` command with a comment."""
+    targets = preset_targets(name, root)
+    run = shlex.join(["zoomeval", "run", *([".", *targets] if targets else [])])
+    sealed = not targets or targets == ["all"]
+    what = "the study: its tables, sealed in results/study.json" if sealed else " and ".join(targets)
+    what += " and the rest of `all`" if targets == ["all"] else ""
+    steps = [f"{run} --limit 2   # a smoke test: the first 2 images of each dataset, in results/limit-2",
+             f"{run}   # the preflight, then {what}"]  # fmt: skip
+    return [*steps, "zoomeval leaderboard .   # its results, read through the seal"] if sealed else steps
 
 
 def placeholders(config: Any, key: str = "") -> Iterator[tuple[str, str]]:

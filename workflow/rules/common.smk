@@ -17,6 +17,7 @@ from zoomeval.inference.models import head_name, local_checkpoint, weights_folde
 from zoomeval.inference.sources.open_clip_models import head_inputs
 from zoomeval.registries import load_config
 from zoomeval.report.report_check import check_built
+from zoomeval.run.targets import study_tables
 
 # Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
 for path in workflow.configfiles:
@@ -159,11 +160,13 @@ def counts_masks_input(wc):
     return LAYOUT.path("masks", dataset=wc.dataset, method="sam_auto")
 
 
+# What the `study` target (zoomeval run's default) builds besides the study index: every table of the config.
+STUDY_TABLES = [LAYOUT.path(table, ext=ext) for table in study_tables(CFG) for ext in ("csv", "md")]
+
+
 def final_outputs():
     """Everything the `all` target builds: the tables, figures, a contact sheet per mask file in use, the statistics."""
-    tables = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation")
-    tables += ("table_imagenet_hard",) if HARD_DATASETS else ()
-    outputs = [LAYOUT.path(table, ext=ext) for table in tables for ext in ("csv", "md")]
+    outputs = list(STUDY_TABLES)
     for d, entry in CFG.datasets.items():
         if set(entry.variants) - {"original"}:
             outputs.append(LAYOUT.path("contact_sheet", dataset=d, method=entry.mask_method))

@@ -18,8 +18,6 @@ MULTILABEL_TABLE = [
     for d in DATASETS
     if "multilabel" in CFG.datasets[d].label_sets
 ]
-# `all` builds the table when a dataset is scored with the multilabel label set
-MULTILABEL_OUTPUTS = [LAYOUT.path("table_multilabel", ext=ext) for ext in ("csv", "md")] if MULTILABEL_TABLE else []
 
 
 rule multilabel_labels:

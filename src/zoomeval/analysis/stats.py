@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from scipy.stats import mannwhitneyu
 
 from zoomeval import __version__
 from zoomeval.core.io import read_metadata, write_csv, write_parquet
@@ -101,6 +100,8 @@ def mann_whitney(a: Sequence[int | float], b: Sequence[int | float]) -> dict[str
         # z = -inf and clipping 2 * sf to 1, so state the result (every pair is a tie) directly.
         u, p = n1 * n2 / 2, 1.0
     else:
+        from scipy.stats import mannwhitneyu  # here: every table imports this module for its intervals
+
         result = mannwhitneyu(x, y, alternative="two-sided")
         u, p = float(result.statistic), float(result.pvalue)
     return {

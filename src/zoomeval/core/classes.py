@@ -1,30 +1,31 @@
-"""ImageNet-1k class indices and WordNet ids, from the class info that timm ships (imported on first use, so
-that reading a config or building the workflow's DAG does not import timm and torch)."""
+"""ImageNet-1k class indices, WordNet ids and names, read from the class-info files that timm ships, as timm's own
+``ImageNetInfo`` reads them, but without importing timm (and torch with it): a dataset's manifest job, which needs
+the wnids, would otherwise spend most of its time on that import."""
 
 from __future__ import annotations
 
+import csv
+import importlib.util
 from functools import cache
-from importlib import resources
-from importlib.resources.abc import Traversable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from timm.data import ImageNetInfo
+from pathlib import Path
 
 NUM_CLASSES = 1000
 
 
 @cache
-def _info() -> ImageNetInfo:
-    from timm.data import ImageNetInfo
-
-    return ImageNetInfo()
+def _lines(name: str) -> tuple[str, ...]:
+    return tuple(timm_info(name).read_text(encoding="utf-8").splitlines())
 
 
 @cache
 def wnids() -> tuple[str, ...]:
     """The 1000 wnids in index order (sorted, as torchvision's ImageFolder sorts them)."""
-    return tuple(_info().label_names())
+    return _lines("imagenet_synsets.txt")
+
+
+@cache
+def _lemmas() -> dict[str, str]:
+    return dict(csv.reader(_lines("imagenet_synset_to_lemma.txt"), delimiter="\t"))
 
 
 @cache
@@ -45,12 +46,15 @@ def wnids_of(labels: list[int]) -> list[str]:
 
 
 def description(index: int) -> str:
-    return str(_info().index_to_description(index))
+    """The English name of class ``index`` (its WordNet lemmas, as timm's ``index_to_description`` gives them)."""
+    return _lemmas()[wnids()[index]]
 
 
-def timm_info(name: str) -> Traversable:
-    """A class-info file that timm ships in ``timm/data/_info``."""
-    path = resources.files("timm.data") / "_info" / name
+def timm_info(name: str) -> Path:
+    """A class-info file that timm ships in ``timm/data/_info``, found without importing timm."""
+    spec = importlib.util.find_spec("timm")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = Path(folders[0] if folders else ".") / "data" / "_info" / name
     if not path.is_file():
         raise FileNotFoundError(f"timm/data/_info/{name} is missing; the pinned timm version ships it")
     return path

@@ -20,6 +20,8 @@ RESULTS = "results"
 LOGS = "logs"
 
 _FIELD = re.compile(r"\{(\w+)\}")
+#: A limited run's results and logs roots are this prefix and its limit under the default roots.
+_LIMITED = "limit-"
 
 # Where an output's columns and schema version are declared: ``module:NAME`` of the stage that writes it (named, not
 # imported: core imports no later stage; the reference page resolves them, zoomeval.core.docs).
@@ -123,6 +125,7 @@ OUTPUTS = _outputs(
      ("zoomeval.report.zoom_policies:COLUMNS", _LEFT_OUT), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
     ("leaderboard", "leaderboard.{ext}", "the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)",
      ("zoomeval.report.leaderboard:COLUMNS",)),
+    ("report", "report.html", "Snakemake's report of the run's targets (zoomeval run --report)"),
     ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key", (),
      "zoomeval.report.study_index:INDEX_SCHEMA_VERSION"),
 )  # fmt: skip
@@ -249,4 +252,10 @@ def run_layout(limit: int | None) -> Layout:
     ``results/limit-N`` would be ``results/logs``, inside the full run's results."""
     if limit is None:
         return Layout()
-    return Layout(f"{RESULTS}/limit-{limit}", logs=f"{LOGS}/limit-{limit}")
+    return Layout(f"{RESULTS}/{_LIMITED}{limit}", logs=f"{LOGS}/{_LIMITED}{limit}")
+
+
+def limit_of(layout: Layout) -> int | None:
+    """The limit of a run's layout (:func:`run_layout`): N for ``results/limit-N``, None for the full run's."""
+    name = layout.root.removeprefix(f"{RESULTS}/")
+    return int(name.removeprefix(_LIMITED)) if name.startswith(_LIMITED) and name[len(_LIMITED) :].isdigit() else None

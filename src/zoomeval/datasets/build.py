@@ -19,6 +19,15 @@ def build_records(dataset: DatasetConfig, inputs: dict[str, Path], image_dir: Pa
     return adapter.build(**inputs, **options)
 
 
+def most_images(dataset: DatasetConfig) -> int | None:
+    """The most images ``dataset``'s adapter can give, known from its options alone (the demo's scene count), or
+    None where only its inputs tell."""
+    adapter = ADAPTERS.get(dataset.adapter)
+    if adapter.most_images is None:
+        return None
+    return adapter.most_images(**{key: getattr(dataset, key) for key in adapter.options})
+
+
 def first_images(records: list[Record], limit: int | None) -> list[Record]:
     """The first ``limit`` records in the adapter's (the manifest's) order, or all of them with no limit: a limited
     run (config key ``limit``) screens and evaluates only those."""

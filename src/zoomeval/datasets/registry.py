@@ -44,6 +44,8 @@ class Adapter:
     images: bool = False
     #: the password its publishers give out for their encrypted zips (a dataset's ``password`` overrides it)
     password: str | None = None
+    #: the most images it can give, from its options alone (called with them); None: unknown before its manifest
+    most_images: Callable[..., int] | None = None
 
     @property
     def inputs(self) -> tuple[str, ...]:

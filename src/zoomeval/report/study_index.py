@@ -6,6 +6,7 @@ leaderboard (:mod:`zoomeval.report.leaderboard`) reads studies through their ind
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from zoomeval import __version__
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import read_json, write_json
-from zoomeval.core.layout import Layout
+from zoomeval.core.layout import Layout, limit_of
 
 #: The default results layout (a study's ``results`` folder).
 LAYOUT = Layout()
@@ -54,8 +55,10 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
     """The entries of a study's index; refuses a missing or malformed one, naming the file, field and form."""
     path = study / layout.path("study_index")
     if not path.is_file():
-        raise ValueError(f"{path}: missing; the study is unfinished or older than study indexes: run its workflow "
-                         "to the end (snakemake all) to seal it")  # fmt: skip
+        limit = limit_of(layout)
+        command = shlex.join(["zoomeval", "run", str(study), *(["--limit", str(limit)] if limit else [])])
+        raise ValueError(f"{path}: missing; the study is unfinished or older than study indexes: `{command}` "
+                         "builds its tables and seals it")  # fmt: skip
     document = read_json(path)
     if not isinstance(document, dict) or document.get("kind") != "study_index":
         raise ValueError(f"{path}: expected a JSON object with kind 'study_index'")

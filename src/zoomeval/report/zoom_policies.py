@@ -11,13 +11,11 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from zoomeval.analysis.policies import POLICIES
 from zoomeval.analysis.policy_eval import SCHEMA_VERSION, row
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.left_out import LeftOut
-from zoomeval.report.figures import _save
 from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import markdown_table
 
@@ -161,6 +159,10 @@ def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Ma
     axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands; the
     references as markers,
     the oracle top-k cover grey and acc_max dotted."""
+    from matplotlib.figure import Figure  # here: the table job, which imports this module too, draws nothing
+
+    from zoomeval.report.figures import _save
+
     rows = [r for r in table_rows(documents, memo) if r["acc"] is not None]  # not the policies left out
     cells = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
     fig = Figure(figsize=(7.5, 4.8 * len(cells)), layout="constrained")

@@ -1,3 +1,3 @@
-"""``zoomeval run``: a study from its config to Table A8 with a preflight and a progress display
-(:mod:`zoomeval.run.launch`), reading Snakemake's output (:mod:`zoomeval.run.snakemake_log`) and the jobs' progress
-lines (:mod:`zoomeval.core.progress`)."""
+"""``zoomeval run``: a study from its config to its sealed tables, with a preflight and a progress display
+(:mod:`zoomeval.run.launch`), driven by Snakemake's own events (:mod:`zoomeval.run.logger_plugin`,
+:mod:`zoomeval.run.events`) and the jobs' progress records (:mod:`zoomeval.core.progress`)."""

@@ -1,144 +1,167 @@
-"""``zoomeval run``: the preflight (:mod:`zoomeval.preflight`), then Snakemake as a subprocess with this machine's
-cores and GPUs, its console output in a log file and a progress display on screen (:mod:`zoomeval.run.display`);
-at the end Table A8 and where the browser, the report and the logs are. Its exit status is Snakemake's."""
+"""``zoomeval run``: the study held (:mod:`zoomeval.run.lock`), the preflight (:mod:`zoomeval.run.plan`), then
+Snakemake as a subprocess with this machine's cores and GPUs, its console output in a log file of this run's own,
+its events read back (:mod:`zoomeval.run.events`) for the progress display (:mod:`zoomeval.run.display`); at the
+end what was built and what was not (:mod:`zoomeval.run.summary`). Its exit status is Snakemake's (130 when
+interrupted).
+
+Snakemake runs in a session of its own, so a Ctrl-C reaches ``zoomeval run`` only: the first is passed on to
+Snakemake and its jobs as a terminal would (Snakemake stops its jobs and cleans up; a ``predict`` job keeps its
+finished shards), the second kills them all at once (and removes the locks that Snakemake left). Their tracebacks
+go to the run's log, never to the screen."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from zoomeval.core.devices import gpus_at_most
-from zoomeval.core.layout import RESULTS, Layout, run_layout
-from zoomeval.core.strict_yaml import load_yaml, refuse_templating
-from zoomeval.preflight import problems
-from zoomeval.registries import load_config
-from zoomeval.run.display import Display
-from zoomeval.run.snakemake_log import SnakemakeLog
+from zoomeval.core.progress import Progress
+from zoomeval.core.zoom import n_views
+from zoomeval.run.display import TRACKED, Display
+from zoomeval.run.events import EventReader, RunState
+from zoomeval.run.lock import holding
+from zoomeval.run.overall import Tracker, planned_work
+from zoomeval.run.plan import CONFIG, RunPlan, environment, plan_run
+from zoomeval.run.summary import summary
 
-#: The study's config, as `zoomeval init` writes it and the study's Snakefile reads it.
-CONFIG = Path("config") / "config.yaml"
-#: The YAML files Snakemake reads in a study before any workflow code runs, rendering a ``__use_yte__`` template's
-#: Python expressions: the config, and the workflow profile it finds beside the study's Snakefile.
-SNAKEMAKE_YAML = (CONFIG, Path("profiles") / "default" / "config.yaml")
-#: Snakemake's console output, under the run's logs root.
-SNAKEMAKE_LOG = "zoomeval-run.log"
-#: Lines of Snakemake's output shown when it fails without a failed job to name.
-TAIL_LINES = 12
+#: The stem of each run's files under the run's logs root: ``zoomeval-run.<time>.<pid>.log`` (Snakemake's console
+#: output) and ``.events.jsonl`` beside it (its events); a run never writes another run's.
+RUN_FILES = "zoomeval-run"
 #: Seconds between redraws of the display.
 REFRESH_SECONDS = 0.5
+#: Snakemake's lock files, under the study directory.
+SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
+#: The exit status of an interrupted run.
+INTERRUPTED = 130
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What ``zoomeval run`` starts: targets, the run's layout (its results and logs roots, relative to the study
-    directory), limit, cores and GPUs."""
-
-    targets: tuple[str, ...]
-    layout: Layout
-    limit: int | None
-    cores: int
-    gpus: int
-
-    def argv(self) -> list[str]:
-        """Snakemake's command line (a list: nothing is parsed by a shell)."""
-        argv = [sys.executable, "-m", "snakemake", *self.targets, "--cores", str(self.cores)]
-        argv += ["--resources", f"gpu={self.gpus}"]  # the targets first: --config and --resources take a list
-        return argv + (["--config", f"limit={self.limit}"] if self.limit is not None else [])
+def run_files(plan: RunPlan) -> tuple[Path, Path]:
+    """This run's log and events files (new names: created exclusively, never truncating another run's)."""
+    stem = Path(plan.layout.logs) / f"{RUN_FILES}.{time.strftime('%Y%m%d-%H%M%S')}.{os.getpid()}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    return Path(f"{stem}.log"), Path(f"{stem}.events.jsonl")
 
 
-def limited_target(target: str, results: str) -> str:
-    """A target under ``results/`` moved under a limited run's results root (others unchanged)."""
-    if results == RESULTS or not target.startswith(f"{RESULTS}/") or target.startswith(f"{results}/"):
-        return target
-    return results + target[len(RESULTS) :]
+class Follower:
+    """Reads a run's events and its jobs' progress, and redraws the display."""
+
+    def __init__(self, plan: RunPlan, events: Path, display: Display) -> None:
+        self.reader, self.display, self.state = EventReader(events), display, RunState()
+        views = n_views(list(plan.config.scales), True)
+        self.tracker = Tracker(planned_work(plan.config, plan.layout), views)
+        self.known: dict[int, Progress] = {}  # every tracked job's last record, finished jobs' too
+        self.final: set[int] = set()  # the finished jobs whose last record has been read
+
+    def step(self) -> None:
+        for event in self.reader.read():
+            self.state.feed(event)
+        self.known.update(self.display.records(self.state))
+        for jobid, job in self.state.jobs.items():
+            if job.ended is not None and job.rule in TRACKED and jobid not in self.final:
+                self.final.add(jobid)
+                if (last := self.display.progress_of(job)) is not None:
+                    self.known[jobid] = last
+        overall = self.tracker.overall(self.state, self.known, time.time())
+        self.display.update(self.state, overall, {j: p for j, p in self.known.items() if j in self.state.running})
 
 
-def plan_run(targets: Sequence[str], limit: int | None, cores: int | None) -> tuple[RunPlan, list[str]]:
-    """The run in the current directory (a study's), and the problems the preflight finds in it."""
-    if not CONFIG.is_file():
-        raise FileNotFoundError(f"{Path.cwd() / CONFIG} does not exist: give a study directory (zoomeval init)")
-    for path in SNAKEMAKE_YAML:
-        refuse_templating(path)
-    raw = load_yaml(CONFIG)
-    if limit is not None:
-        raw["limit"] = limit
-    config = load_config(raw, check_paths=False)  # missing files are the preflight's, all of them at once
-    layout = run_layout(config.limit)
-    chosen = tuple(limited_target(t, layout.root) for t in targets) or (layout.path("table_a8", ext="csv"),)
-    plan = RunPlan(chosen, layout, config.limit, cores or len(os.sched_getaffinity(0)), gpus_at_most() or 0)
-    return plan, problems(config, layout)
+def _signal(process: subprocess.Popen[bytes], which: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, which)  # Snakemake's session: it and every job it started
 
 
-def follow(process: subprocess.Popen[bytes], log: Path, display: Display, state: SnakemakeLog) -> None:
-    """Feed Snakemake's log to ``state`` and redraw ``display`` until ``process`` ends."""
-    pending = ""
-    with open(log, encoding="utf-8", errors="replace") as fh:
-        while True:
-            ended = process.poll() is not None
-            *lines, pending = (pending + fh.read()).split("\n")  # a partial last line waits for its end
-            for line in lines:
-                state.feed(line)
-            display.update(state)
-            if ended:
-                return
-            time.sleep(REFRESH_SECONDS)
+@contextlib.contextmanager
+def stops_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a ``kill``, a closed terminal) count as Ctrl-C while the block runs, unless ignored
+    (``nohup``): Snakemake, in a session of its own, would not get them."""
+    kept = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for which, handler in kept.items():
+        if handler == signal.SIG_DFL:
+            signal.signal(which, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for which, handler in kept.items():
+            signal.signal(which, handler)
 
 
-def summary(plan: RunPlan, state: SnakemakeLog, status: int) -> list[str]:
-    """What the run prints at its end: Table A8 (Markdown), then the paths of the browser, report and logs."""
-    table, browser = Path(plan.layout.path("table_a8", ext="md")), Path(plan.layout.path("browser"))
-    wanted = {"all", str(table), str(table.with_suffix(".csv"))} & set(plan.targets)  # not an older run's table
-    built = status == 0 and table.is_file() and bool(wanted)
-    lines = [table.read_text()] if built else []
-    lines += [f"failed: {job.label}: {', '.join(job.logs)}" for job in state.failed]
-    if status != 0 and not state.failed:  # Snakemake stopped before or between jobs: its own last words
-        output = Path(plan.layout.logs, SNAKEMAKE_LOG).read_text(errors="replace").splitlines()
-        lines += [line for line in output if line.strip()][-TAIL_LINES:]
-    if built:
-        lines.append(f"Table A8: {table} and {table.with_suffix('.csv')}")
-    lines.append(f"browser: {browser}" if browser.is_file() else "browser: not built (target `all` builds it)")
-    config = f" --config limit={plan.limit}" if plan.limit is not None else ""
-    lines.append(f"report: snakemake --report {plan.layout.root}/report.html{config} (once `all` is built)")
-    lines.append(f"logs: {plan.layout.logs}/ (Snakemake's own output: {plan.layout.logs}/{SNAKEMAKE_LOG})")
-    return lines
+def supervise(process: subprocess.Popen[bytes], step: Callable[[], None], screen: TextIO) -> tuple[int, int]:
+    """Call ``step`` every :data:`REFRESH_SECONDS` until ``process`` ends; the first Ctrl-C (or SIGTERM, SIGHUP) is
+    passed on to its process group as SIGINT, the second kills the group. Its exit status and the Ctrl-Cs seen."""
+    with stops_as_ctrl_c():
+        return _supervise(process, step, screen)
 
 
-def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, SnakemakeLog]:
-    """Start Snakemake for ``plan`` and show its progress on ``screen``; its exit status (130 if interrupted while
-    it ended well) and final state."""
-    log = Path(plan.layout.logs, SNAKEMAKE_LOG)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"running: snakemake {' '.join(plan.argv()[3:])} (its output: {log})", file=screen)
-    display, state = Display(screen), SnakemakeLog()
-    with open(log, "wb") as out, subprocess.Popen(plan.argv(), stdout=out, stderr=subprocess.STDOUT) as process:
+def _supervise(process: subprocess.Popen[bytes], step: Callable[[], None], screen: TextIO) -> tuple[int, int]:
+    interrupts = 0
+    while True:
         try:
-            follow(process, log, display, state)
-        except KeyboardInterrupt:  # Snakemake got the same signal (one process group): it stops its jobs
-            print("zoomeval run: interrupted; waiting for Snakemake to stop", file=screen)
-            return process.wait() or 130, state
+            ended = process.poll() is not None
+            step()
+            if ended:
+                return process.returncode, interrupts
+            time.sleep(REFRESH_SECONDS)
+        except KeyboardInterrupt:
+            interrupts += 1
+            if interrupts == 1:
+                _signal(process, signal.SIGINT)
+                print("\nzoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop at once)",
+                      file=screen)  # fmt: skip
+            else:
+                _signal(process, signal.SIGKILL)
+                print("\nzoomeval run: stopped at once", file=screen)
+        if interrupts > 1:
+            with contextlib.suppress(KeyboardInterrupt):
+                process.wait()
+            return process.wait(), interrupts
+
+
+def lock_files() -> set[Path]:
+    return set(SNAKEMAKE_LOCKS.glob("*.lock")) if SNAKEMAKE_LOCKS.is_dir() else set()
+
+
+def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, RunState, Path]:
+    """Start Snakemake for ``plan`` and show its progress on ``screen``; its exit status (:data:`INTERRUPTED` if
+    interrupted), final state and log."""
+    log, events = run_files(plan)
+    argv, env, before = plan.argv(str(events)), environment(), lock_files()
+    print(f"running: snakemake {shlex.join(argv[3:])} (its output: {log})", file=screen)
+    display = Display(screen)
+    follower = Follower(plan, events, display)
+    with open(log, "xb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        try:
+            status, interrupts = supervise(process, follower.step, screen)
         finally:
             display.close()
-    return process.returncode, state
+    if interrupts > 1:  # killed: its locks are this run's Snakemake's, which is gone
+        for stale in lock_files() - before:
+            stale.unlink(missing_ok=True)
+    return (INTERRUPTED if interrupts else status), follower.state, log
 
 
-def run_study(directory: Path, targets: Sequence[str], limit: int | None, cores: int | None) -> int:
-    """``zoomeval run``: preflight, run, summary; the exit status (2 for the preflight's problems)."""
+def run_study(directory: Path, targets: Sequence[str], limit: int | None, cores: int | None,
+              report: bool = False) -> int:  # fmt: skip
+    """``zoomeval run``: hold the study, preflight, run, summary; the exit status (2 for the preflight's
+    problems)."""
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is no directory: give a study directory (zoomeval init)")
-    with contextlib.chdir(directory):
-        plan, found = plan_run(targets, limit, cores)
+    if not (directory / CONFIG).is_file():
+        raise FileNotFoundError(f"{directory / CONFIG} does not exist: give a study directory (zoomeval init)")
+    with holding(directory, shlex.join(["zoomeval", *sys.argv[1:]])), contextlib.chdir(directory):
+        plan, found = plan_run(targets, limit, cores, report)
         if found:
             for problem in found:
                 print(f"zoomeval run: {problem}", file=sys.stderr)
             print(f"zoomeval run: {len(found)} problem(s) found before starting; nothing was run", file=sys.stderr)
             return 2
-        status, state = run(plan)
-        print("\n".join(summary(plan, state, status)))
+        status, state, log = run(plan)
+        print("\n".join(summary(plan, state, status, log, shlex.quote(str(directory)))))
     return status

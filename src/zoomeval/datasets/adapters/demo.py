@@ -190,7 +190,8 @@ def build_demo(image_dir: Path, scenes: str = "standard") -> list[Record]:
     return records
 
 
-@ADAPTERS.register("demo", options=("scenes",), boxes=True, images=True)
+@ADAPTERS.register("demo", options=("scenes",), boxes=True, images=True,
+                   most_images=lambda scenes="standard": len(SCENE_SETS[scenes]()))  # fmt: skip
 def demo(image_dir: Path, scenes: str = "standard") -> Adapted:
     """The embedded demo scenes (``standard`` or ``clutter``), generated offline into ``image_dir``."""
     return build_demo(image_dir, scenes), None

@@ -1,0 +1,45 @@
+"""One ``zoomeval run`` at a time in a study: the run holds an exclusive lock (``flock``) on a file of the study's
+``.snakemake`` folder for as long as it lives, with its pid, host, start time and command written in it. A second
+run is refused, naming that run, before it opens any other file of the study (the kernel drops the lock when the
+holder ends, however it ends, so a killed run never leaves it behind)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from zoomeval.core.cells import terminal_text
+
+#: The lock file, relative to the study directory.
+LOCK = Path(".snakemake") / "zoomeval-run.lock"
+
+
+class StudyBusy(ValueError):
+    """Another ``zoomeval run`` holds the study."""
+
+
+@contextlib.contextmanager
+def holding(study: Path, command: str) -> Iterator[None]:
+    """Hold ``study`` for this process while the block runs; refused (:class:`StudyBusy`) while another run holds
+    it."""
+    path = study / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = terminal_text(os.read(fd, 4096).decode("utf-8", "replace").strip()) or "a run starting"
+            raise StudyBusy(f"{study}: another zoomeval run holds this study ({holder}); wait for it to end, or "
+                            "stop it with Ctrl-C where it runs; nothing was run") from None  # fmt: skip
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {since}: {command}\n".encode())
+        yield
+    finally:
+        os.close(fd)
