@@ -82,9 +82,13 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 
 def load_rgb(record: Record) -> Image.Image:
-    """A record's image as evaluated: decoded once, RGB, ``border`` cropped, size checked."""
+    """A record's image as evaluated: decoded once, RGB, ``border`` cropped, size checked (a refusal names the file:
+    a manifest built before a check existed may still list the image)."""
     with Image.open(record.path) as raw:
-        image = to_rgb(raw)
+        try:
+            image = to_rgb(raw)
+        except ValueError as exc:
+            raise ValueError(f"{record.path}: {exc}") from None
     if b := record.border:
         image = image.crop((b, b, image.width - b, image.height - b))
     if (image.width, image.height) != (record.width, record.height):
