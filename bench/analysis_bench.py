@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from zoomeval.core.config import COVER_NODE_LIMIT, COVER_TIME_LIMIT
 from zoomeval.core.zoom import ONE_CROP, Transform, paper_scales, transforms
 
 SEED = 0
@@ -128,8 +129,9 @@ def _matrix(folder: Path) -> tuple[np.ndarray, list[Transform]]:
     return matrix, order
 
 
-def step(name: str, folder: Path, n_images: int, time_limit: float, seed: int = SEED) -> dict[str, Any]:
-    """Run one step on the files in ``folder``; returns what it found."""
+def step(name: str, folder: Path, n_images: int, limits: tuple[int, float], seed: int = SEED) -> dict[str, Any]:
+    """Run one step on the files in ``folder`` (``limits``: cover_node_limit and cover_time_limit); returns what it
+    found."""
     from zoomeval.analysis.cover import greedy_cover
 
     if name == "synthesize":
@@ -143,9 +145,9 @@ def step(name: str, folder: Path, n_images: int, time_limit: float, seed: int = 
         greedy = [p.index for p in greedy_cover(matrix)]
         if name == "greedy":
             return {"greedy_size": len(greedy)}
-        return _exact(matrix, greedy, time_limit) if name == "exact" else _zoom_groups(matrix, order, greedy)
+        return _exact(matrix, greedy, limits) if name == "exact" else _zoom_groups(matrix, order, greedy)
     if name == "analyze":
-        return _analyze(folder, time_limit)
+        return _analyze(folder, limits)
     if name == "policies":
         return _policies(folder)
     return _policies_table(folder) if name == "policies_table" else _tables(folder)
@@ -174,14 +176,15 @@ def _correctness(folder: Path) -> dict[str, Any]:
     return {"acc_1crop": 100 * float(matrix[one].mean()), "acc_max": 100 * float(matrix.any(axis=0).mean())}
 
 
-def _exact(matrix: np.ndarray, greedy: list[int], time_limit: float) -> dict[str, Any]:
+def _exact(matrix: np.ndarray, greedy: list[int], limits: tuple[int, float]) -> dict[str, Any]:
     from zoomeval.analysis.exact_cover import exact_cover
 
-    exact = exact_cover(matrix, time_limit, greedy=greedy)
+    exact = exact_cover(matrix, *limits, greedy=greedy)
     bound = exact.dual_bound
     return {"status": exact.status, "exact_size": exact.size, "dual_bound": bound, "greedy_size": len(greedy),
             "gap_to_bound": None if bound is None else exact.size - int(np.ceil(bound - 1e-6)),
-            "reduced_rows": exact.reduced_rows, "exact_seconds": round(exact.seconds, 2)}  # fmt: skip
+            "reduced_rows": exact.reduced_rows, "nodes": exact.nodes,
+            "exact_seconds": round(exact.seconds, 2)}  # fmt: skip
 
 
 def _zoom_groups(matrix: np.ndarray, order: list[Transform], greedy: list[int]) -> dict[str, Any]:
@@ -191,13 +194,14 @@ def _zoom_groups(matrix: np.ndarray, order: list[Transform], greedy: list[int]) 
     return {"ub_in": round(groups["ub_in"], 2), "centre_share": top_k_locations(greedy, order, 36).centre_share}
 
 
-def _analyze(folder: Path, time_limit: float) -> dict[str, Any]:
+def _analyze(folder: Path, limits: tuple[int, float]) -> dict[str, Any]:
     """The whole analyze job: read, score, cover, write metrics.json, cover.json and correct.npz."""
+    from zoomeval.analysis.exact_cover import CoverLimits
     from zoomeval.analysis.scoring import analyze_predictions, write_analysis
     from zoomeval.core.manifest import read_manifest
 
     records = read_manifest(folder / "manifest.parquet")
-    analysis = analyze_predictions(folder / "predictions.parquet", records, time_limit=time_limit,
+    analysis = analyze_predictions(folder / "predictions.parquet", records, limits=CoverLimits(*limits),
                                    aggregates_path=folder / "aggregates.parquet")  # fmt: skip
     write_analysis(analysis, folder / "metrics.json", folder / "cover.json", folder / "correct.npz")
     m = analysis.metrics
@@ -248,7 +252,8 @@ def _tables(folder: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=N_IMAGES)
-    parser.add_argument("--time-limit", type=float, default=30.0, help="cover_time_limit, seconds")
+    parser.add_argument("--node-limit", type=int, default=COVER_NODE_LIMIT, help="cover_node_limit")
+    parser.add_argument("--time-limit", type=float, default=COVER_TIME_LIMIT, help="cover_time_limit, seconds")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)  # run one step (in a child process)
@@ -256,7 +261,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.step:
         start = time.perf_counter()
-        found = step(args.step, args.out, args.images, args.time_limit, args.seed)
+        found = step(args.step, args.out, args.images, (args.node_limit, args.time_limit), args.seed)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         print(json.dumps({"step": args.step, "seconds": round(time.perf_counter() - start, 2),
                           "peak_rss_mb": round(peak), **found}))  # fmt: skip
@@ -264,7 +269,8 @@ def main() -> None:
     report = []
     for name in STEPS:
         cmd = [sys.executable, __file__, "--step", name, "--images", str(args.images),
-               "--time-limit", str(args.time_limit), "--out", str(args.out), "--seed", str(args.seed)]  # fmt: skip
+               "--node-limit", str(args.node_limit), "--time-limit", str(args.time_limit), "--out", str(args.out),
+               "--seed", str(args.seed)]  # fmt: skip
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:

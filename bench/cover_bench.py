@@ -79,6 +79,7 @@ def main() -> None:
         "exact_size": exact.size,
         "dual_bound": exact.dual_bound,
         "status": exact.status,
+        "nodes": exact.nodes,  # of cover_node_limit's, the default
         "exact_s": round(exact.seconds, 3),  # reduction + solve + cover check
         "solve_s": round(exact.seconds - reduce_s, 3),
         "exact_picks": [ts[i].name for i in exact.picks],

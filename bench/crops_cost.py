@@ -100,7 +100,7 @@ def loader_rates(n: int, folder: Path) -> tuple[float, float]:
         dataset = ZoomCrops(records, [64, 256], backend="device", extra_views=True)
         loader = DataLoader(dataset, batch_size=None, num_workers=1, prefetch_factor=2)
         start = time.perf_counter()
-        for _ in on_device(iter(loader), torch.device("cpu"), [64, 256], 224, True):
+        for _ in on_device(iter(loader), torch.device("cpu")):
             pass
         rates.append(n / (time.perf_counter() - start))
     return rates[0], rates[1]

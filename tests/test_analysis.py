@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pytest
+import scipy
 from scipy.stats import binomtest
 
 from zoomeval.analysis.cover_breakdown import zoom_groups
@@ -199,7 +200,7 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     write_analysis(analysis, tmp_path / "metrics.json", tmp_path / "cover.json", tmp_path / "m.npz")
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert list(document) == ["schema_version", *METRICS_KEYS]
-    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 5
+    assert document["schema_version"] == METRICS_SCHEMA_VERSION == 6
     # what it was computed from: the prediction file's sha256 and the comparability key
     digest = hashlib.sha256((tmp_path / "p.parquet").read_bytes()).hexdigest()
     assert document["inputs"] == {"predictions": {"path": str(tmp_path / "p.parquet"), "sha256": digest},
@@ -209,7 +210,7 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
         "dataset": "toy", "images": images, "class_set": "full", "label_set": "in", "variant": "original",
         "scales": SCALES, "anchors": 9, "resize_backend": None, "model": None, "weights_sha256": None,
         "input_size": 224, "mean": None, "std": None, "precision": None, "compile": None, "channels_last": None,
-        "top_k": 1, "zoomeval": None, "zoomeval_commit": None,
+        "top_k": 1, "zoomeval": None, "zoomeval_commit": None, "cover_node_limit": 1000,
     }  # fmt: skip
     assert document["left_out"] == {"dataset": "toy", "bad": {"unreadable": 2}, "unscored": {}}
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
@@ -218,6 +219,9 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     assert list(cover) == ["schema_version", *METRICS_KEYS, "greedy", "exact"]
     assert read_metrics(tmp_path / "cover.json") == analysis.metrics
     assert read_greedy(tmp_path / "cover.json") == [Transform(224, 0, 0), Transform(224, 2, 2)]
+    exact = cover["exact"]  # what stopped the search, and which solver: one matrix, one cover under one HiGHS
+    assert (exact["status"], exact["node_limit"], exact["time_limit"]) == ("optimal", 1000, 1800.0)
+    assert isinstance(exact["nodes"], int) and exact["solver"] == f"HiGHS in scipy {scipy.__version__}"
 
 
 def test_metrics_keys_are_the_metrics_fields():
@@ -237,8 +241,8 @@ def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):
     assert read_metrics(tmp_path / "v2.json") == unrecorded and metrics.acc_standard is None
     (tmp_path / "v3.json").write_text(json.dumps({**version_3, "schema_version": 3}))
     assert read_metrics(tmp_path / "v3.json") == unrecorded
-    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 6}))
-    with pytest.raises(ValueError, match="schema_version 6 .* upgrade zoomeval"):
+    (tmp_path / "new.json").write_text(json.dumps({**old, "schema_version": 7}))
+    with pytest.raises(ValueError, match="schema_version 7 .* upgrade zoomeval"):
         read_metrics(tmp_path / "new.json")
     del old["n_classes"]
     (tmp_path / "partial.json").write_text(json.dumps(old))

@@ -305,14 +305,16 @@ def test_numbers_given_as_strings_or_integral_floats_are_normalised() -> None:
     """``--config scales=[224,256]`` passes the items as strings; YAML may write 224.0."""
     inference = {"batch_size": "32", "compile": "false", "store_top5": "True"}
     config = validated(
-        lambda c: c.update(scales=["224", 256.0, " 64 "], top_k="3", cover_time_limit="2.5", inference=inference)
+        lambda c: c.update(scales=["224", 256.0, " 64 "], top_k="3", cover_time_limit="2.5", cover_node_limit="50",
+                           inference=inference)  # fmt: skip
     )
     assert config.scales == (224, 256, 64) and all(type(s) is int for s in config.scales)
-    assert (config.top_k, config.cover_time_limit) == (3, 2.5)
+    assert (config.top_k, config.cover_time_limit, config.cover_node_limit) == (3, 2.5, 50)
     assert config.inference.batch_size == 32 and config.inference.compile is False
     assert config.inference.store_top5 is True
     assert refusal(lambda c: c.update(scales=[224.5])).startswith("scales[0]: 224.5 is not of type 'integer'")
     assert refusal(lambda c: c.update(top_k="many")).startswith("top_k: 'many' is not of type 'integer'")
+    assert refusal(lambda c: c.update(cover_node_limit=0)).startswith("cover_node_limit: 0 is less than the minimum")
 
 
 def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
@@ -339,8 +341,8 @@ def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
 def test_unknown_keys_are_named_with_the_keys_allowed() -> None:
     assert refusal(lambda c: c.update(scale=[1])).startswith(
         "the config: Additional properties are not allowed ('scale' was unexpected); the keys allowed here are "
-        "scales, top_k, on_bad_image, max_resized_pixels, cover_time_limit, limit, resources, datasets, models, sam, "
-        "stats, inference, browser, multilabel"
+        "scales, top_k, on_bad_image, max_resized_pixels, cover_node_limit, cover_time_limit, limit, resources, "
+        "datasets, models, sam, stats, inference, browser, multilabel"
     )
 
 
@@ -471,8 +473,9 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
         36,
         "skip",
         2**24,
-        30,
+        1800,
     )
+    assert config.cover_node_limit == 1000
     assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
     assert config.inference == InferenceSettings()
     assert (config.inference.batch_size, config.inference.shard_images, config.inference.parts) == (64, 500, 1)

@@ -3,6 +3,8 @@ every crop bit for bit, the device operations per image, and the predictions and
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -18,7 +20,7 @@ from zoomeval.core.io import read_metadata
 from zoomeval.core.pil_resample import taps, vertical_first
 from zoomeval.core.zoom import all_crops, paper_scales, resized_size, scale_views, transforms
 from zoomeval.datasets.adapters.demo import build_demo
-from zoomeval.inference import crops
+from zoomeval.inference import auto_backend, crops, predict
 from zoomeval.inference.crop_plan import TAPS, build_plan, crop_plan
 from zoomeval.inference.crops import (
     DeviceImage,
@@ -161,19 +163,68 @@ def _images(sizes: list[tuple[int, int]]) -> list[tuple[int, DeviceImage]]:
             for i, (w, h) in enumerate(sizes)]  # fmt: skip
 
 
-@pytest.mark.parametrize(("device_seconds", "level"), [(10.0, "WARNING"), (1e-6, "INFO")])
-def test_auto_logs_the_device_paths_rate_against_pils_once(monkeypatch, caplog, device_seconds, level):
-    """After its first images, the job's log names both rates; a warning where PIL in the workers would be faster
-    (the device's time per image set here, 10 s or 1 us, against PIL's measured one)."""
-    monkeypatch.setattr(crops, "_seconds", lambda start, stop: device_seconds)
-    images = _images([(40, 30)] * (crops.RATE_IMAGES + 3))
-    with caplog.at_level("INFO", logger="zoomeval.inference.crops"):
-        out = list(on_device(iter(images), torch.device("cpu"), [64, 256], 224, True, workers=2))
-    lines = [r for r in caplog.records if "resize_backend auto" in r.getMessage()]
-    assert len(lines) == 1 and lines[0].levelname == level, [r.getMessage() for r in lines]
-    assert f"cuts {1 / device_seconds:.1f} images/s on cpu, PIL in 2 workers" in lines[0].getMessage()
-    for (i, item), (j, crops_) in zip(images, out, strict=True):  # the timed images' crops are the same
-        assert i == j and torch.equal(crops_, plan_crops(item.pixels, item.plan))
+#: A device time per image that makes PIL faster (10 s) and one that makes the device path faster (1 us).
+FORCED = {"pil": 10.0, "device": 1e-6}
+
+
+def _forced_auto(monkeypatch, choice: str) -> None:
+    """``auto`` measures on this CPU as on a GPU, with the device path's time per image set to force ``choice``."""
+    monkeypatch.setattr(crops, "MEASURED_ON", frozenset({"cuda", "cpu"}))
+    monkeypatch.setattr(auto_backend, "_seconds", lambda start, stop: FORCED[choice])
+
+
+@pytest.mark.parametrize("choice", ["pil", "device"])
+def test_auto_times_both_paths_on_the_first_images_and_runs_the_rest_on_the_faster(demo, monkeypatch, caplog, choice):
+    _forced_auto(monkeypatch, choice)
+    monkeypatch.setattr(auto_backend, "RATE_IMAGES", 2)  # 3 images measured (the first warms up), 2 left
+    dataset = ZoomCrops(demo[:5], SCALES, backend="auto", extra_views=True)
+    given = []
+
+    def rest(later: ZoomCrops):  # the job's loader: records the dataset it gets, cuts on its path
+        given.append(later)
+        for i in range(len(later)):
+            _, item = later[i]
+            yield i, plan_crops(item.pixels, item.plan) if later.backend == "device" else item
+
+    with caplog.at_level("INFO", logger="zoomeval.inference.auto_backend"):
+        out = list(auto_backend.measured_stream(dataset, torch.device("cpu"), 3, rest))
+    assert [i for i, _ in out] == list(range(5))
+    for record, (_, got) in zip(demo[:5:4], out[::4], strict=True):  # a measured image's crops and one of the rest
+        with Image.open(record.path) as raw:
+            assert np.array_equal(got.numpy(), all_crops(raw.convert("RGB"), SCALES, extra_views=True))
+    (later,) = given
+    assert later.backend == choice and later.records == demo[3:5]
+    (line,) = [r.getMessage() for r in caplog.records if "resize_backend auto" in r.getMessage()]
+    device_rate = 1 / FORCED[choice]
+    assert f"({device_rate:.1f} of device time on cpu, its 3 workers decode and plan" in line
+    assert " images/s in 3 workers (decode and crops): the rest of the job (2 images) runs on " in line
+    assert line.endswith("the device path" if choice == "device" else "PIL in the workers")
+
+
+def test_auto_stops_the_job_where_the_device_paths_crops_differ_from_pils(demo, monkeypatch):
+    """A fault of the device path on the machine (a kernel that is wrong on this GPU) is caught on the first image."""
+    _forced_auto(monkeypatch, "device")
+    monkeypatch.setattr(auto_backend, "plan_crops", lambda *a: plan_crops(*a[:2]) ^ 1)  # every value off by one
+    with pytest.raises(RuntimeError, match=f"crops of {demo[0].path} differ from PIL's in [0-9]+ values on cpu"):
+        next(auto_backend.measured_stream(ZoomCrops(demo[:3], SCALES, backend="auto"), torch.device("cpu"), 1,
+                                          lambda later: iter(())))  # fmt: skip
+
+
+def test_auto_writes_the_same_prediction_files_whichever_path_it_chooses(demo, tmp_path, monkeypatch):
+    """A predict job on 3 images in shards of 2 at S = 224 (2 images measured, the third from the job's worker): the
+    prediction and aggregates files of a job that chose PIL and of one that chose the device path, byte for byte
+    (their clock stopped, so that the recorded timing is the same too)."""
+    monkeypatch.setattr(auto_backend, "RATE_IMAGES", 1)
+    monkeypatch.setattr(predict, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    files = {}
+    for choice in FORCED:
+        _forced_auto(monkeypatch, choice)
+        settings = InferenceSettings(batch_size=64, num_workers=1, threads=2, resize_backend="auto", shard_images=2)
+        files[choice] = tmp_path / f"{choice}.parquet", tmp_path / f"{choice}.aggregates.parquet"
+        predict_to_file(*files[choice], demo[:3], SPEC, [224], settings, "demo")  # 9 views per image: the model's time
+    for pil, device in zip(files["pil"], files["device"], strict=True):
+        assert pil.read_bytes() == device.read_bytes()
+    assert read_metadata(files["pil"][0])["resize_backend"] == "auto"
 
 
 @pytest.fixture(scope="module")
@@ -200,8 +251,8 @@ def test_device_path_gives_the_pil_paths_predictions_and_tables(both_paths):
     assert table_1_rows([metrics["pil"]]) == table_1_rows([metrics["device"]])
 
 
-def test_auto_takes_the_device_path_on_a_gpu_and_pil_on_a_cpu():
-    assert resolve_backend("auto", torch.device("cuda")) == "device"
+def test_auto_measures_on_a_gpu_and_is_pil_on_a_cpu():
+    assert resolve_backend("auto", torch.device("cuda")) == "auto"
     assert resolve_backend("auto", torch.device("cpu")) == "pil"
     assert resolve_backend("pil", torch.device("cuda")) == "pil"
     assert InferenceSettings().resize_backend == "auto"
@@ -241,5 +292,5 @@ def test_the_predict_loop_builds_no_plan(monkeypatch):
     device's side (so a new size costs the predict loop nothing)."""
     images = _images([(30 + k, 20 + k) for k in range(3)])
     monkeypatch.setattr(crops, "crop_plan", lambda *a: pytest.fail("a plan built in the predict loop"))
-    out = list(on_device(iter(images), torch.device("cpu"), [64, 256], 224, True))
+    out = list(on_device(iter(images), torch.device("cpu")))
     assert [len(c) for _, c in out] == [27] * 3

@@ -173,7 +173,7 @@ def test_the_outputs_page_gives_each_output_its_declared_columns_and_schema_vers
     assert table_a8[2:] == ["- **Columns**: " + ", ".join(f"`{c}`" for c in columns)]
     assert columns[-5:] == ["n_scales", "n_bad", "n_unscored", "left_out", "key_sha256"]
     metrics = page.split("### `metrics`\n\n")[1].split("\n\n### ")[0]
-    assert metrics.endswith(f"- **Schema version**: {METRICS_SCHEMA_VERSION}") and METRICS_SCHEMA_VERSION == 5
+    assert metrics.endswith(f"- **Schema version**: {METRICS_SCHEMA_VERSION}") and METRICS_SCHEMA_VERSION == 6
     assert "| `analyze` | `logs/analysis/{scored}/{variant}/{model}.log` |" in page.splitlines()
 
 

@@ -105,35 +105,74 @@ def test_empty_universe(shape):
     assert reduce_rows(np.zeros(shape, dtype=bool)).shape == (shape[0], 0)
 
 
-def fake_milp(status: int, x: list[float] | None, bound: float) -> Callable[..., OptimizeResult]:
-    """A stand-in for ``scipy.optimize.milp`` that ends with ``status`` and solution ``x``."""
+def fake_milp(status: int, x: list[float] | None, bound: float, nodes: int | None = ec.COVER_NODE_LIMIT
+              ) -> Callable[..., OptimizeResult]:  # fmt: skip
+    """A stand-in for ``scipy.optimize.milp`` that ends with ``status`` and solution ``x`` after ``nodes`` nodes (by
+    default at the node limit, where HiGHS's "solution limit" status is milp's 4)."""
 
     def milp(*args: object, **kwargs: object) -> OptimizeResult:
         solution = None if x is None else np.array(x)
-        return OptimizeResult(status=status, success=status == 0, x=solution, mip_dual_bound=bound, message="fake")
+        return OptimizeResult(status=status, success=status == 0, x=solution, mip_dual_bound=bound,
+                              mip_node_count=nodes, message="fake")  # fmt: skip
 
     return milp
 
 
-def test_time_limit_without_solution_falls_back_to_greedy(monkeypatch):
-    monkeypatch.setattr(ec, "milp", fake_milp(1, None, 1.5))
+def test_node_limit_without_solution_falls_back_to_greedy(monkeypatch):
+    monkeypatch.setattr(ec, "milp", fake_milp(4, None, 1.5))
     result = exact_cover(COUNTEREXAMPLE, greedy=[2, 0, 1])
     assert (result.status, result.size, result.picks, result.dual_bound) == ("greedy_fallback", 3, [0, 1, 2], 1.5)
 
 
-def test_time_limit_with_worse_solution_falls_back_and_better_one_is_kept(monkeypatch):
-    monkeypatch.setattr(ec, "milp", fake_milp(1, [1, 1, 1], float("-inf")))
+def test_node_limit_with_worse_solution_falls_back_and_better_one_is_kept(monkeypatch):
+    monkeypatch.setattr(ec, "milp", fake_milp(4, [1, 1, 1], float("-inf")))
     result = exact_cover(COUNTEREXAMPLE, greedy=[0, 1])
     assert (result.status, result.picks, result.dual_bound) == ("greedy_fallback", [0, 1], None)
-    monkeypatch.setattr(ec, "milp", fake_milp(1, [1, 1, 1e-9], 2.0))
+    monkeypatch.setattr(ec, "milp", fake_milp(4, [1, 1, 1e-9], 2.0))
     result = exact_cover(COUNTEREXAMPLE, greedy=[2, 0, 1])
-    assert (result.status, result.size, result.picks, result.dual_bound) == ("time_limit", 2, [0, 1], 2.0)
+    assert (result.status, result.size, result.picks, result.dual_bound) == ("node_limit", 2, [0, 1], 2.0)
+
+
+@pytest.mark.parametrize("solution", [None, [1, 1, 0]])
+def test_a_time_limit_before_the_node_limit_gives_no_cover(monkeypatch, solution):
+    """Even with a cover better than greedy in hand: where the clock stopped would decide its size."""
+    monkeypatch.setattr(ec, "milp", fake_milp(1, solution, 1.5, nodes=7))
+    with pytest.raises(ec.CoverTimeLimit) as info:
+        exact_cover(COUNTEREXAMPLE, node_limit=50, time_limit=2.5, greedy=[2, 0, 1])
+    assert str(info.value) == (
+        "the exact cover's search reached cover_time_limit (2.5 s) after 7 nodes, before its cover_node_limit (50), "
+        "so its result would depend on this machine's speed: raise cover_time_limit, or lower cover_node_limit"
+    )
 
 
 def test_invalid_cover_is_rejected(monkeypatch):
-    monkeypatch.setattr(ec, "milp", fake_milp(1, None, 1.0))
+    monkeypatch.setattr(ec, "milp", fake_milp(4, None, 1.0))
     with pytest.raises(RuntimeError, match="uncovered"):
         exact_cover(COUNTEREXAMPLE, greedy=[0])
+
+
+def hard(n_transforms: int, n_images: int, seed: int) -> np.ndarray:
+    """A random set-cover matrix of density 0.15 that HiGHS cannot solve at its root: 40 x 300 (seed 1) reduces to
+    115 images and is proven at 13 nodes; 60 x 400 (seed 0) to 372 images, proven at 2,099 nodes (about 14 s)."""
+    return np.random.default_rng(seed).random((n_transforms, n_images)) < 0.15
+
+
+def test_the_node_limit_decides_the_cover_with_or_without_a_time_limit():
+    """The work limit binds first: the same cover, bound, status and nodes whether a wall-clock limit is set or not,
+    and the limit did bind (without it the search goes on to prove a smaller or equal cover)."""
+    m = hard(40, 300, 1)
+    limited = [exact_cover(m, node_limit=5, time_limit=t) for t in (None, 600.0)]
+    assert limited[0].status == "node_limit" and limited[0].nodes == 5 and covers(m, limited[0].picks)
+    assert all(replace(r, seconds=0.0) == replace(limited[0], seconds=0.0) for r in limited)
+    assert limited[0].dual_bound < limited[0].size  # not proven
+    proven = exact_cover(m, node_limit=10_000)
+    assert proven.status == "optimal" and 5 < proven.nodes < 10_000 and proven.size <= limited[0].size
+
+
+def test_a_real_search_cut_short_by_the_clock_gives_no_cover():
+    """HiGHS itself at a 10 ms limit on a matrix it needs thousands of nodes for: milp's time status is refused."""
+    with pytest.raises(ec.CoverTimeLimit, match=r"reached cover_time_limit \(0.01 s\)(| after \d+ nodes), before"):
+        exact_cover(hard(60, 400, 0), node_limit=100_000, time_limit=0.01)
 
 
 def test_medium_structured_instance():

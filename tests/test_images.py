@@ -9,9 +9,21 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoomeval.core.images import MAX_RESIZED_PIXELS, load_rgb, problem, screen, to_rgb, too_large
+from zoomeval.core.images import (
+    EIGHT_BIT,
+    MAX_RESIZED_PIXELS,
+    NO_MAPPING,
+    SIXTEEN_BIT,
+    bad_kinds,
+    load_rgb,
+    problem,
+    screen,
+    to_rgb,
+    too_large,
+)
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import resize_shorter, zoom_crop
+from zoomeval.core.zoom import all_crops, resize_shorter, zoom_crop
+from zoomeval.inference.crops import ZoomCrops, plan_crops
 
 
 def record(path, size, border=0):
@@ -146,3 +158,141 @@ def test_border_crop_and_size_check(tmp_path):
     assert load_rgb(record(tmp_path / "framed.png", (26, 16), border=2)).size == (26, 16)
     with pytest.raises(ValueError, match="differs from the manifest"):
         load_rgb(record(tmp_path / "framed.png", (30, 20), border=2))
+
+
+#: The tiny images of the mode tests: 7 x 5 pixels, cut at two scales into 3 x 3 crops.
+SIZE, SCALES, CROP = (7, 5), [4, 9], 3
+
+
+def _random_bytes(count: int, seed: int) -> bytes:
+    return np.random.default_rng(seed).integers(0, 256, count, dtype=np.uint8).tobytes()
+
+
+def mode_image(mode: str, values: list[float] | None = None) -> Image.Image:
+    """A tiny image of ``mode``: ``values`` row by row for I and F (by default a ramp over 16 bits, or over 0..255),
+    random bytes for the other modes (and a random palette for P and PA)."""
+    if mode in ("I", "F"):
+        ramp = range(0, 65536, 1927) if mode == "I" else range(0, 256, 7)
+        array = np.array(list(ramp) if values is None else values, dtype=np.int32 if mode == "I" else np.float32)
+        return Image.fromarray(np.resize(array, SIZE[::-1]))
+    if mode == "1":
+        count = -(-SIZE[0] // 8) * SIZE[1]  # packed bits, rows padded to a byte
+    else:
+        count = SIZE[0] * SIZE[1] * (2 if mode in SIXTEEN_BIT else len(Image.new(mode, (1, 1)).getbands()))
+    image = Image.frombytes(mode, SIZE, _random_bytes(count, len(mode)))
+    if mode in ("P", "PA"):
+        image.putpalette(_random_bytes(768, 99), "RGB")
+    return image
+
+
+def expected_rgb(image: Image.Image) -> np.ndarray:
+    """The RGB pixels the policy gives ``image``, computed apart from :func:`to_rgb` where the policy is not PIL's own
+    formula (bilevel, greyscale, alpha and padding bands, palettes, 16 bits, whole floats)."""
+    mode, pixels = image.mode, np.asarray(image)
+    if mode in ("CMYK", "YCbCr", "LAB", "HSV", "RGBa"):  # PIL's colour formulas are the policy
+        return np.asarray(image.convert("RGB"))
+    if mode in ("P", "PA"):
+        palette = np.frombuffer(image.palette.tobytes(), np.uint8).reshape(-1, 3)
+        return palette[pixels if mode == "P" else pixels[..., 0]]
+    grey = {"1": lambda: pixels.astype(np.uint8) * 255, "F": lambda: pixels.astype(np.uint8)}
+    grey |= dict.fromkeys(SIXTEEN_BIT, lambda: (pixels.astype(np.int64) >> 8).astype(np.uint8))
+    if mode in grey:
+        return np.repeat(grey[mode]()[..., None], 3, axis=2)
+    if mode in ("L", "LA"):
+        return np.repeat((pixels if mode == "L" else pixels[..., 0])[..., None], 3, axis=2)
+    return pixels[..., :3]  # RGB, RGBA, RGBX
+
+
+#: The images that have no 8-bit mapping, with how their reason starts: mode I beyond 16 bits (a 32-bit TIFF whose
+#: bright pixels used to wrap around to 204-206) or negative, floats that PIL would truncate or clip, and La.
+REFUSED = {
+    "I beyond 16 bits": (lambda: mode_image("I", [0, 65535, 65536, 4_000_000]), "mode I with values 0..4000000"),
+    "I negative": (lambda: mode_image("I", [-1, 0, 255]), "mode I with values -1..255"),
+    "F fraction": (lambda: mode_image("F", [0.0, 0.5, 255.0]), "mode F with values"),
+    "F over 255": (lambda: mode_image("F", [0.0, 256.0]), "mode F with values"),
+    "F NaN": (lambda: mode_image("F", [0.0, float("nan")]), "mode F with values"),
+    "La": (lambda: Image.new("La", SIZE, (9, 200)), "mode La"),
+}
+
+
+def test_every_pil_mode_has_a_decision():
+    """A mode Pillow adds fails here until the policy decides it."""
+    assert set(Image.MODES) == EIGHT_BIT | SIXTEEN_BIT | {"F", "La"}
+
+
+@pytest.mark.parametrize("mode", sorted(EIGHT_BIT | SIXTEEN_BIT | {"F"}))
+def test_every_mode_with_a_mapping_becomes_the_documented_rgb(mode):
+    image = mode_image(mode)
+    assert np.array_equal(np.asarray(to_rgb(image)), expected_rgb(image))
+
+
+def test_the_policys_values_by_hand():
+    assert to_rgb(Image.new("I", (1, 1), 65535)).getpixel((0, 0)) == (255, 255, 255)  # not 204-206, not wrapped
+    assert to_rgb(Image.new("I;16", (1, 1), 0x12AB)).getpixel((0, 0)) == (0x12, 0x12, 0x12)
+    assert to_rgb(Image.new("F", (1, 1), 200.0)).getpixel((0, 0)) == (200, 200, 200)
+    assert to_rgb(Image.new("RGBa", (1, 1), (100, 50, 25, 128))).getpixel((0, 0)) == (199, 99, 49)  # un-premultiplied
+    assert to_rgb(Image.new("HSV", (1, 1), (0, 255, 255))).getpixel((0, 0)) == (255, 0, 0)
+    assert to_rgb(Image.new("1", (1, 1), 1)).getpixel((0, 0)) == (255, 255, 255)
+
+
+def stored(image: Image.Image, folder, monkeypatch) -> Record:
+    """A record of ``image``: a TIFF or PNG file where one reopens in its mode with its pixels, else a path that
+    ``Image.open`` is made to answer with a copy of ``image`` (HSV, RGBa, RGBX, I;16L, I;16N, La)."""
+    for fmt in ("TIFF", "PNG"):
+        path = folder / f"{image.mode.replace(';', '_')}.{fmt.lower()}"
+        try:
+            image.save(path, fmt)
+        except (OSError, ValueError, KeyError):
+            continue
+        with Image.open(path) as back:
+            if back.mode == image.mode and back.tobytes() == image.tobytes():
+                return Record(path.stem, str(path), [0], [""], *SIZE)
+    path = folder / f"{image.mode.replace(';', '_')}.in-memory"
+    opened = Image.open
+    monkeypatch.setattr(Image, "open", lambda p, *a, **k: image.copy() if str(p) == str(path) else opened(p, *a, **k))
+    return Record(path.stem, str(path), [0], [""], *SIZE)
+
+
+def crops_of(record: Record, backend: str) -> np.ndarray:
+    _, item = ZoomCrops([record], SCALES, size=CROP, backend=backend)[0]
+    return (plan_crops(item.pixels, item.plan) if backend == "device" else item).numpy()
+
+
+@pytest.mark.parametrize("mode", sorted(EIGHT_BIT | SIXTEEN_BIT | {"F"}))
+def test_both_crop_paths_cut_the_same_crops_from_every_mode(mode, tmp_path, monkeypatch):
+    image = mode_image(mode)
+    record = stored(image, tmp_path, monkeypatch)
+    expected = all_crops(Image.fromarray(expected_rgb(image)), SCALES, CROP)
+    assert expected.any()
+    pil, device = crops_of(record, "pil"), crops_of(record, "device")
+    assert np.array_equal(pil, expected) and np.array_equal(device, expected)
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_an_image_without_an_8_bit_mapping_is_a_bad_image_on_both_paths(case, tmp_path, monkeypatch):
+    make, start = REFUSED[case]
+    record = stored(make(), tmp_path, monkeypatch)
+    reason = problem(record.path)
+    assert reason.startswith(f"ValueError: {start}") and reason.endswith(NO_MAPPING), reason
+    refusals = []
+    for backend in ("pil", "device"):
+        with pytest.raises(ValueError) as info:
+            crops_of(record, backend)
+        refusals.append(str(info.value))
+    assert refusals == [f"{record.path}: {reason.removeprefix('ValueError: ')}"] * 2
+
+
+def test_a_32_bit_tiff_beyond_16_bits_is_listed_by_kind(tmp_path):
+    """The issue's case as a file: listed in bad_images.csv with its reason and counted as its own kind."""
+    path = tmp_path / "deep.tif"
+    mode_image("I", [0, 70000, 16_777_215]).save(path)
+    with Image.open(path) as img:
+        assert img.mode == "I"
+    good = tmp_path / "good.png"
+    Image.new("RGB", SIZE, (1, 2, 3)).save(good)
+    records = [Record("deep", str(path), [0], [""], *SIZE), Record("good", str(good), [0], [""], *SIZE)]
+    kept, excluded = screen(records, "skip", tmp_path / "bad.csv", dataset="d", max_scale=9)
+    assert [r.image_id for r in kept] == ["good"] and excluded == 1
+    row = list(csv.DictReader((tmp_path / "bad.csv").open()))[0]
+    assert row["reason"] == f"ValueError: mode I with values 0..16777215, beyond 16 bits: {NO_MAPPING}"
+    assert bad_kinds(tmp_path / "bad.csv") == {NO_MAPPING: 1}

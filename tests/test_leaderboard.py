@@ -19,6 +19,7 @@ from scipy.stats import binomtest
 
 from tests.chromium import CHROMIUM, Chromium
 from zoomeval.analysis.comparability import KEY_FIELDS
+from zoomeval.analysis.exact_cover import DEFAULT_LIMITS, CoverLimits
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.io import read_json, write_json, write_parquet
@@ -53,8 +54,8 @@ def hit(seed: int, i: int, t: Transform) -> bool:
 
 
 def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, dataset: str = "demo", label_sets=("in",),
-          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original", layout: Layout = LAYOUT
-          ) -> Path:  # fmt: skip
+          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original", layout: Layout = LAYOUT,
+          limits: CoverLimits = DEFAULT_LIMITS) -> Path:  # fmt: skip
     """A finished study of one model: its files as the workflow writes them under ``layout``'s results root, the
     analysis run from the study directory (paths relative to it) and the study sealed by its index."""
     order = transforms(scales)
@@ -84,6 +85,7 @@ def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, datase
         for label_set in label_sets:
             scored = dataset if label_set == "in" else f"{dataset}_{label_set}"
             analysis = analyze_predictions(files["predictions"], records, top_k=top_k, label_set=label_set,
+                                           limits=limits,
                                            standard_path=files["standard"] if variant == "original" else None)
             out = {n: layout.path(n, scored=scored, variant=variant, model=model) for n in ("metrics", "cover")}
             write_analysis(analysis, out["metrics"], out["cover"], layout.path("correct", scored=scored,
@@ -202,7 +204,7 @@ CHANGES = {
     "std": {"spec": {"std": [0.5, 0.5, 0.5]}}, "precision": {"meta": {"precision": "bf16"}},
     "compile": {"meta": {"compile": True}}, "channels_last": {"meta": {"channels_last": True}},
     "top_k": {"top_k": 2}, "variant": {"variant": "fg"}, "zoomeval": {"meta": {"zoomeval": "0.2.0"}},
-    "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}},
+    "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}}, "cover_node_limit": {"limits": CoverLimits(nodes=7)},
 }  # fmt: skip
 
 

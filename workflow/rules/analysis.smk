@@ -22,6 +22,7 @@ rule analyze:
         CONDA_ENV
     params:
         top_k=CFG.top_k,
+        node_limit=CFG.cover_node_limit,
         time_limit=CFG.cover_time_limit,
         label_set=lambda wc: SCORED[wc.scored][1],
     script:

@@ -1,3 +1,4 @@
+from zoomeval.analysis.exact_cover import CoverLimits
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.core.images import bad_kinds
 from zoomeval.core.io import read_metadata
@@ -13,7 +14,7 @@ with to_file(sm.log[0]):
         read_manifest(sm.input.manifest),
         top_k=config.top_k,
         label_set=sm.params.label_set,
-        time_limit=config.cover_time_limit,
+        limits=CoverLimits(config.cover_node_limit, config.cover_time_limit),
         n_excluded=read_metadata(sm.input.manifest).get("n_excluded", 0),
         bad=bad_kinds(sm.input.bad_images),
         aggregates_path=sm.input.aggregates,

@@ -1,7 +1,7 @@
 """What a result was computed from: the sha256 of the files it read and its comparability key, the settings two
 results must share for their numbers to be compared (dataset and the exact images and labels scored, class set,
 label set, variant, transforms, resizing, model and weights, input normalisation, precision, compile settings, the
-greedy picks counted and the zoomeval that computed it)."""
+greedy picks counted, the zoomeval that computed it and the exact cover's work limit)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from zoomeval.core.zoom import transforms
 KEY_FIELDS = (
     "dataset", "images", "class_set", "label_set", "variant", "scales", "anchors", "resize_backend", "model",
     "weights_sha256", "input_size", "mean", "std", "precision", "compile", "channels_last", "top_k", "zoomeval",
-    "zoomeval_commit",
+    "zoomeval_commit", "cover_node_limit",
 )  # fmt: skip
 
 
@@ -39,9 +39,10 @@ def class_set(meta: dict[str, Any]) -> str:
     return "full" if indices is None else f"subset of {len(indices)} classes ({digest(indices)[:12]})"
 
 
-def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: int) -> dict[str, Any]:
+def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: int, cover_node_limit: int | None
+                      ) -> dict[str, Any]:  # fmt: skip
     """The key of a result from its prediction file's metadata ``meta``, the digest of the scored images
-    (:func:`images_digest`), the label set and the greedy picks counted."""
+    (:func:`images_digest`), the label set, the greedy picks counted and the exact cover's node limit."""
     model = meta.get("model") or {}
     arch_tag = f"{model['architecture']}.{model['weights']}" if {"architecture", "weights"} <= model.keys() else None
     order = transforms(list(meta.get("scales") or []))
@@ -52,6 +53,7 @@ def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: 
         "input_size": meta.get("crop_size"), "mean": model.get("mean"), "std": model.get("std"),
         "precision": meta.get("precision"), "compile": meta.get("compile"), "channels_last": meta.get("channels_last"),
         "top_k": top_k, "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
+        "cover_node_limit": cover_node_limit,
     }  # fmt: skip
     return {field: key[field] for field in KEY_FIELDS}
 

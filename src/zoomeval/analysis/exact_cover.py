@@ -2,23 +2,50 @@
 
 Same elements and sets as :mod:`zoomeval.analysis.cover`: element = an image that some transform classifies
 correctly, set = the images one transform classifies correctly. The paper reports the greedy cover; this finds the true
-minimum, or within the time limit the best cover known and a lower bound, with the greedy cover as the fallback.
+minimum, or within a node limit the best cover known and a lower bound, with the greedy cover as the fallback.
+
+The stopping rule is work, not time: HiGHS explores at most ``node_limit`` branch-and-bound nodes, on one thread, so
+one matrix gives the same cover and status on any machine, however fast or loaded (HiGHS is deterministic; the same
+HiGHS is assumed, which ``cover.json`` records by scipy's version). A wall-clock limit is only a safety stop: when it
+ends the search before the node limit, no cover is returned (:class:`CoverTimeLimit`), since its size would depend
+on the machine's speed.
 """
 
 from __future__ import annotations
 
+import re
 import time
+import warnings
 from dataclasses import dataclass
 from math import isqrt
 
 import numpy as np
+import scipy
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
 from zoomeval.analysis.cover import greedy_cover
+from zoomeval.core.config import COVER_NODE_LIMIT, COVER_TIME_LIMIT
 
 #: Most (image, kept image) pairs compared in one step of the dominance test; bounds its memory to tens of MB.
 _PAIR_BUDGET = 1 << 20
+#: HiGHS's threads: one, as the analyze job claims one core (HiGHS's results do not depend on it).
+THREADS = 1
+#: The solver as cover.json records it (each scipy release ships one HiGHS): one matrix gives one cover under one.
+SOLVER = f"HiGHS in scipy {scipy.__version__}"
+
+
+@dataclass(frozen=True)
+class CoverLimits:
+    """When the exact cover's search stops: after ``nodes`` branch-and-bound nodes (``cover_node_limit``, what
+    decides the result), or at ``seconds`` (``cover_time_limit``, a safety stop that gives no result; None: none)."""
+
+    nodes: int = COVER_NODE_LIMIT
+    seconds: float | None = COVER_TIME_LIMIT
+
+
+#: The config's default limits.
+DEFAULT_LIMITS = CoverLimits()
 
 
 @dataclass(frozen=True)
@@ -27,8 +54,9 @@ class ExactCover:
 
     ``size`` is ``len(picks)``, the smallest cover known; it is the minimum when ``status`` is ``"optimal"``.
     ``dual_bound`` is the solver's lower bound on the minimum (``None`` if it reported none); ``status`` is
-    ``"optimal"``, ``"time_limit"`` (the solver's cover, no worse than greedy, optimality not proven),
-    ``"greedy_fallback"`` (the solver found nothing better than greedy) or ``"empty"`` (nothing to cover).
+    ``"optimal"``, ``"node_limit"`` (the solver's cover at its node limit, no worse than greedy, optimality not
+    proven), ``"greedy_fallback"`` (the solver found nothing better than greedy) or ``"empty"`` (nothing to cover).
+    ``nodes`` is the branch-and-bound nodes HiGHS explored (``None``: no search).
     """
 
     size: int
@@ -37,6 +65,12 @@ class ExactCover:
     picks: list[int]
     reduced_rows: int
     seconds: float
+    nodes: int | None = None
+
+
+class CoverTimeLimit(RuntimeError):
+    """The wall-clock limit ended HiGHS's search before its node limit: a cover that would depend on the machine's
+    speed, so none is given."""
 
 
 def reduce_rows(matrix: np.ndarray) -> np.ndarray:
@@ -50,11 +84,13 @@ def reduce_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix[:, _essential_images(matrix)]
 
 
-def exact_cover(matrix: np.ndarray, time_limit: float = 30.0, greedy: list[int] | None = None) -> ExactCover:
+def exact_cover(matrix: np.ndarray, node_limit: int = COVER_NODE_LIMIT, time_limit: float | None = None,
+                greedy: list[int] | None = None) -> ExactCover:  # fmt: skip
     """Minimum set of transforms (rows) covering every coverable image (column) of a boolean matrix.
 
     Solves ``min sum(x) s.t. A x >= 1, x binary`` on :func:`reduce_rows` with ``scipy.optimize.milp`` within
-    ``time_limit`` seconds. ``greedy`` is a known cover (by default
+    ``node_limit`` branch-and-bound nodes; raises :class:`CoverTimeLimit` when ``time_limit`` seconds (None: no
+    limit) end the search first. ``greedy`` is a known cover (by default
     :func:`zoomeval.analysis.cover.greedy_cover`'s), returned when the solver ends without a cover at least as
     small. The returned cover is checked against ``matrix``.
     """
@@ -65,9 +101,9 @@ def exact_cover(matrix: np.ndarray, time_limit: float = 30.0, greedy: list[int] 
         return ExactCover(0, 0.0, "empty", [], 0, time.perf_counter() - start)
     if greedy is None:
         greedy = [pick.index for pick in greedy_cover(matrix)]
-    status, picks, dual_bound = _solve(reduced, time_limit, greedy)
+    status, picks, dual_bound, nodes = _solve(reduced, node_limit, time_limit, greedy)
     _check_cover(matrix, picks)
-    return ExactCover(len(picks), dual_bound, status, picks, reduced.shape[1], time.perf_counter() - start)
+    return ExactCover(len(picks), dual_bound, status, picks, reduced.shape[1], time.perf_counter() - start, nodes)
 
 
 def _as_matrix(matrix: np.ndarray) -> np.ndarray:
@@ -136,27 +172,36 @@ def _contains_any(sets: np.ndarray, pool: np.ndarray, skip_self: bool = False) -
     return contains
 
 
-def _solve(reduced: np.ndarray, time_limit: float, greedy: list[int]) -> tuple[str, list[int], float | None]:
-    """Status, sorted picks and dual bound of the 0/1 program on ``reduced``, falling back to ``greedy``."""
+def _solve(reduced: np.ndarray, node_limit: int, time_limit: float | None, greedy: list[int]
+           ) -> tuple[str, list[int], float | None, int | None]:  # fmt: skip
+    """Status, sorted picks, dual bound and nodes of the 0/1 program on ``reduced``, falling back to ``greedy``."""
     n_transforms, n_rows = reduced.shape
     rows, cols = np.nonzero(reduced.T)
     a = csr_array((np.ones(rows.size), (rows, cols)), shape=(n_rows, n_transforms))
-    res = milp(
-        np.ones(n_transforms),
-        integrality=np.ones(n_transforms),
-        bounds=Bounds(0, 1),
-        constraints=LinearConstraint(a, lb=1),
-        options={"time_limit": time_limit, "presolve": True},
-    )
+    options = {"node_limit": node_limit, "presolve": True, "threads": THREADS}
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    with warnings.catch_warnings():  # milp passes the options it does not name (threads) to HiGHS, and says so
+        warnings.filterwarnings("ignore", re.escape("Unrecognized options detected: {'threads'}"), RuntimeWarning)
+        res = milp(np.ones(n_transforms), integrality=np.ones(n_transforms), bounds=Bounds(0, 1),
+                   constraints=LinearConstraint(a, lb=1), options=options)  # fmt: skip
     bound = getattr(res, "mip_dual_bound", None)
     dual_bound = float(bound) if bound is not None and np.isfinite(bound) else None
+    nodes = getattr(res, "mip_node_count", None)
     picks = [] if res.x is None else np.flatnonzero(res.x > 0.5).tolist()
     if res.status == 0:
-        return "optimal", picks, dual_bound
-    # Status 1 = time (or iteration) limit: keep its incumbent only if greedy is no better.
-    if res.status == 1 and res.x is not None and len(picks) <= len(greedy):
-        return "time_limit", picks, dual_bound
-    return "greedy_fallback", sorted(greedy), dual_bound
+        return "optimal", picks, dual_bound, nodes
+    at_limit = nodes is not None and nodes >= node_limit  # HiGHS's "solution limit" status, which milp leaves unnamed
+    if not at_limit and res.status == 1:  # milp's status for a time (or iteration) limit; no iteration limit is set
+        explored = "" if nodes is None else f" after {nodes} nodes"
+        raise CoverTimeLimit(
+            f"the exact cover's search reached cover_time_limit ({time_limit} s){explored}, before its "
+            f"cover_node_limit ({node_limit}), so its result would depend on this machine's speed: raise "
+            "cover_time_limit, or lower cover_node_limit"
+        )
+    if at_limit and res.x is not None and len(picks) <= len(greedy):  # keep its incumbent if greedy is no better
+        return "node_limit", picks, dual_bound, nodes
+    return "greedy_fallback", sorted(greedy), dual_bound, nodes
 
 
 def _check_cover(matrix: np.ndarray, picks: list[int]) -> None:

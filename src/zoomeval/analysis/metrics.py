@@ -14,9 +14,11 @@ from zoomeval.core.zoom import Transform
 
 #: Version of the metrics.json and cover.json layout. 2: ``acc_top36`` renamed ``acc_top_k``; 3: ``acc_standard``
 #: added (also per origin); 4: ``left_out`` added; 5: ``inputs`` (the files read, with their sha256) and ``key`` (the
-#: comparability key, :mod:`zoomeval.analysis.comparability`) added. Older versions are still read, without what they
-#: lack.
-METRICS_SCHEMA_VERSION = 5
+#: comparability key, :mod:`zoomeval.analysis.comparability`) added; 6: the key's ``cover_node_limit`` and
+#: cover.json's exact-cover ``node_limit``, ``nodes``, ``time_limit`` and ``solver`` added, its status ``time_limit``
+#: replaced by ``node_limit`` (a work limit: the same cover on any machine). Older versions are still read, without
+#: what they lack.
+METRICS_SCHEMA_VERSION = 6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +32,8 @@ class Scores:
     acc_top_k: float
     #: union of every transform
     acc_max: float
-    #: the greedy cover (the paper's), the minimum cover (HiGHS; the greedy one when the time limit leaves
-    #: nothing better) and greedy - exact
+    #: the greedy cover (the paper's), the minimum cover (HiGHS; at its node limit the best cover found, or the
+    #: greedy one when that is no better) and greedy - exact
     cover_size: int
     cover_size_exact: int
     cover_gap: int

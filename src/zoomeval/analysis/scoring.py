@@ -15,7 +15,7 @@ from zoomeval.analysis.aggregation_scores import aggregation_accuracy
 from zoomeval.analysis.comparability import comparability_key, file_input, images_digest
 from zoomeval.analysis.cover import Pick, greedy_cover
 from zoomeval.analysis.cover_breakdown import top_k_locations, zoom_groups
-from zoomeval.analysis.exact_cover import ExactCover, exact_cover
+from zoomeval.analysis.exact_cover import DEFAULT_LIMITS, SOLVER, CoverLimits, ExactCover, exact_cover
 from zoomeval.analysis.label_sets import left_out_of, relabel, scored_name
 from zoomeval.analysis.matrix import correctness_matrix, write_matrix
 from zoomeval.analysis.metrics import Metrics, Scores, write_metrics
@@ -54,15 +54,16 @@ def _finite(value: float) -> float | None:
     return None if np.isnan(value) else value
 
 
-def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36, time_limit: float = 30.0
+def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36, limits: CoverLimits = DEFAULT_LIMITS
             ) -> tuple[Scores, dict[str, Any]]:  # fmt: skip
-    """Accuracies, the greedy cover and the exact minimum cover of a correctness matrix (rows in ``order``).
+    """Accuracies, the greedy cover and the exact minimum cover (within ``limits``) of a correctness matrix (rows in
+    ``order``).
 
     Returns the scores and the cover document (:func:`cover_document`).
     """
     picks = greedy_cover(matrix)
     greedy = [p.index for p in picks]
-    exact = exact_cover(matrix, time_limit, greedy=greedy)
+    exact = exact_cover(matrix, limits.nodes, limits.seconds, greedy=greedy)
     scores = Scores(
         **greedy_scores(matrix, order, greedy, top_k),
         cover_size_exact=exact.size,
@@ -70,7 +71,7 @@ def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36, time_li
         zoom_groups=zoom_groups(matrix, order, greedy),
         top_k_centre_share=_finite(top_k_locations(greedy, order, top_k).centre_share),
     )
-    return scores, cover_document(picks, exact, order, top_k)
+    return scores, cover_document(picks, exact, order, top_k, limits)
 
 
 def greedy_scores(matrix: np.ndarray, order: list[Transform], greedy: list[int], top_k: int) -> dict[str, Any]:
@@ -86,9 +87,10 @@ def greedy_scores(matrix: np.ndarray, order: list[Transform], greedy: list[int],
     }
 
 
-def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform], top_k: int) -> dict[str, Any]:
+def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform], top_k: int,
+                   limits: CoverLimits = DEFAULT_LIMITS) -> dict[str, Any]:  # fmt: skip
     """The covers as saved in cover.json: the greedy picks in order with their gains, and the exact cover's
-    transforms, size, dual bound and solver status."""
+    transforms, size, dual bound, solver status, limits and nodes explored, and the solver."""
     greedy, covered = [], 0
     for rank, p in enumerate(picks, start=1):
         covered += p.gain
@@ -105,6 +107,10 @@ def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform],
             "reduced_rows": exact.reduced_rows,
             "seconds": round(exact.seconds, 3),
             "transforms": [order[i].name for i in exact.picks],
+            "node_limit": limits.nodes,
+            "nodes": exact.nodes,
+            "time_limit": limits.seconds,
+            "solver": SOLVER,
         },
     }
 
@@ -139,7 +145,7 @@ def analyze_predictions(
     records: list[Record],
     top_k: int = 36,
     label_set: str = "in",
-    time_limit: float = 30.0,
+    limits: CoverLimits = DEFAULT_LIMITS,
     n_excluded: int = 0,
     bad: Mapping[str, int] | None = None,
     aggregates_path: str | os.PathLike[str] | None = None,
@@ -148,9 +154,10 @@ def analyze_predictions(
 ) -> Analysis:
     """Score one prediction file under ``label_set``: its Table A8 row, cover document and correctness matrix
     (see :func:`analyze`); with ``aggregates_path``, the aggregation methods' accuracies too, and with
-    ``standard_path`` the standard evaluation's accuracy. ``labels_path`` is the label set's own labels file, for
-    those that have one. ``n_excluded`` bad images were left out of ``records``, ``bad`` gives them by kind
-    (:func:`zoomeval.core.images.bad_kinds` of the dataset's bad_images.csv). Writes nothing."""
+    ``standard_path`` the standard evaluation's accuracy; ``limits`` bound the exact cover. ``labels_path`` is the
+    label set's own labels file, for those that have one. ``n_excluded`` bad images were left out of ``records``,
+    ``bad`` gives them by kind (:func:`zoomeval.core.images.bad_kinds` of the dataset's bad_images.csv). Writes
+    nothing."""
     meta = read_metadata(predictions_path)
     order = transforms(list(meta["scales"]))
     classes = n_classes(meta["class_set"], records)
@@ -160,7 +167,7 @@ def analyze_predictions(
     left_out = left_out_of(meta["dataset"], bad, records, scored, label_set)
     records = scored
     matrix = correctness_matrix(predictions_path, records, order)
-    scores, cover = analyze(matrix, order, top_k, time_limit)
+    scores, cover = analyze(matrix, order, top_k, limits)
     aggregates = None if aggregates_path is None else pl.read_parquet(aggregates_path)
     standard = None if standard_path is None else standard_correct(pl.read_parquet(standard_path), records)
     metrics = Metrics(
@@ -178,7 +185,7 @@ def analyze_predictions(
         left_out=left_out,
         inputs={"predictions": file_input(predictions_path),
                 "standard": None if standard_path is None else file_input(standard_path)},
-        key=comparability_key(meta, images_digest(records), label_set, top_k),
+        key=comparability_key(meta, images_digest(records), label_set, top_k, limits.nodes),
     )  # fmt: skip
     return Analysis(metrics, cover, matrix, order, records, meta["crop_size"])
 

@@ -2,16 +2,25 @@
 
 Policy (applied the same way everywhere an image is decoded):
 
-* any PIL mode becomes RGB: greyscale is replicated, CMYK converted, an alpha channel dropped (the colour
-  under transparent pixels is kept, as torchvision's loader does); 16-bit greyscale is scaled to 8 bits
-  (``>> 8``) rather than clipped;
+* every PIL mode of 8 bits per channel (:data:`EIGHT_BIT`) becomes RGB as PIL's ``convert("RGB")`` makes it:
+  bilevel and greyscale replicated, a palette looked up, CMYK, YCbCr, LAB and HSV converted by PIL's formulas, an
+  alpha channel dropped (the colour under transparent pixels is kept, as torchvision's loader does; premultiplied
+  ``RGBa`` is un-premultiplied first);
+* 16-bit greyscale (``I;16`` and its byte orders) is scaled to 8 bits (``>> 8``) rather than clipped at 255 as PIL
+  would; so is mode ``I`` (32-bit integers: how Pillow opens a 16-bit PGM, or a 32-bit TIFF) when every value is
+  within 0..65535;
+* no other image has an 8-bit mapping, and each is a bad image (its reason ends in :data:`NO_MAPPING`): mode ``I``
+  with a value outside 0..65535 (``>> 8`` would wrap around in uint8, clipping would whiten it), mode ``F``
+  (32-bit floats) with a value that is not a whole number in 0..255 (PIL would truncate and clip it), and any other
+  mode (``La``, which PIL cannot convert);
 * EXIF orientation is ignored, as in the authors' pipeline and torchvision: the stored pixels are used;
 * images over PIL's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, about 179 megapixels for the
   error) are refused;
 * a manifest's ``border`` is cropped from every side.
 
 When a manifest is built, every image is decoded once (:func:`screen`). An image cannot be used when it is
-unreadable (empty or truncated file, bomb, unknown format), when its decoded size differs from the size its
+unreadable (empty or truncated file, bomb, unknown format), when its mode has no 8-bit RGB mapping
+(above), when its decoded size differs from the size its
 dataset's annotations give, or when resizing it to the largest scale would exceed ``max_resized_pixels``
 (a 1 x 8000 PNG of 117 bytes becomes 256 x 2,048,000 pixels at S = 256). Such images are listed in
 ``bad_images.csv`` and in the job's log, and either left out (``on_bad_image: skip``) or stop the job
@@ -44,19 +53,42 @@ log = logging.getLogger(__name__)
 SHOWN_IN_MESSAGE = 5
 
 
+#: The modes of 8 bits per channel, made RGB by PIL's own conversion.
+EIGHT_BIT = frozenset({"1", "L", "P", "PA", "LA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"})
+#: The integer greyscale modes, scaled by ``>> 8`` (mode ``I`` only within 16 bits).
+SIXTEEN_BIT = frozenset({"I;16", "I;16B", "I;16L", "I;16N", "I"})
+#: How the reason :func:`to_rgb` gives for an image without an 8-bit mapping ends (what :func:`bad_kind` reads).
+NO_MAPPING = "no 8-bit RGB mapping"
+
+
 def to_rgb(image: Image.Image) -> Image.Image:
-    """``image`` as 8-bit RGB under the policy above."""
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+    """``image`` as 8-bit RGB under the policy above; ``ValueError`` (ending in :data:`NO_MAPPING`) for an image
+    without such a mapping."""
+    if image.mode in EIGHT_BIT:
+        return image.convert("RGB")
+    if image.mode in SIXTEEN_BIT:
+        pixels = np.asarray(image, dtype=np.int64)
+        low, high = (int(pixels.min()), int(pixels.max())) if pixels.size else (0, 0)
+        if low < 0 or high > 0xFFFF:
+            raise ValueError(f"mode {image.mode} with values {low}..{high}, beyond 16 bits: {NO_MAPPING}")
         # PIL's own conversion clips 16-bit values at 255 (a white image); scale them instead.
-        pixels = np.asarray(image, dtype=np.uint32) >> 8
-        return Image.fromarray(pixels.astype(np.uint8), "L").convert("RGB")
-    return image.convert("RGB")
+        return Image.fromarray((pixels >> 8).astype(np.uint8)).convert("RGB")
+    if image.mode == "F":
+        pixels = np.asarray(image, dtype=np.float64)
+        if not np.isin(pixels, np.arange(256)).all():  # NaN and infinities too
+            raise ValueError(f"mode F with values that are not whole numbers in 0..255: {NO_MAPPING}")
+        return image.convert("RGB")  # exact on whole numbers in range
+    raise ValueError(f"mode {image.mode}: {NO_MAPPING}")
 
 
 def load_rgb(record: Record) -> Image.Image:
-    """A record's image as evaluated: decoded once, RGB, ``border`` cropped, size checked."""
+    """A record's image as evaluated: decoded once, RGB, ``border`` cropped, size checked (a refusal names the file:
+    a manifest built before a check existed may still list the image)."""
     with Image.open(record.path) as raw:
-        image = to_rgb(raw)
+        try:
+            image = to_rgb(raw)
+        except ValueError as exc:
+            raise ValueError(f"{record.path}: {exc}") from None
     if b := record.border:
         image = image.crop((b, b, image.width - b, image.height - b))
     if (image.width, image.height) != (record.width, record.height):
@@ -118,6 +150,8 @@ def bad_kind(reason: str) -> str:
         return "size differs from its annotation"
     if "over max_resized_pixels" in reason:
         return "over max_resized_pixels"
+    if reason.endswith(NO_MAPPING):
+        return NO_MAPPING
     return "unreadable"
 
 

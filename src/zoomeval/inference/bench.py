@@ -127,7 +127,7 @@ def _data_batches(classifier: Classifier, records: list[Record], scales: list[in
     pin = classifier.device.type == "cuda"
     loader = iter(DataLoader(crops, batch_size=None, pin_memory=pin, **_loader_options(classifier.settings)))
     if backend == DEVICE_BACKEND:
-        loader = on_device(loader, classifier.device, scales, size, False)
+        loader = on_device(loader, classifier.device)
     return batches(loader, classifier.settings.batch_size)
 
 

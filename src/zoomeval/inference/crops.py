@@ -6,7 +6,6 @@ tensor, and :func:`device_crops` resizes it to every scale and cuts its crops th
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -48,32 +47,53 @@ class ZoomCrops(Dataset[tuple[int, "torch.Tensor | DeviceImage"]]):
         return len(self.records)
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | DeviceImage]:
+        image = self.decoded(i)
+        if self.backend == DEVICE_BACKEND:  # the plan is built here, beside the decode, not in the predict loop
+            return i, self.device_image(image)
+        return i, self.host_crops(image, self.backend)
+
+    def decoded(self, i: int) -> Image.Image:
+        """Image ``i`` as decoded, under its variant's mask."""
         record = self.records[i]
         image = load_rgb(record)
         mask = decode_mask(self.masks[record.image_id]) if self.variant != "original" and self.masks else None
-        image = apply_variant(image, mask, self.variant)
-        if self.backend == DEVICE_BACKEND:  # the plan is built here, beside the decode, not in the predict loop
-            pixels = np.array(image.convert("RGB"))
-            plan = crop_plan(pixels.shape[1], pixels.shape[0], tuple(self.scales), self.size, self.extra_views)
-            return i, DeviceImage(torch.from_numpy(pixels), plan)
-        return i, torch.from_numpy(all_crops(image, self.scales, self.size, self.backend, self.extra_views))
+        return apply_variant(image, mask, self.variant)
+
+    def device_image(self, image: Image.Image) -> DeviceImage:
+        """A decoded image and its size's plan, for the device path."""
+        pixels = np.array(image.convert("RGB"))
+        plan = crop_plan(pixels.shape[1], pixels.shape[0], tuple(self.scales), self.size, self.extra_views)
+        return DeviceImage(torch.from_numpy(pixels), plan)
+
+    def host_crops(self, image: Image.Image, backend: str) -> torch.Tensor:
+        """A decoded image's crops, cut on the host by ``backend`` (``pil`` or ``torch``)."""
+        return torch.from_numpy(all_crops(image, self.scales, self.size, backend, self.extra_views))
+
+    def rest(self, start: int, backend: str) -> ZoomCrops:
+        """These crops of the records from ``start`` on, with ``backend``."""
+        return ZoomCrops(self.records[start:], self.scales, self.variant, self.masks, self.size, backend,
+                         self.extra_views)  # fmt: skip
 
 
 #: The ``resize_backend`` that resizes and cuts on the inference device.
 DEVICE_BACKEND = "device"
-#: The ``resize_backend`` that picks the device path on a GPU and ``pil`` on a CPU (where PIL's own C loops are
-#: faster than the device path's tensor operations).
+#: The ``resize_backend`` that, on a CUDA device, times the device path and PIL on a job's first images and runs the
+#: rest on the faster (:mod:`zoomeval.inference.auto_backend`), and is ``pil`` on a CPU (where PIL's own C loops
+#: are about 10 times faster than the device path's tensor operations, so measuring would only cost time).
 AUTO_BACKEND = "auto"
+#: The device types on which ``auto`` measures.
+MEASURED_ON = frozenset({"cuda"})
 
 #: Pillow's rounding offset, the initial value of each fixed-point sum (``1 << (PRECISION_BITS - 1)``).
 HALF = 1 << (PRECISION_BITS - 1)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
-    """The resize backend a job on ``device`` uses for the setting ``backend``."""
-    if backend != AUTO_BACKEND:
+    """The resize backend a job on ``device`` uses for the setting ``backend``: ``auto`` stays ``auto`` where the job
+    chooses by measurement (:data:`MEASURED_ON`), and is ``pil`` elsewhere."""
+    if backend != AUTO_BACKEND or device.type in MEASURED_ON:
         return backend
-    return DEVICE_BACKEND if device.type == "cuda" else "pil"
+    return "pil"
 
 
 class DeviceImage(NamedTuple):
@@ -206,82 +226,15 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-def on_device(loader: Iterator[tuple[int, DeviceImage]], device: torch.device, scales: list[int], size: int,
-              extra_views: bool, workers: int | None = None) -> Iterator[tuple[int, torch.Tensor]]:  # fmt: skip
+def on_device(loader: Iterator[tuple[int, DeviceImage]], device: torch.device) -> Iterator[tuple[int, torch.Tensor]]:
     """The ``device`` backend's step between the loader and :func:`batches`: copy each decoded image and its plan
-    to ``device`` (asynchronously from pinned memory) and cut its crops there. With ``workers`` (the setting was
-    ``auto``), :class:`RateCheck` compares the device path's rate with PIL's in that many workers once."""
-    check = RateCheck(device, workers, scales, size, extra_views) if workers is not None else None
+    to ``device`` (asynchronously from pinned memory) and cut its crops there."""
     resample = pass_for(device)
     log.info("device crops on %s: %s", device, "one fused Triton kernel per pass" if resample is not resample_pass
              else "plain torch passes")  # fmt: skip
-    for n, (i, item) in enumerate(loader):
+    for i, item in loader:
         pixels, plan = item.pixels.to(device, non_blocking=True), item.plan.to(device, non_blocking=True)
-        if check is None or not check.wants(n):
-            yield i, plan_crops(pixels, plan, resample)
-            continue
-        yield i, check.timed(lambda p=pixels, q=plan: plan_crops(p, q, resample), item.pixels)
-
-
-#: Images whose device time :class:`RateCheck` measures, after the first (which pays for allocations).
-RATE_IMAGES = 8
-
-
-class RateCheck:
-    """For ``resize_backend: auto``: the device path's images per second on the first images (device time, CUDA
-    events, nothing waits for them) against PIL's in the job's workers (one image's :func:`all_crops` timed on the
-    host, times the workers), logged once; a warning naming both rates where PIL would be faster."""
-
-    def __init__(self, device: torch.device, workers: int, scales: list[int], size: int, extra_views: bool) -> None:
-        self.device, self.workers, self.args = device, max(workers, 1), (scales, size, "pil", extra_views)
-        self.spans: list[tuple[Any, Any]] = []
-        self.sample: torch.Tensor | None = None
-        self.done = False
-
-    def wants(self, n: int) -> bool:
-        """Whether image ``n`` is timed, or the check is still waiting for its events."""
-        return not self.done and n >= 1
-
-    def timed(self, cut: Callable[[], torch.Tensor], pixels: torch.Tensor) -> torch.Tensor:
-        if len(self.spans) < RATE_IMAGES:
-            self.sample = pixels if self.sample is None else self.sample
-            start, crops, stop = _mark(self.device), cut(), _mark(self.device)
-            self.spans.append((start, stop))
-            return crops
-        crops = cut()
-        if all(_finished(stop) for _, stop in self.spans):
-            self.report()
-        return crops
-
-    def report(self) -> None:
-        self.done = True
-        device_rate = len(self.spans) / sum(_seconds(start, stop) for start, stop in self.spans)
-        start = time.perf_counter()
-        all_crops(Image.fromarray(self.sample.numpy()), *self.args)
-        pil_rate = self.workers / (time.perf_counter() - start)
-        slower = device_rate < pil_rate
-        log.log(logging.WARNING if slower else logging.INFO, "resize_backend auto: the device path cuts %.1f images/s "
-                "on %s, PIL in %d workers about %.1f%s", device_rate, self.device, self.workers, pil_rate,
-                ": set resize_backend: pil" if slower else "")  # fmt: skip
-
-
-def _mark(device: torch.device) -> Any:
-    """A point in ``device``'s work: a recorded CUDA event, or the time (CPU work is done when it returns)."""
-    if device.type != "cuda":
-        return time.perf_counter()
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()
-    return event
-
-
-def _finished(mark: Any) -> bool:
-    return mark.query() if isinstance(mark, torch.cuda.Event) else True
-
-
-def _seconds(start: Any, stop: Any) -> float:
-    if isinstance(start, torch.cuda.Event):
-        return start.elapsed_time(stop) / 1000
-    return stop - start
+        yield i, plan_crops(pixels, plan, resample)
 
 
 def batches(

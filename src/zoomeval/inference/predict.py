@@ -45,6 +45,7 @@ from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.inference.auto_backend import measured_stream
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, on_device, resolve_backend
 from zoomeval.inference.parts import part_range
@@ -67,15 +68,20 @@ def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int,
 def crop_stream(classifier: Classifier, records: Sequence[Record], scales: list[int], variant: str,
                 masks: dict[str, bytes] | None, crop_size: int) -> Iterator[tuple[int, torch.Tensor]]:  # fmt: skip
     """``(index, crops)`` of each of ``records`` in order, from one DataLoader (its workers start once per job, and
-    keep decoding across shard boundaries); with the ``device`` backend, cut on the classifier's device."""
+    keep decoding across shard boundaries); with the ``device`` backend, cut on the classifier's device; with
+    ``auto`` on CUDA, the first images timed on both paths and the rest from a loader of the faster
+    (:mod:`zoomeval.inference.auto_backend`)."""
     backend = resolve_backend(classifier.settings.resize_backend, classifier.device)
     dataset = ZoomCrops(records, scales, variant, masks, crop_size, backend, extra_views=True)
+    if backend == AUTO_BACKEND:
+        rest = functools.partial(_stream, classifier)
+        return measured_stream(dataset, classifier.device, classifier.settings.num_workers, rest)
+    return _stream(classifier, dataset)
+
+
+def _stream(classifier: Classifier, dataset: ZoomCrops) -> Iterator[tuple[int, torch.Tensor]]:
     stream: Iterator[tuple[int, torch.Tensor]] = iter(_loader(classifier, dataset))
-    if backend == DEVICE_BACKEND:  # with auto, the job's log compares the device's rate with PIL's in the workers
-        auto = classifier.settings.resize_backend == AUTO_BACKEND
-        workers = classifier.settings.num_workers if auto else None
-        stream = on_device(stream, classifier.device, scales, crop_size, True, workers)
-    return stream
+    return on_device(stream, classifier.device) if dataset.backend == DEVICE_BACKEND else stream
 
 
 @functools.lru_cache(maxsize=4)

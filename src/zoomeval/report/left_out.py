@@ -58,5 +58,6 @@ def _joined(lefts: Mapping[str, LeftOut | None]) -> str:
 
 def left_out_note(lefts: Mapping[str, LeftOut | None]) -> str:
     """The Markdown note of a table: what it leaves out of each dataset (``lefts``: by the name its rows give)."""
-    return (f"Images left out (columns n_bad, n_unscored, left_out; bad images are unreadable, differ in size from "
-            f"their annotation or exceed max_resized_pixels): {_joined(lefts)}.")  # fmt: skip
+    return (f"Images left out (columns n_bad, n_unscored, left_out; bad images are unreadable, have no 8-bit RGB "
+            f"mapping, differ in size from their annotation or exceed max_resized_pixels): "
+            f"{_joined(lefts)}.")  # fmt: skip

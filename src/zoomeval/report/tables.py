@@ -142,8 +142,8 @@ PROVENANCE_COLUMNS = ("key_sha256",)
 PROVENANCE_NOTE = (
     "key_sha256: the digest of the row's comparability key (metrics.json's key: dataset and images scored, class "
     "and label set, variant, scales, resizing, model and weights, normalisation, precision, compile settings, top_k, "
-    "zoomeval version and commit); rows that share it are comparable. The Markdown shows its first 12 digits; empty "
-    "for metrics written before schema 5."
+    "zoomeval version and commit, the exact cover's node limit); rows that share it are comparable. The Markdown "
+    "shows its first 12 digits; empty for metrics written before schema 5."
 )
 
 

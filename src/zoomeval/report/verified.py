@@ -165,7 +165,8 @@ def _check_names(path: Path, entry: Entry, metrics: Metrics, layout: Layout) -> 
 def _check_key(path: Path, metrics: Metrics, meta: dict[str, Any]) -> None:
     """The recorded key must be the one the predictions' metadata gives (with the recorded images and label set)."""
     key = metrics.key or {}
-    expected = comparability_key(meta, key.get("images"), key.get("label_set"), metrics.top_k)  # type: ignore[arg-type]
+    expected = comparability_key(meta, key.get("images"), key.get("label_set"), metrics.top_k,  # type: ignore[arg-type]
+                                 key.get("cover_node_limit"))
     differences = key_differences(key, expected)
     if differences:
         raise ValueError(f"{path}: key field {differences[0]}, the value its predictions' metadata gives; "
