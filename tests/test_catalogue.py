@@ -69,7 +69,7 @@ def test_the_catalogues_are_the_libraries_own_lists() -> None:
     assert tv.pretrained["resnet50"] == ("IMAGENET1K_V1", "IMAGENET1K_V2")
     assert len(cat.matching(tv)) == sum(len(torchvision.models.get_model_weights(a)) for a in tv.architectures)
     assert sorted(cat.matching(cat.catalogue("open_clip"))) == sorted(open_clip.list_pretrained())
-    assert [s.name for s in MODEL_SOURCES.values() if s.names] == ["open_clip", "timm", "torchvision"]
+    assert [s.name for s in MODEL_SOURCES.values() if s.names] == ["entry_point", "open_clip", "timm", "torchvision"]
 
 
 def test_a_misspelt_name_is_refused_with_the_closest_names() -> None:

@@ -1,5 +1,7 @@
-"""Model source ``checkpoint``: authors' ``.pth.tar`` training checkpoints load with ``weights_only=True`` (prefixes
-stripped, extra fields ignored, sha256 pinned); a pickle that would run code is refused with nothing executed."""
+"""Local weights files: model source ``checkpoint`` (authors' ``.pth.tar`` training checkpoints load with
+``weights_only=True``, prefixes stripped, extra fields ignored, sha256 pinned; a pickle that would run code is refused
+with nothing executed; a safetensors file; the torchvision preset that evaluates it) and a timm architecture's file
+(loaded strictly, evaluated with timm's data config)."""
 
 import copy
 import os
@@ -9,14 +11,28 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import timm
 import torch
 import torchvision
+from safetensors.torch import load_file, save_file
 from torch import nn
 
+from tests.own_models_fixture import TIMM_ARCH, save_weights
 from tests.test_config import validated
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, ModelSpec
-from zoomeval.inference.models import IMAGENET_MEAN, LoadedModel, check_model, fetch_weights, load_model, weights_folder
+from zoomeval.inference.models import (
+    IMAGENET_MEAN,
+    MODEL_SOURCES,
+    LoadedModel,
+    check_model,
+    fetch_weights,
+    load_model,
+    weights_folder,
+)
+from zoomeval.inference.sources.checkpoint import CheckpointOptions
+from zoomeval.inference.sources.timm_models import TimmOptions
+from zoomeval.inference.standard_eval import eval_transform
 
 ARCH = "mobilenet_v3_small"  # a small torchvision architecture with BatchNorm; the paper's is resnet50
 FORMATS = {"zip": True, "legacy": False}  # torch >= 1.6 files, and the older format of the 2020-2021 checkpoints
@@ -160,8 +176,120 @@ def test_the_onstart_check_names_the_key_of_a_bad_architecture_or_checksum(netwo
         check_model(spec(path, sha, architecture="resnet5"))
     with pytest.raises(ConfigError, match=f"w.pth.tar: sha256 {sha} does not match {'1' * 64} \\(pinned in models"):
         check_model(spec(path, "1" * 64))
-    with pytest.raises(ConfigError, match="models.ckpt.checkpoint: .*missing.pth is not a file"):
-        check_model(spec(tmp_path / "missing.pth", sha))
+    # a missing file is the config's path check's (one line, zoomeval.core.validate.missing_inputs), and the fetch's
+    check_model(spec(tmp_path / "missing.pth", sha))
+    with pytest.raises(FileNotFoundError, match="models.ckpt.checkpoint: .*missing.pth is not a file"):
+        fetch_weights(spec(tmp_path / "missing.pth", sha), tmp_path / "weights")
+
+
+def preset(architecture: str, tag: str | None = None, **keys) -> ModelSpec:
+    options = CheckpointOptions(tag)
+    return ModelSpec("ckpt", "checkpoint", architecture, "a" * 64, checkpoint="/nowhere.pth", options=options, **keys)
+
+
+def test_a_checkpoint_is_evaluated_with_the_torchvision_preset_it_names_and_normalised_as_it() -> None:
+    """IMAGENET1K_V1 by default: ResNet-50's Resize(256) + CenterCrop(224), ImageNet's mean/std; V2: Resize(232);
+    EfficientNet-V2-L's V1: Resize(480, bicubic), [-1, 1]."""
+    v1, v2 = eval_transform(preset("resnet50"), None), eval_transform(preset("resnet50", "IMAGENET1K_V2"), None)
+    assert v1.crop_settings() == {"img_size": 224, "crop_pct": 0.875, "interpolation": "bilinear"}
+    assert v2.crop_settings() == {"img_size": 224, "crop_pct": round(224 / 232, 4), "interpolation": "bilinear"}
+    assert (v1.mean, v1.std) == (IMAGENET_MEAN, (0.229, 0.224, 0.225))
+    large = eval_transform(preset("efficientnet_v2_l"), None)
+    assert (large.crop_settings(), large.mean) == ({"img_size": 480, "crop_pct": 1.0, "interpolation": "bicubic"},
+                                                   (0.5, 0.5, 0.5))  # fmt: skip
+    check_model(preset("resnet50", mean=IMAGENET_MEAN))  # the preset's own: accepted
+    with pytest.raises(ConfigError, match=r"models.ckpt.mean: \[0.5, 0.5, 0.5\] differs from the \[0.485, 0.456, "
+                                          r"0.406\] of eval_preset IMAGENET1K_V1, which the standard evaluation"):
+        check_model(preset("resnet50", mean=(0.5, 0.5, 0.5)))
+    with pytest.raises(ConfigError, match=r"models.ckpt.eval_preset: 'IMAGENET1K_V3' is not a weights tag of "
+                                          r"torchvision's resnet50 \['IMAGENET1K_V1', 'IMAGENET1K_V2'\]"):
+        check_model(preset("resnet50", "IMAGENET1K_V3"))
+    with pytest.raises(ConfigError, match=r"'IMAGENET1K_V1' is not a weights tag of torchvision's vit_h_14 "
+                                          r"\['IMAGENET1K_SWAG_E2E_V1', 'IMAGENET1K_SWAG_LINEAR_V1'\]"):
+        check_model(preset("vit_h_14"))
+    # the entry (a rule param) has the key only where the config gives it: older entries' jobs rerun nothing
+    entry = {"source": "checkpoint", "architecture": "resnet50", "checkpoint": "w.pth", "weights": "a" * 64}
+    assert "eval_preset" not in ModelSpec.from_config("m", entry, MODEL_SOURCES).entry()
+    named = ModelSpec.from_config("m", entry | {"eval_preset": "IMAGENET1K_V2"}, MODEL_SOURCES)
+    assert named.entry()["eval_preset"] == "IMAGENET1K_V2"
+
+
+def test_a_safetensors_checkpoint_is_fetched_under_its_suffix_and_loaded(network, tmp_path) -> None:
+    path = tmp_path / "weights.safetensors"
+    save_file(network.state_dict(), path)
+    sha = sha256_file(path)
+    loaded = fetch_and_load(spec(path, sha), tmp_path / "weights")
+    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == [f"{sha}.safetensors"]
+    got = loaded.module.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in network.state_dict().items())
+
+
+def timm_spec(path: Path, sha256: str, architecture: str = TIMM_ARCH, **keys) -> ModelSpec:
+    options = TimmOptions(keys.pop("eval_preset", None))
+    return ModelSpec("tf", "timm", architecture, sha256, checkpoint=str(path), options=options, **keys)
+
+
+def test_a_timm_file_loads_into_its_architecture_and_is_evaluated_with_timms_data_config(tmp_path) -> None:
+    """As timm's validate.py --model test_efficientnet --checkpoint FILE: crop_pct 0.95 at 160 px, bicubic."""
+    path = tmp_path / "tiny.safetensors"
+    sha = save_weights(lambda: timm.create_model(TIMM_ARCH), path, seed=2)
+    model = timm_spec(path, sha)
+    check_model(model)
+    assert weights_folder(model, str(tmp_path / "res")) == f"{tmp_path}/res/weights/timm/{TIMM_ARCH}.{sha}"
+    loaded = fetch_and_load(model, tmp_path / "weights")
+    expected = load_file(path)
+    assert all(torch.equal(loaded.module.state_dict()[k], v) for k, v in expected.items())
+    assert (loaded.weights_sha256, loaded.mean) == (sha, IMAGENET_MEAN)
+    transform = eval_transform(model, loaded.module)
+    assert transform.crop_settings() == {"img_size": 160, "crop_pct": 0.95, "interpolation": "bicubic"}
+    assert [type(t).__name__ for t in transform.geometry.transforms] == ["Resize", "CenterCrop"]
+    assert (transform.geometry.transforms[0].size, transform.geometry.transforms[1].size) == (168, (160, 160))
+    other = tmp_path / "other.pth"
+    torch.save(timm.create_model("test_resnet").state_dict(), other)
+    with pytest.raises(ValueError, match=f"{sha256_file(other)}.pth: its weights do not fit timm's {TIMM_ARCH}: .*"
+                                         "size mismatch for bn1.weight"):  # fmt: skip
+        fetch_and_load(timm_spec(other, sha256_file(other)), tmp_path / "w2")
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"architecture": "test_efficientnt"}, r"models.tf.architecture: 'test_efficientnt' is not a timm "
+                                               r"architecture \(timm.list_models\(\)\); closest: test_efficientnet"),
+        ({"architecture": "resnet18", "eval_preset": "a1_in1"}, r"models.tf.eval_preset: 'a1_in1' is not a tag of "
+                                                                r"timm's resnet18 \['a1_in1k'"),
+        ({"architecture": "test_vit"}, r"models.tf.input_size: test_vit takes 160 px inputs only, not 224; set "
+                                       "input_size: 160"),
+        ({"std": (0.5, 0.5, 0.5)}, r"models.tf.std: \[0.5, 0.5, 0.5\] differs from the \[0.229, 0.224, 0.225\] of "
+                                   "timm's data config of test_efficientnet"),
+    ],
+)  # fmt: skip
+def test_a_timm_file_entry_that_cannot_work_is_refused_naming_the_key(tmp_path, keys, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_model(timm_spec(tmp_path / "missing.safetensors", "a" * 64, **keys))
+
+
+def test_the_config_of_a_timm_file_needs_its_sha256_a_local_path_and_the_architecture_alone(tmp_path) -> None:
+    entry = {"source": "timm", "architecture": TIMM_ARCH, "checkpoint": str(tmp_path / "w.safetensors")}
+    with pytest.raises(ConfigError, match="models.m: 'weights' is a required property"):
+        validated(lambda c: c["models"].update(m=entry))
+    with pytest.raises(ConfigError, match="models.m.weights: 'r160_in1k' does not match .*the sha256 of the"):
+        validated(lambda c: c["models"].update(m=entry | {"weights": "r160_in1k"}))
+    entry |= {"weights": "a" * 64}
+    assert validated(lambda c: c["models"].update(m=entry)).models["m"].checkpoint == entry["checkpoint"]
+    with pytest.raises(ConfigError, match="models.m.architecture: with a checkpoint give the architecture alone "
+                                          r"\(test_efficientnet\) and the tag whose data config evaluates it as "
+                                          r"eval_preset \(r160_in1k\)"):  # fmt: skip
+        validated(lambda c: c["models"].update(m=entry | {"architecture": f"{TIMM_ARCH}.r160_in1k"}))
+    with pytest.raises(ConfigError, match="models.m.checkpoint: a timm checkpoint must be a local file"):
+        validated(lambda c: c["models"].update(m=entry | {"checkpoint": {"url": "https://example.org/w.pth"}}))
+    with pytest.raises(ConfigError, match="models.m.eval_preset: only a timm model with a checkpoint reads it"):
+        validated(lambda c: c["models"].update(m={"source": "timm", "architecture": "resnet18.a1_in1k",
+                                                  "eval_preset": "a1_in1k"}))  # fmt: skip
+    with pytest.raises(ConfigError, match="models.m.eval_preset: only source checkpoint or timm reads it; remove it "
+                                          "from this torchvision model"):  # fmt: skip
+        validated(lambda c: c["models"].update(m={"source": "torchvision", "architecture": "resnet18",
+                                                  "weights": "IMAGENET1K_V1", "eval_preset": "IMAGENET1K_V1"}))
 
 
 def test_the_config_requires_a_checkpoint_and_a_sha256_and_a_local_checkpoint_that_exists(tmp_path) -> None:

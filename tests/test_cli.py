@@ -47,8 +47,7 @@ def test_list_refuses_a_source_without_models_and_a_missing_source() -> None:
     proc = subprocess.run([sys.executable, "-m", "zoomeval", "list", "models", "embedded"], capture_output=True,
                           text=True)  # fmt: skip
     assert proc.returncode == 2
-    assert "model source 'embedded' lists no models; sources that do: ['open_clip', 'timm', 'torchvision']" in (
-        proc.stderr
-    )
+    listing = "['entry_point', 'open_clip', 'timm', 'torchvision']"
+    assert f"model source 'embedded' lists no models; sources that do: {listing}" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "zoomeval", "list", "models"], capture_output=True, text=True)
     assert proc.returncode == 2 and "needs a SOURCE" in proc.stderr

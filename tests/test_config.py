@@ -273,11 +273,11 @@ def test_normalisation_and_crop_size_out_of_range_are_refused_naming_the_key(cha
 
 
 def test_a_checkpoint_on_a_model_source_that_never_reads_it_is_refused() -> None:
-    """Otherwise an embedded, torchvision or timm model would run with its published weights while the config
-    names a checkpoint."""
+    """Otherwise an embedded or torchvision model would run with its published weights while the config names a
+    checkpoint."""
     message = refusal(lambda c: c["models"]["efficientnet_lite0"].update(checkpoint="/data/mine.pth"))
-    assert message == ("models.efficientnet_lite0.checkpoint: only sources checkpoint and open_clip read it; remove "
-                       "it from this embedded model")  # fmt: skip
+    assert message == ("models.efficientnet_lite0.checkpoint: only sources checkpoint, entry_point, open_clip, timm "
+                       "read it; remove it from this embedded model")  # fmt: skip
 
 
 def test_nan_counting_thresholds_and_time_limits_are_refused() -> None:

@@ -46,9 +46,11 @@ def test_each_library_gives_its_own_evaluation_transform():
     l2 = SimpleNamespace(pretrained_cfg=get_pretrained_cfg("tf_efficientnet_l2.ns_jft_in1k").to_dict())
     l2_transform = eval_transform(ModelSpec("l2", "timm", "tf_efficientnet_l2", "ns_jft_in1k"), l2)
     assert steps(l2_transform.geometry) == [("Resize", 833, "bicubic"), ("CenterCrop", (800, 800), "")]
+    # the embedded weights: timm's data config of tf_efficientnet_lite0.in1k, crop_pct 0.875 at 224 px, bicubic
     lite = eval_transform(EMBEDDED, None)
-    assert steps(lite.geometry) == [("Resize", 256, "bilinear"), ("CenterCrop", (224, 224), "")]
+    assert steps(lite.geometry) == [("Resize", 256, "bicubic"), ("CenterCrop", (224, 224), "")]
     assert (lite.mean, lite.std) == (embedded.MEAN, embedded.STD)
+    assert lite.crop_settings() == {"img_size": 224, "crop_pct": 0.875, "interpolation": "bicubic"}
 
 
 @pytest.fixture
@@ -77,8 +79,10 @@ def test_the_embedded_model_by_hand_with_its_own_normalisation_not_the_configs(t
     table = pq.read_table(tmp_path / "s.parquet")
     assert table.column_names == ["image_id", "pred", "pred_full", "conf"]
     assert [str(t) for t in table.schema.types] == ["string", "int16", "int16", "float"]
-    reference = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(embedded.MEAN, embedded.STD)])
-    pred, conf = by_hand(load_model(EMBEDDED, None).module, reference, records, subset)
+    bicubic = T.InterpolationMode.BICUBIC
+    timm_eval = T.Compose([T.Resize(256, bicubic), T.CenterCrop(224), T.ToTensor(), T.Normalize(embedded.MEAN,
+                                                                                               embedded.STD)])
+    pred, conf = by_hand(load_model(EMBEDDED, None).module, timm_eval, records, subset)
     frame = pl.read_parquet(tmp_path / "s.parquet")
     assert frame["image_id"].to_list() == ["img0", "img1", "img2"]
     assert frame["pred"].to_list() == pred and set(pred) <= set(subset)

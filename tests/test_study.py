@@ -124,7 +124,7 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
     for row in rows:
         assert {k: row[k] for k in same} == {k: a8[k] for k in same}
         geometry = (row["n_scales"], row["img_size"], row["crop_pct"], row["interpolation"])
-        assert geometry == ("3", "224", "0.875", "bilinear")  # the reference Resize(256) + CenterCrop(224)
+        assert geometry == ("3", "224", "0.875", "bicubic")  # timm's data config: Resize(256, bicubic) + crop 224
         assert float(row["param_count"]) == pytest.approx(4.65, abs=0.01)  # EfficientNet-Lite0
         assert row["zoomeval_commit"] == workflow_commit() and row["device"] == "cpu"
     # the leaderboard rule: the same row for the study alone

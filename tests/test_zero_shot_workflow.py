@@ -93,11 +93,13 @@ def test_zero_shot_model_and_imagenet_hard_table_end_to_end(tmp_path, snakemake_
     rows = hard_rows(tmp_path / "hard_parquet")
     standard = pl.read_parquet(tmp_path / "results/standard/hard/lite0.parquet")
     assert standard["image_id"].to_list() == ["00000", "00001", "00002", "00003"]
-    reference = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(embedded.MEAN, embedded.STD)])
+    # timm's evaluation of tf_efficientnet_lite0.in1k: crop_pct 0.875 at 224 px, bicubic
+    timm_eval = T.Compose([T.Resize(256, T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor(),
+                           T.Normalize(embedded.MEAN, embedded.STD)])  # fmt: skip
     model = embedded.load_efficientnet_lite0()
     with torch.inference_mode():
         images = [Image.open(io.BytesIO(r["image"]["bytes"])).convert("RGB") for r in rows]
-        by_hand = model(torch.stack([reference(im) for im in images])).argmax(dim=1).tolist()
+        by_hand = model(torch.stack([timm_eval(im) for im in images])).argmax(dim=1).tolist()
     assert standard["pred"].to_list() == by_hand
 
     # the ImageNet-Hard table: accuracy overall and by origin from the Parquet's label lists, by hand

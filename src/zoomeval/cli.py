@@ -179,7 +179,8 @@ def parser() -> argparse.ArgumentParser:
     init.set_defaults(run=_init)
     listing = commands.add_parser("list", help="list adapters, sources, label sets, presets, or a source's models")
     listing.add_argument("kind", choices=[*REGISTRY_KINDS, "models"])
-    listing.add_argument("source", nargs="?", help="models: the model source (timm, torchvision, open_clip)")
+    listing.add_argument("source", nargs="?",
+                         help="models: the model source (timm, torchvision, open_clip, entry_point)")
     listing.add_argument("pattern", nargs="?", help="models: a shell pattern over architecture.weights")
     listing.set_defaults(run=_list)
     board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")

@@ -1,7 +1,8 @@
 """The checks ``zoomeval run`` makes before it starts Snakemake, each problem collected so that one run lists them
 all (Snakemake stops at the first): local inputs that do not exist (the config's own path checks,
 :func:`zoomeval.core.validate.config_problems`), model weights that are neither present nor to be had (a download
-that no offline route holds and whose host cannot be reached), free disk against what extraction and predictions
+that no offline route holds and whose host cannot be reached), local weights files and entry points that their
+sources refuse (:func:`local_model_problems`), free disk against what extraction and predictions
 will need, and GPU settings on a machine without a GPU.
 
 The config must have passed :func:`zoomeval.registries.load_config` with ``check_paths=False`` (which stops at no
@@ -18,13 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
-from zoomeval.core.config import Config, ModelSpec
+from zoomeval.core.config import Config, ConfigError, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
 from zoomeval.core.layout import Layout
 from zoomeval.core.validate import config_problems
 from zoomeval.datasets.build import most_images
 from zoomeval.datasets.inputs import Input, plan_all
-from zoomeval.inference.models import MODEL_SOURCES, local_checkpoint, weights_folder
+from zoomeval.inference.models import MODEL_SOURCES, check_model, local_checkpoint, weights_folder
 from zoomeval.registries import REGISTRIES
 
 #: Bytes a prediction file and its shards take per (image, zoom transform) row, an upper estimate (the demo's
@@ -100,6 +101,20 @@ def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers)
             continue
         why = f"{host} cannot be reached" if host else "nothing may download them (HF_HUB_OFFLINE, or no download)"
         yield f"models.{spec.name}: its weights are not in {folder} nor in an offline cache, and {why}; see {DOCS}"
+
+
+def local_model_problems(config: Config, found: list[str]) -> Iterator[str]:
+    """A line for each model of a local weights file (``checkpoint``, ``timm`` with a checkpoint, ``entry_point``,
+    ``open_clip`` with a checkpoint) that its source's check refuses: an architecture, preset or entry point that
+    does not exist (with the closest names), a file whose sha256 is not the pinned one, a normalisation that is not
+    the weights'; not for a model whose checkpoint the config's problems (``found``) already name (a missing file)."""
+    for spec in config.models.values():
+        if spec.checkpoint is None or any(line.startswith(f"models.{spec.name}.checkpoint:") for line in found):
+            continue
+        try:
+            check_model(spec)
+        except ConfigError as error:
+            yield str(error)
 
 
 def _rows_per_image(config: Config) -> int:
@@ -185,5 +200,6 @@ def problems(config: Config, layout: Layout, reach: Callable[[str], bool] = host
     """Every problem the preflight finds (empty: Snakemake may start): first the config's path checks (local inputs,
     checkpoints and annotations that do not exist; the rest of the config has passed ``load_config`` already)."""
     inputs, reach = plan_all(config), functools.cache(reach)  # each host asked once
-    found = [*config_problems(config, REGISTRIES), *missing_weights(config, reach)]
+    found = config_problems(config, REGISTRIES)
+    found += [*local_model_problems(config, found), *missing_weights(config, reach)]
     return [*found, *gpu_without_gpu(config, gpus_at_most()), *short_disk(disk_needs(config, inputs, layout))]

@@ -124,11 +124,12 @@ class ModelSpec:
             entry = source.canonical(name, dict(entry))
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in common}
         own = {k: v for k, v in entry.items() if k not in common}
-        if own and getattr(source, "options", None) is None:
-            readers = [s.name for s in (sources or {}).values() if s.options and next(iter(own)) in _names(s.options)]
-            raise ConfigError(f"models.{name}.{next(iter(own))}: only source {' or '.join(readers)} reads it; "
+        accepted = _names(source.options) if getattr(source, "options", None) is not None else set()
+        if stray := [k for k in own if k not in accepted]:
+            readers = [s.name for s in (sources or {}).values() if s.options and stray[0] in _names(s.options)]
+            raise ConfigError(f"models.{name}.{stray[0]}: only source {' or '.join(readers)} reads it; "
                               f"remove it from this {entry['source']} model")  # fmt: skip
-        options = source.options(**own) if getattr(source, "options", None) is not None else None
+        options = source.options(**own) if accepted else None
         spec = cls(name=name, **values, options=options)
         if "input_size" not in entry and getattr(source, "input_size", None) is not None:
             spec = replace(spec, input_size=source.input_size(spec))

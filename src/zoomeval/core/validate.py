@@ -30,8 +30,6 @@ from zoomeval.core.strict_yaml import load_yaml
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
-#: The model sources that read a model's ``checkpoint`` key.
-CHECKPOINT_SOURCES = ("checkpoint", "open_clip")
 #: Folders of the resources root that the workflow keeps for itself (and what for), so no dataset may be named so.
 RESERVED = {"sam": "SAM checkpoint", "weights": "model weights", "labels": "multi-label annotations"}
 #: Schema keywords whose jsonschema message does not say what is expected; the schema's description is added.
@@ -212,7 +210,7 @@ def config_problems(config: Config, registries: Registries, check_paths: bool = 
     checks += [partial(check_device, "inference.device", config.inference.device), partial(check_compile, config)]
     if config.sam is not None:
         checks.append(partial(check_device, "sam.device", config.sam.device))
-    checks += [partial(check_model, model, check_paths) for model in config.models.values()]
+    checks += [partial(check_model, model, registries, check_paths) for model in config.models.values()]
     checks += [partial(check_tta, config), partial(check_policies, config)]
     problems = []
     for check in checks:
@@ -260,11 +258,13 @@ def check_stats(config: Config) -> None:
         )
 
 
-def check_model(model: Any, check_paths: bool) -> None:
-    """A model entry's checkpoint key: read by its source, and pinned by a real sha256."""
-    if model.checkpoint is not None and model.source not in CHECKPOINT_SOURCES:
-        raise ConfigError(f"models.{model.name}.checkpoint: only sources {' and '.join(CHECKPOINT_SOURCES)} read "
-                          f"it; remove it from this {model.source} model")  # fmt: skip
+def check_model(model: Any, registries: Registries, check_paths: bool) -> None:
+    """A model entry's checkpoint key: read by its source (one that declares ``local``), and pinned by a real
+    sha256."""
+    readers = [s.name for s in registries.sources.values() if s.local is not None]
+    if model.checkpoint is not None and model.source not in readers:
+        raise ConfigError(f"models.{model.name}.checkpoint: only sources {', '.join(readers)} read it; remove it "
+                          f"from this {model.source} model")  # fmt: skip
     if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
         raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
                           "the checkpoint you verified (sha256sum FILE)")  # fmt: skip

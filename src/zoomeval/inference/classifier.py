@@ -17,6 +17,7 @@ import torch
 
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.devices import resolve_device
+from zoomeval.inference.class_order import uncovered
 from zoomeval.inference.models import LoadedModel, load_model
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,11 @@ class Classifier:
         self.model = loaded.module.to(self.device).to(memory_format=self.memory_format)
         self.mean = torch.tensor(loaded.mean, device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
+        if absent := uncovered(loaded.classes, class_indices):
+            shown = ", ".join(absent[:5]) + (", ..." if len(absent) > 5 else "")
+            raise ValueError(f"model {spec.name!r} has no logit for {len(absent)} classes this dataset is scored over "
+                             f"({shown}): its class order does not cover the dataset's class set, so it cannot be "
+                             "scored there")  # fmt: skip
         indices = class_indices if class_indices is not None else range(1000)
         self.subset = torch.tensor(list(indices), device=self.device)
         self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]

@@ -13,9 +13,6 @@ import torch
 from PIL import Image
 from torchvision import transforms as T
 
-#: torchvision's reference evaluation (Resize(256, bilinear) + CenterCrop(224)), for weights that publish none.
-REFERENCE_RESIZE, REFERENCE_CROP = 256, 224
-
 
 @dataclass(frozen=True)
 class EvalTransform:
@@ -48,12 +45,6 @@ def split_normalize(transform: T.Compose, source: str) -> EvalTransform:
         tuple(float(v) for v in torch.as_tensor(norm.std)),
         repr(transform),
     )
-
-
-def reference(mean: tuple[float, ...], std: tuple[float, ...]) -> EvalTransform:
-    """torchvision's reference evaluation with the weights' normalisation."""
-    steps = [T.Resize(REFERENCE_RESIZE, T.InterpolationMode.BILINEAR), T.CenterCrop(REFERENCE_CROP)]
-    return EvalTransform(T.Compose(steps), mean, std, f"torchvision reference: {steps}")
 
 
 def geometry_settings(geometry: Callable[[Image.Image], Image.Image]) -> dict[str, Any] | None:

@@ -68,6 +68,8 @@ class LoadedModel:
     std: Triple
     #: what the prediction metadata records beyond the spec (open_clip: the zero-shot head's provenance)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: the ImageNet-1k classes its logits cover (:mod:`zoomeval.inference.class_order`); None: all 1000
+    classes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

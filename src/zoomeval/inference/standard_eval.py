@@ -4,12 +4,17 @@ This is what model cards and the ImageNet-Hard dataset card report, next to the 
 (``LOC:1_1_Size:256``), which resizes with bicubic at S = 256 and crops at the integer centre anchor for every model:
 
 * torchvision: the weights' ``transforms()`` preset (e.g. Resize(256, bilinear) + CenterCrop(224) for ResNet-50
-  V1, Resize(600, bicubic) + CenterCrop(600) for EfficientNet-B7);
+  V1, Resize(600, bicubic) + CenterCrop(600) for EfficientNet-B7); checkpoint: the preset its ``eval_preset`` names
+  (default ``IMAGENET1K_V1``);
 * timm: the pretrained config through ``timm.data.resolve_data_config`` / ``create_transform`` (EfficientNet-L2-NS:
-  Resize(833, bicubic) + CenterCrop(800));
+  Resize(833, bicubic) + CenterCrop(800)); a local timm file: its architecture's default config, or its
+  ``eval_preset``'s; embedded: that of ``tf_efficientnet_lite0.in1k``, Resize(256, bicubic) + CenterCrop(224);
 * open_clip: the model's own preprocess (``image_transform_v2`` of its preprocess config; CLIP: Resize(224 or
   336, bicubic) + CenterCrop);
-* embedded: no published transform; torchvision's reference Resize(256, bilinear) + CenterCrop(224).
+* entry_point: the transform the entry point returns with its module.
+
+The metadata records the transform and, for timm's results CSVs, its img_size, crop_pct and interpolation
+(``geometry``).
 
 Each model source declares its transform (``evaluation``, :mod:`zoomeval.inference.eval_transform`).
 

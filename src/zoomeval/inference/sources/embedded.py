@@ -128,10 +128,15 @@ def check(spec: ModelSpec) -> None:
 
 
 def evaluation(spec: ModelSpec, module: Any) -> Any:
-    """No published transform: torchvision's reference Resize(256, bilinear) + CenterCrop(224)."""
-    from zoomeval.inference.eval_transform import reference
+    """timm's data config of the architecture the weights fit (``tf_efficientnet_lite0.in1k``, TF's EfficientNet-Lite
+    recipe): Resize(256, bicubic) + CenterCrop(224) (crop_pct 0.875), normalised to [-1, 1]."""
+    from timm.data import resolve_data_config
+    from timm.models import get_pretrained_cfg
 
-    return reference(MEAN, STD)
+    from zoomeval.inference.sources.timm_models import data_transform
+
+    cfg = resolve_data_config(pretrained_cfg=get_pretrained_cfg(ARCHITECTURE).to_dict())
+    return data_transform(cfg, f"embedded model {spec.name}")
 
 
 @MODEL_SOURCES.register("embedded", check=check, evaluation=evaluation)

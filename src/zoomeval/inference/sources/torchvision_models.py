@@ -111,17 +111,22 @@ def _weights_only(url: str, path: Path) -> Iterator[None]:
         WeightsEnum.get_state_dict = original  # type: ignore[method-assign]
 
 
-def evaluation(spec: ModelSpec, module: Any) -> Any:
-    """The weights' ``transforms()`` preset (e.g. Resize(256, bilinear) + CenterCrop(224) for ResNet-50 V1,
-    Resize(600, bicubic) + CenterCrop(600) for EfficientNet-B7)."""
-    import torchvision
+def preset_transform(preset: Any) -> Any:
+    """A weights' ``transforms()`` preset (``ImageClassification``) as its steps on a PIL image and normalisation."""
     from torchvision import transforms as T
 
     from zoomeval.inference.eval_transform import EvalTransform
 
-    preset = torchvision.models.get_model_weights(spec.architecture)[spec.weights].transforms()
     steps = [T.Resize(preset.resize_size, preset.interpolation, antialias=True), T.CenterCrop(preset.crop_size)]
     return EvalTransform(T.Compose(steps), tuple(preset.mean), tuple(preset.std), repr(preset))
+
+
+def evaluation(spec: ModelSpec, module: Any) -> Any:
+    """The weights' ``transforms()`` preset (e.g. Resize(256, bilinear) + CenterCrop(224) for ResNet-50 V1,
+    Resize(600, bicubic) + CenterCrop(600) for EfficientNet-B7)."""
+    import torchvision
+
+    return preset_transform(torchvision.models.get_model_weights(spec.architecture)[spec.weights].transforms())
 
 
 @MODEL_SOURCES.register(
