@@ -1,5 +1,6 @@
 import hashlib
 import io
+import json
 import os
 import random
 import tarfile
@@ -14,7 +15,7 @@ import pytest
 
 from zoomeval.core.config import InputSpec
 from zoomeval.datasets.download import DownloadError, download, hf_snapshot
-from zoomeval.datasets.inputs import fetch, plan
+from zoomeval.datasets.inputs import HUB_REVISION, fetch, hub_revision, plan
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -272,9 +273,12 @@ def test_a_hugging_face_input_is_placed_in_its_declared_folder_as_links_to_the_c
     item = plan("hard", "parquet", spec, str(tmp_path / "resources"))
     fetch(item)
     shard = tmp_path / "resources" / "hard" / "parquet.hf" / "data" / "validation-00000-of-00001.parquet"
-    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "resources").rglob("*") if p.is_file()) == [
-        shard.relative_to(tmp_path)
-    ]
+    revision = shard.parents[1] / HUB_REVISION  # the commit the files came from, for the manifest and the key
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "resources").rglob("*") if p.is_file()) == sorted(
+        [revision.relative_to(tmp_path), shard.relative_to(tmp_path)]
+    )
+    assert json.loads(revision.read_text()) == {"hf": "someone/hard", "revision": COMMIT}
+    assert hub_revision(item) == f"someone/hard@{COMMIT}"
     assert not shard.is_symlink() and shard.read_bytes() == b"PAR1 shard"
     assert os.stat(shard).st_ino == os.stat(blob).st_ino  # a hard link: no second copy on disk
     with pytest.raises(ValueError, match=r"^datasets.hard.labels: no file of someone/hard matches '\*.json'"):

@@ -1,7 +1,7 @@
 """What a result was computed from: the sha256 of the files it read and its comparability key, the settings two
 results must share for their numbers to be compared (dataset and the exact images and labels scored, class set,
 label set, variant, transforms, resizing, model and weights, input normalisation, precision, compile settings, the
-greedy picks counted and the zoomeval that computed it)."""
+greedy picks counted, the zoomeval that computed it and, for a dataset read from a hub, the commit it was read at)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ KEY_FIELDS = (
     "dataset", "images", "class_set", "label_set", "variant", "scales", "anchors", "resize_backend", "model",
     "weights_sha256", "input_size", "mean", "std", "precision", "compile", "channels_last", "top_k", "zoomeval",
     "zoomeval_commit",
+    "revisions",
 )  # fmt: skip
 
 
@@ -52,6 +53,7 @@ def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: 
         "input_size": meta.get("crop_size"), "mean": model.get("mean"), "std": model.get("std"),
         "precision": meta.get("precision"), "compile": meta.get("compile"), "channels_last": meta.get("channels_last"),
         "top_k": top_k, "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
+        "revisions": meta.get("dataset_revisions"),  # the hub commit of each input read from a hub, else None
     }  # fmt: skip
     return {field: key[field] for field in KEY_FIELDS}
 
