@@ -1,6 +1,6 @@
 """The zoomeval command: init writes a study directory, run checks and runs one with a progress display, list
-shows what the registries and the model libraries hold, and leaderboard merges studies into one table. Each
-subcommand is a thin call into the package."""
+shows what the registries and the model libraries hold, leaderboard merges studies into one table and audit
+recomputes a sample of a study's rows. Each subcommand is a thin call into the package."""
 
 from __future__ import annotations
 
@@ -118,6 +118,22 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from zoomeval.core.cells import terminal_text
+    from zoomeval.core.layout import run_layout
+    from zoomeval.report.audit import Audited, Auditor, audit_study, report_lines, write_record
+
+    if args.sample < 1:
+        raise ValueError(f"--sample: {args.sample} is no number of rows; give N >= 1")
+    auditor = Auditor(args.sample, args.seed, args.device, args.precision, tuple(args.images or ()),
+                      args.resources, run_layout(_limit(args)))  # fmt: skip
+    record = audit_study(Path(args.directory), auditor)
+    for line in report_lines(record):
+        print(terminal_text(line))
+    print(f"record kept for reference (not proof) in {write_record(Path(args.directory), record, auditor.layout)}")
+    return 0 if all(Audited(**item).clean for item in record["files"]) else 1
+
+
 def _run(args: argparse.Namespace) -> int:
     from zoomeval.run.launch import run_study
 
@@ -185,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--limit", type=int, metavar="N",
                        help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
     board.set_defaults(run=_leaderboard)
+    add_audit(commands)
     run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET", help="Snakemake targets (default: results/table_a8.csv)")
@@ -192,6 +209,26 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cores", type=int, help="cores for Snakemake (default: all this process may use)")
     run.set_defaults(run=_run)
     return top
+
+
+def add_audit(commands: argparse._SubParsersAction) -> None:
+    from zoomeval.report.audit import DEFAULT_SAMPLE, LOGIT_ERROR
+
+    audit = commands.add_parser("audit", help="recompute a seeded sample of every file's rows of a sealed study here "
+                                "and compare them with what is stored; exit 1 on any mismatch")  # fmt: skip
+    audit.add_argument("directory", metavar="DIR", type=directory)
+    audit.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, metavar="N",
+                       help=f"rows recomputed per file (default {DEFAULT_SAMPLE}; all of a smaller file)")
+    audit.add_argument("--seed", type=int, metavar="S", help="the sample's seed (default: drawn fresh, and printed)")
+    audit.add_argument("--images", action="append", type=directory, metavar="DIR",
+                       help="your copy of the dataset: images are found in it by content (repeatable)")
+    audit.add_argument("--resources", type=directory, metavar="DIR",
+                       help="where the weights are (default: the study's resources folder)")
+    audit.add_argument("--device", default="auto", help="the audit's device (default: auto, CUDA where present)")
+    audit.add_argument("--precision", default="fp32", choices=sorted({p for p, _ in LOGIT_ERROR}),
+                       help="the audit's precision (default fp32)")
+    audit.add_argument("--limit", type=int, metavar="N", help="audit the study's run limited to N images")
+    audit.set_defaults(run=_audit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -76,8 +76,8 @@ class StandardImages(Dataset[tuple[int, torch.Tensor]]):
         return i, torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy())
 
 
-def _classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Sequence[int] | None,
-                weights: Path | None, head: Path | None) -> tuple[Classifier, EvalTransform]:  # fmt: skip
+def standard_classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Sequence[int] | None,
+                        weights: Path | None, head: Path | None) -> tuple[Classifier, EvalTransform]:  # fmt: skip
     """The model with the weights' own normalisation (the config's mean/std are the zoom grid's) and its transform,
     whose normalisation must be the weights'."""
     classifier = Classifier(replace(spec, mean=None, std=None), settings, class_indices, weights, head=head)
@@ -125,7 +125,7 @@ def evaluate_to_file(
     if not records:
         raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to evaluate")
     torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-    classifier, transform = _classifier(spec, settings, class_indices, weights, head)
+    classifier, transform = standard_classifier(spec, settings, class_indices, weights, head)
     loader = DataLoader(
         StandardImages(records, transform.geometry),
         batch_size=settings.batch_size,
