@@ -104,11 +104,12 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
     output = Path(args.output) if args.output else None
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
+    auditor = _board_auditor(args, layout)
     try:
         if args.format == "timm":
-            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout)
+            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout, auditor)
         else:
-            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout)
+            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout, auditor)
     except ValueError as exc:  # its message names files, whose names may hold escape codes
         raise ValueError(terminal_text(str(exc))) from None
     for line in apart:
@@ -132,6 +133,27 @@ def _audit(args: argparse.Namespace) -> int:
         print(terminal_text(line))
     print(f"record kept for reference (not proof) in {write_record(Path(args.directory), record, auditor.layout)}")
     return 0 if all(Audited(**item).clean for item in record["files"]) else 1
+
+
+def _board_auditor(args: argparse.Namespace, layout: object) -> object:
+    """``leaderboard --audit N``'s auditor (None without it)."""
+    if args.audit is None:
+        return None
+    if args.audit < 1:
+        raise ValueError(f"--audit: {args.audit} is no number of rows; give N >= 1")
+    from zoomeval.report.audit import Auditor
+
+    return Auditor(args.audit, args.seed, images=tuple(args.images or ()), layout=layout)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from zoomeval.core.layout import run_layout
+    from zoomeval.report.export import write_bundle
+
+    out = Path(args.output or f"{Path(args.directory).resolve().name}-{args.format}")
+    options = {"date": args.date, "source_url": args.source_url}
+    print(f"wrote {write_bundle(Path(args.directory), out, args.format, options, run_layout(_limit(args))).parent}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -200,7 +222,22 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
     board.add_argument("--limit", type=int, metavar="N",
                        help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
+    board.add_argument("--audit", type=int, metavar="N",
+                       help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails")
+    board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
+    board.add_argument("--images", action="append", type=directory, metavar="DIR",
+                       help="--audit: your copy of the dataset, where images are found by content")
     board.set_defaults(run=_leaderboard)
+    export = commands.add_parser("export", help="write a study's verified results in the formats other tools read, "
+                                 "as a bundle that zoomeval leaderboard reads back")  # fmt: skip
+    export.add_argument("directory", metavar="DIR", type=directory)
+    export.add_argument("--format", required=True, choices=["hf", "timm", "eee"],
+                        help="hf: .eval_results YAML per model repo; timm: results CSVs; eee: Every Eval Ever records")
+    export.add_argument("-o", "--output", help="the bundle folder to create (default: <study>-<format>)")
+    export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
+    export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
+    export.add_argument("--limit", type=int, metavar="N", help="export the study's run limited to N images")
+    export.set_defaults(run=_export)
     add_audit(commands)
     run = commands.add_parser("run", help="check a study, then run it with a progress display, and print Table A8")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")

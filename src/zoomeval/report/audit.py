@@ -230,11 +230,21 @@ def guarantee(checked: int, rows: int, p: float = SHOWN_FRACTION) -> str:
             f"(>= 0.95 from p = {at_95:.3g})")  # fmt: skip
 
 
-def file_passes(record: dict[str, Any], path: Path) -> tuple[int, int, str | None]:
-    """Rows checked, mismatches and the first problem (None: clean) of one file of an audit's record."""
-    for item in record["files"]:
-        if Path(record["study"]) / item["path"] == path or item["path"] == str(path):
-            audited = Audited(**item)
-            problem = audited.refused or (audited.mismatches[0] if audited.mismatches else None)
-            return audited.checked, len(audited.mismatches), problem
-    raise KeyError(path)
+def audited_rows(directory: Path, rows: Sequence[dict[str, Any]], auditor: Auditor
+                 ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+    """``zoomeval leaderboard --audit N``: the study audited here (never read from a record), each leaderboard row
+    given the rows checked and mismatches of the files it was computed from; the rows whose files fail are left
+    apart, each with a line naming the file and its first mismatch."""
+    record = audit_study(directory, auditor)
+    by_path = {item["path"]: Audited(**item) for item in record["files"]}
+    kept, failed = [], []
+    for row in rows:
+        files = [by_path[p.relative_to(directory).as_posix()] for p in row["source"][1].inputs.values()]
+        row["audit_rows"] = sum(f.checked for f in files)
+        row["audit_mismatches"] = sum(len(f.mismatches) for f in files)
+        if bad := [f for f in files if not f.clean]:
+            first = bad[0].refused or f"{len(bad[0].mismatches)} mismatches, the first: {bad[0].mismatches[0]}"
+            failed.append(f"{directory / bad[0].path}: failed the audit (seed {record['seed']}): {first}")
+        else:
+            kept.append(row)
+    return kept, failed
