@@ -261,7 +261,7 @@ def test_a_wrong_prediction_changed_to_another_wrong_class_passes_verify_and_is_
     assert problems == [] and [r["acc_max"] for r in rows] == [r["acc_max"] for r in original]
     audited = audit_one(forged["a"], LITE0)
     assert audited.checked == N and len(audited.mismatches) == 1, audited
-    assert audited.mismatches[0].startswith(f"row {sampled(LITE0).index(wrong_row(sealed))}, image demo_00")
+    assert audited.mismatches[0].startswith(f"row {wrong_row(sealed)}, image demo_00")  # the file's row number
     assert " stored, " in audited.mismatches[0] and "recomputed" in audited.mismatches[0]
 
 
@@ -283,13 +283,14 @@ def test_results_stored_in_bf16_audited_in_fp32_give_ties_not_mismatches(sealed:
     meta = read_metadata(folder / LITE0)
     settings = InferenceSettings(device="cpu", precision="bf16", num_workers=0, threads=2, store_top5=True,
                                  resize_backend="pil")  # fmt: skip
-    records = read_manifest(folder / LAYOUT4.path("manifest", dataset="demo"))
-    predict_to_file(folder / LITE0, folder / LITE0.replace(".parquet", ".aggregates.parquet"), records,
-                    recorded_spec(meta["model"]), [10, 16, 32, 64, 256], settings, "demo")  # fmt: skip
+    with contextlib.chdir(folder):  # the demo manifest's paths are relative to the study directory
+        records = read_manifest(LAYOUT4.path("manifest", dataset="demo"))
+        predict_to_file(LITE0, LITE0.replace(".parquet", ".aggregates.parquet"), records, recorded_spec(meta["model"]),
+                        [10, 16, 256], settings, "demo")  # fmt: skip
     audited = audit_file(folder, "predictions", "lite0", folder / LITE0, auditor(sample=10**6),
                          Finders(folder, auditor()))  # fmt: skip
     assert audited.tolerance == pytest.approx(2 * (LOGIT_ERROR["bf16", "cpu"] + LOGIT_ERROR["fp32", "cpu"]))
-    assert (audited.checked, audited.mismatches) == (4 * 9 * 5, [])
+    assert (audited.checked, audited.mismatches) == (4 * 9 * 3, [])
     assert audited.ties >= 1, audited  # top-1s that bf16 changed: near ties, not forgeries
 
 

@@ -32,8 +32,9 @@ with to_file(sm.log[0]), ExitStack() as stack:
         max_pixels=config.max_resized_pixels,
         weights=Path(sm.input.weights) if sm.input.weights else None,
         head=Path(sm.input.head) if sm.input.head else None,
-        revisions=read_revisions(sm.input.manifest),
-        masks_sha256=sha256_file(sm.input.masks) if sm.input.masks else None,
+        # in the metadata (and the shards' identity) only where there is one, so other files' shards are reused
+        inputs={key: value for key, value in (("dataset_revisions", read_revisions(sm.input.manifest)),
+                ("masks_sha256", sha256_file(sm.input.masks) if sm.input.masks else None)) if value},  # fmt: skip
     )
     outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])
     if "part" in sm.wildcards.keys():

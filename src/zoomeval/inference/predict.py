@@ -261,8 +261,7 @@ def predict_to_file(
     weights: Path | None = None,
     head: Path | None = None,
     part: tuple[int, int] | None = None,
-    revisions: dict[str, str] | None = None,
-    masks_sha256: str | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predict every (image, transform) of ``records`` into the Parquet file ``path`` and the aggregation
     methods' predictions into ``aggregates_path``; returns the predictions' metadata.
@@ -270,9 +269,8 @@ def predict_to_file(
     ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes); ``max_pixels`` the
     pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights;
     ``head`` the zero-shot head of an open_clip model; ``part`` the (index, count) that :func:`predict_part` records
-    in the metadata; ``revisions`` the hub commits of the dataset's inputs (the manifest's, recorded as
-    ``dataset_revisions`` where there are any); ``masks_sha256`` the sha256 of the masks file (a masked variant's),
-    by which an audit finds it.
+    in the metadata; ``inputs`` what it records of its inputs (``dataset_revisions``: the hub commits the manifest
+    records, where there are any; ``masks_sha256``: a masked variant's mask file, by which an audit finds it).
     """
     check_sizes(records, dataset, max(scales), max_pixels)
     store = ShardStore(Path(path), Path(aggregates_path))
@@ -280,11 +278,9 @@ def predict_to_file(
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
         metadata = prediction_metadata(classifier, spec, scales, settings, class_indices, dataset=dataset,
-                                       variant=variant, n_images=len(records))  # fmt: skip
+                                       variant=variant, n_images=len(records)) | (inputs or {})  # fmt: skip
         if part is not None:
             metadata["part"] = list(part)
-        if revisions:  # in the shards' identity: another revision's images are other images
-            metadata["dataset_revisions"] = revisions
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
         size = settings.shard_images
         pending = list(store.pending(records, size, metadata, masks_digest))
@@ -296,7 +292,6 @@ def predict_to_file(
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * views / seconds, 2) if seconds else None,
-            **({"masks_sha256": masks_sha256} if masks_sha256 else {}),
         }
         store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, scales))
         return metadata

@@ -105,14 +105,15 @@ class Audited:
 
 
 class ImageFinder:
-    """Images by content: the file a record names if its sha256 is the record's, else any file with that sha256 in
-    ``folders`` (hashed once, on the first image not found in place)."""
+    """Images by content: the file a record names (a relative path: in the study directory ``root``) if its sha256
+    is the record's, else any file with that sha256 in ``folders`` (hashed once, on the first image not found in
+    place)."""
 
-    def __init__(self, folders: Sequence[Path]) -> None:
-        self.folders, self._index = folders, None
+    def __init__(self, root: Path, folders: Sequence[Path]) -> None:
+        self.root, self.folders, self._index = root, folders, None
 
     def find(self, record: Record) -> Path | None:
-        own = Path(record.path)
+        own = self.root / record.path
         if record.sha256 and own.is_file() and sha256_file(own) == record.sha256:
             return own
         if self._index is None:
@@ -130,7 +131,7 @@ class Finders(dict[str, ImageFinder]):
 
     def __missing__(self, dataset: str) -> ImageFinder:
         own = self.directory / self.auditor.layout.path("images", dataset=dataset)
-        self[dataset] = finder = ImageFinder([own, *self.auditor.images])
+        self[dataset] = finder = ImageFinder(self.directory, [own, *self.auditor.images])
         return finder
 
 

@@ -29,10 +29,11 @@ def audit_file(directory: Path, kind: str, model: str, path: Path, auditor: Audi
     try:
         meta, table = zoomeval_metadata(path), pl.read_parquet(path)
         out.rows = table.height
-        picked = table[sample_rows(table.height, auditor.sample, int(auditor.seed or 0), name).tolist()]
+        numbers = sample_rows(table.height, auditor.sample, int(auditor.seed or 0), name).tolist()
+        picked = [{**row, "index": k} for k, row in zip(numbers, table[numbers].to_dicts(), strict=True)]
         device = resolve_device(auditor.device, "--device").type
         out.tolerance = tolerance((meta["precision"], str(meta.get("device") or "cpu")), (auditor.precision, device))
-        rows, missing = _sampled(directory, meta, picked.to_dicts(), auditor, finders)
+        rows, missing = _sampled(directory, meta, picked, auditor, finders)
         out.mismatches += missing
         logits = _recompute(directory, kind, meta, [r for r in rows if r["record"] is not None], auditor)
     except (ValueError, OSError, KeyError) as exc:
@@ -55,16 +56,16 @@ def _where(row: dict[str, Any]) -> str:
 
 def _sampled(directory: Path, meta: dict[str, Any], rows: list[dict[str, Any]], auditor: Auditor, finders: Finders
              ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
-    """The sampled rows, each with its image's record (its path where the image was found by content; None where it
-    was not, listed as a mismatch)."""
+    """The sampled rows (each with its ``index`` in the file), each given its image's record (its path where the
+    image was found by content; None where it was not, listed as a mismatch)."""
     manifest = directory / auditor.layout.path("manifest", dataset=meta["dataset"])
     records = {r.image_id: r for r in read_manifest(manifest)}
     if any(not r.sha256 for r in records.values()):
         raise ValueError(f"{manifest}: records no sha256 per image (manifest schema < 3), so images cannot be found "
                          "by content; rebuild it (--forcerun dataset_manifest) and re-run the study")  # fmt: skip
     missing = []
-    for k, row in enumerate(rows):
-        row["index"], record = k, records.get(row["image_id"])
+    for row in rows:
+        record = records.get(row["image_id"])
         found = finders[meta["dataset"]].find(record) if record is not None else None
         row["record"] = None if found is None else replace(record, path=str(found))
         if found is None:

@@ -54,26 +54,31 @@ def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bo
     result from its predictions (``--verify``); ``auditor`` (a :class:`zoomeval.report.audit.Auditor`, ``--audit N``)
     audits the study here first, and a row whose files fail is left apart. ``layout``: the run's (a limited run's own
     results root)."""
-    rows, problems = _verified_rows(directory, study, check, layout)
+    results, problems = read_study(directory, layout)
+    _refuse(problems, allow_stale)
+    for result in results if check else ():
+        verify(directory, result, layout)
+    rows = _rows(results, directory, study)
     if auditor is not None and rows:
         from zoomeval.report.audit import audited_rows
 
         rows, failed = audited_rows(directory, rows, auditor)
+        _refuse(failed, allow_stale)
         problems += failed
-    if problems and not allow_stale:
-        more = f" (and {len(problems) - 1} more; --allow-stale lists them)" if len(problems) > 1 else ""
-        raise ValueError(problems[0] + more)
     return rows, problems
 
 
-def _verified_rows(directory: Path, study: str, check: bool, layout: Layout) -> tuple[list[dict[str, Any]], list[str]]:
-    results, problems = read_study(directory, layout)
-    for result in results if check else ():
-        verify(directory, result, layout)
+def _refuse(problems: Sequence[str], allow_stale: bool) -> None:
+    if problems and not allow_stale:
+        more = f" (and {len(problems) - 1} more; --allow-stale lists them)" if len(problems) > 1 else ""
+        raise ValueError(problems[0] + more)
+
+
+def _rows(results: Sequence[Result], directory: Path, study: str) -> list[dict[str, Any]]:
     # the masked variants' results read no standard evaluation: they show the model's, verified with the original's
     geometry = {(r.entry.key["dataset"], r.metrics.model): r.geometry for r in results if "standard" in r.inputs}
     return [_row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))
-            for r in results], problems  # fmt: skip
+            for r in results]  # fmt: skip
 
 
 def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) -> dict[str, Any]:
