@@ -43,7 +43,7 @@ from zoomeval.core.progress import ProgressLog
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.eval_transform import EvalTransform
-from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel
 from zoomeval.inference.predict import model_metadata
 from zoomeval.inference.tables import BASE_FIELDS, TOP5_FIELDS, top5_columns
 
@@ -77,10 +77,12 @@ class StandardImages(Dataset[tuple[int, torch.Tensor]]):
 
 
 def standard_classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Sequence[int] | None,
-                        weights: Path | None, head: Path | None) -> tuple[Classifier, EvalTransform]:  # fmt: skip
+                        weights: Path | None, head: Path | None, loaded: LoadedModel | None = None
+                        ) -> tuple[Classifier, EvalTransform]:  # fmt: skip
     """The model with the weights' own normalisation (the config's mean/std are the zoom grid's) and its transform,
-    whose normalisation must be the weights'."""
-    classifier = Classifier(replace(spec, mean=None, std=None), settings, class_indices, weights, head=head)
+    whose normalisation must be the weights'; ``loaded``: the model already loaded so (an audit's, reused)."""
+    own_spec = replace(spec, mean=None, std=None)
+    classifier = Classifier(own_spec, settings, class_indices, weights, loaded=loaded, head=head)
     transform = eval_transform(spec, getattr(classifier.model, "_orig_mod", classifier.model))  # torch.compile wraps
     own = (tuple(classifier.normalisation["mean"]), tuple(classifier.normalisation["std"]))
     if not np.allclose(own, (transform.mean, transform.std)):

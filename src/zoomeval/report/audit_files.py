@@ -4,6 +4,7 @@ loaded from its recorded entry with the recorded weights, the rows recomputed an
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -87,10 +88,11 @@ def _recompute(directory: Path, kind: str, meta: dict[str, Any], rows: list[dict
     settings = audit_settings(meta, auditor.device, auditor.precision, auditor.threads)
     classes = meta.get("class_indices")
     if kind == "standard":
-        classifier, transform = standard_classifier(spec, settings, classes, weights, head)
+        loaded = _loaded(replace(spec, mean=None, std=None), weights, head)
+        classifier, transform = standard_classifier(spec, settings, classes, weights, head, loaded)
         logits = standard_logits(classifier, transform, [r["record"] for r in rows])
     else:
-        classifier = Classifier(spec, settings, classes, weights, head=head)
+        classifier = Classifier(spec, settings, classes, weights, loaded=_loaded(spec, weights, head), head=head)
         wanted = [(r["record"], r["scale"], r["row"], r["col"]) for r in rows]
         logits = zoom_logits(classifier, wanted, meta["variant"], _masks(directory, meta, auditor), meta["crop_size"])
     recorded = meta["model"].get("weights_sha256")
@@ -98,6 +100,20 @@ def _recompute(directory: Path, kind: str, meta: dict[str, Any], rows: list[dict
         raise ValueError(f"model {spec.name!r}: its weights here have sha256 {classifier.weights_sha256}, not the "
                          f"{recorded} the file records; give the study's weights (--resources)")  # fmt: skip
     return logits
+
+
+#: The models an audit loaded, by entry, weights and head: a study's files of one model share one load (and so do the
+#: studies of one leaderboard). Each load checked the weights' sha256 as every load does.
+_LOADED: dict[str, Any] = {}
+
+
+def _loaded(spec: Any, weights: Path | None, head: Path | None) -> Any:
+    from zoomeval.inference.models import load_model
+
+    key = json.dumps([spec.name, spec.entry(), str(weights), str(head)], sort_keys=True, default=str)
+    if key not in _LOADED:
+        _LOADED[key] = load_model(spec, weights, head)
+    return _LOADED[key]
 
 
 def _weights(directory: Path, spec: Any, auditor: Auditor) -> tuple[Path | None, Path | None]:
