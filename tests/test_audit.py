@@ -43,6 +43,7 @@ from zoomeval.report.audit import (
     tolerance,
 )
 from zoomeval.report.audit_files import audit_file, row_problems
+from zoomeval.report.export import hub_dataset
 from zoomeval.report.leaderboard import ACCURACIES, study_rows
 from zoomeval.report.study_index import write_index
 
@@ -381,3 +382,9 @@ def test_every_eval_ever_records_follow_its_schemas(sealed: Path, tmp_path: Path
         assert list(aggregate.iter_errors(json.loads(path.read_text()))) == []
     for path in (tmp_path / "eee" / "eee").rglob("*.jsonl"):
         assert [e for line in path.read_text().splitlines() for e in instance.iter_errors(json.loads(line))] == []
+
+
+def test_an_export_names_a_hub_dataset_by_its_repo_and_the_commit_it_was_read_at() -> None:
+    hub = {"dataset": "hard", "key": {"revisions": {"parquet": "taesiri/imagenet-hard@" + "5c" * 20}}}
+    assert hub_dataset(hub) == ("taesiri/imagenet-hard", "5c" * 20)
+    assert hub_dataset({"dataset": "demo", "key": {"revisions": None}}) == ("demo", None)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval import __version__
+from zoomeval.analysis.label_sets import scored_name
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import csv_text, link_or_copy, read_json, write_json, write_text
 from zoomeval.core.layout import Layout
@@ -65,7 +66,7 @@ def exported_files(directory: Path, fmt: str, options: dict[str, Any], layout: L
     raise ValueError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
 
 
-def _hub(row: dict[str, Any]) -> tuple[str, str | None]:
+def hub_dataset(row: dict[str, Any]) -> tuple[str, str | None]:
     """The dataset's Hub id and commit where it was read from the Hub (its only hub input), else its own name."""
     revisions = sorted((row["key"].get("revisions") or {}).values())
     if len(revisions) == 1:
@@ -80,7 +81,7 @@ def _hf(board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any]) -> 
 
     files = {}
     for row in board:
-        dataset_id, revision = _hub(row)
+        dataset_id, revision = hub_dataset(row)
         for metric in (m for m in ACCURACIES if row[m] is not None):
             notes = (f"zoomeval {row['zoomeval']}: {METRICS[metric]} on {row['dataset']} / {row['variant']} / "
                      f"{row['label_set']}, {row['n_images']} images; key sha256 {row['key_sha256']}; seal sha256 "
@@ -89,13 +90,14 @@ def _hf(board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any]) -> 
                                     dataset_revision=revision, date=options["date"], notes=notes,
                                     source_url=options.get("source_url"),
                                     source_name="zoomeval" if options.get("source_url") else None)  # fmt: skip
-            name = f"hf/{row['model']}/.eval_results/{_scored(row)}-{row['variant']}-{metric}.yaml"
+            name = f"hf/{row['model']}/.eval_results/{scored(row)}-{row['variant']}-{metric}.yaml"
             files[name] = yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False)
     return files
 
 
-def _scored(row: dict[str, Any]) -> str:
-    return row["dataset"] if row["label_set"] == "in" else f"{row['dataset']}_{row['label_set']}"
+def scored(row: dict[str, Any]) -> str:
+    """A leaderboard row's scored dataset (its name, suffixed by a label set other than ``in``)."""
+    return scored_name(row["dataset"], row["label_set"])
 
 
 def _timm(board: Sequence[dict[str, Any]], layout: Layout) -> dict[str, str]:
@@ -105,8 +107,8 @@ def _timm(board: Sequence[dict[str, Any]], layout: Layout) -> dict[str, str]:
     if not standard:
         raise ValueError("--format timm: the study has no standard evaluation to export")
     files = {}
-    for name in sorted({_scored(r) for r in standard}):
-        rows = [r for r in standard if _scored(r) == name]
+    for name in sorted({scored(r) for r in standard}):
+        rows = [r for r in standard if scored(r) == name]
         architectures = [r["architecture"] for r in rows]
         if len(set(architectures)) == len(architectures):
             files[f"timm/results-{name}.csv"] = csv_text(TIMM_COLUMNS, timm_rows(rows, name, layout))
@@ -172,7 +174,7 @@ def write_bundle(directory: Path, out: Path, fmt: str, options: dict[str, Any], 
         "kind": "export", "schema_version": EXPORT_SCHEMA_VERSION, "zoomeval": __version__, "format": fmt,
         "options": options, "results_root": layout.root,
         "seal_sha256": sha256_file(directory / layout.path("study_index")),
-        "keys": {row["model"] + "/" + _scored(row) + "/" + row["variant"]: row["key_sha256"] for row in board},
+        "keys": {row["model"] + "/" + scored(row) + "/" + row["variant"]: row["key_sha256"] for row in board},
         "files": {name: sha256_file(out / name) for name in sorted(files)},
     }  # fmt: skip
     write_json(out / BUNDLE, manifest)

@@ -11,13 +11,13 @@ from typing import Any
 
 from zoomeval.core.layout import Layout
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
-from zoomeval.report.export import EEE_SCHEMA_VERSION, METRICS, _hub, _scored, epoch
+from zoomeval.report.export import EEE_SCHEMA_VERSION, METRICS, epoch, hub_dataset, scored
 from zoomeval.report.leaderboard import ACCURACIES
 from zoomeval.report.verified import scored_records
 
 
 def evaluation_id(row: dict[str, Any]) -> str:
-    return f"zoomeval/{_scored(row)}/{row['variant']}/{row['model']}/{row['key_sha256'][:12]}"
+    return f"zoomeval/{scored(row)}/{row['variant']}/{row['model']}/{row['key_sha256'][:12]}"
 
 
 def instance_lines(directory: Path, row: dict[str, Any], layout: Layout) -> list[dict[str, Any]]:
@@ -51,7 +51,7 @@ def instance_lines(directory: Path, row: dict[str, Any], layout: Layout) -> list
 def _instance(row: dict[str, Any], metric: str, record: Any, answer: str, hit: bool) -> dict[str, Any]:
     return {
         "schema_version": EEE_SCHEMA_VERSION, "evaluation_id": evaluation_id(row), "model_id": row["architecture"],
-        "evaluation_name": f"{_scored(row)} {row['variant']} {metric}", "evaluation_result_id": metric,
+        "evaluation_name": f"{scored(row)} {row['variant']} {metric}", "evaluation_result_id": metric,
         "sample_id": record.image_id, "sample_hash": record.sha256 or None, "interaction_type": "single_turn",
         "input": {"raw": record.image_id, "reference": [str(label) for label in record.labels]},
         "output": {"raw": [answer]},
@@ -67,16 +67,16 @@ def samples_path(row: dict[str, Any]) -> str:
     form) derived from the evaluation id so that an export is reproducible."""
     digest = bytearray(hashlib.sha256(evaluation_id(row).encode()).digest()[:16])
     name = uuid.UUID(bytes=bytes(digest), version=4)
-    return f"data/{_scored(row)}/{row['variant']}/{row['model']}/{name}_samples.jsonl"
+    return f"data/{scored(row)}/{row['variant']}/{row['model']}/{name}_samples.jsonl"
 
 
 def aggregate_record(row: dict[str, Any], seal: str, options: dict[str, Any], jsonl: str, text: str, rows: int
                      ) -> dict[str, Any]:  # fmt: skip
     """The aggregate record of one result, naming its instance file ``jsonl`` (``text``, ``rows`` lines)."""
-    repo, revision = _hub(row)
-    source: dict[str, Any] = {"dataset_name": _scored(row), "source_type": "other"}
+    repo, revision = hub_dataset(row)
+    source: dict[str, Any] = {"dataset_name": scored(row), "source_type": "other"}
     if revision is not None:
-        source = {"dataset_name": _scored(row), "source_type": "hf_dataset", "hf_repo": repo,
+        source = {"dataset_name": scored(row), "source_type": "hf_dataset", "hf_repo": repo,
                   "samples_number": row["n_images"], "additional_details": {"revision": revision}}  # fmt: skip
     provenance = {"study": str(row["study"]), "seal_sha256": seal, "key_sha256": row["key_sha256"],
                   "key": json.dumps(row["key"], sort_keys=True)}  # fmt: skip
@@ -99,7 +99,7 @@ def aggregate_record(row: dict[str, Any], seal: str, options: dict[str, Any], js
 
 def _result(row: dict[str, Any], metric: str, source: dict[str, Any]) -> dict[str, Any]:
     return {
-        "evaluation_result_id": metric, "evaluation_name": f"{_scored(row)} {row['variant']} {metric}",
+        "evaluation_result_id": metric, "evaluation_name": f"{scored(row)} {row['variant']} {metric}",
         "source_data": source,
         "metric_config": {"evaluation_description": METRICS[metric], "metric_id": metric, "metric_unit": "percent",
                           "lower_is_better": False, "score_type": "continuous", "min_score": 0, "max_score": 100},
