@@ -388,3 +388,10 @@ def test_an_export_names_a_hub_dataset_by_its_repo_and_the_commit_it_was_read_at
     hub = {"dataset": "hard", "key": {"revisions": {"parquet": "taesiri/imagenet-hard@" + "5c" * 20}}}
     assert hub_dataset(hub) == ("taesiri/imagenet-hard", "5c" * 20)
     assert hub_dataset({"dataset": "demo", "key": {"revisions": None}}) == ("demo", None)
+
+
+def test_without_a_seed_an_audit_draws_one_fresh_and_keeps_the_rest() -> None:
+    given = Auditor(sample=5, layout=run_layout(4))
+    drawn = {given.seeded().seed for _ in range(3)}
+    assert len(drawn) == 3 and all(isinstance(s, int) for s in drawn)
+    assert given.seeded().layout == run_layout(4) and Auditor(seed=9).seeded().seed == 9

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +151,7 @@ class Auditor:
 
     def seeded(self) -> Auditor:
         """This auditor with its seed drawn fresh where none was given."""
-        return self if self.seed is not None else _replace(self, seed=secrets.randbits(32))
-
-
-def _replace(auditor: Auditor, **changes: Any) -> Auditor:
-    return Auditor(**{**asdict(auditor), **changes})
+        return self if self.seed is not None else replace(self, seed=secrets.randbits(32))
 
 
 def study_files(directory: Path, layout: Any = LAYOUT) -> Iterator[tuple[str, str, Path]]:
