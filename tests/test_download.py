@@ -1,5 +1,6 @@
 import hashlib
 import io
+import json
 import os
 import random
 import tarfile
@@ -14,7 +15,7 @@ import pytest
 
 from zoomeval.core.config import InputSpec
 from zoomeval.datasets.download import DownloadError, download, hf_snapshot
-from zoomeval.datasets.inputs import fetch, plan
+from zoomeval.datasets.inputs import HUB_REVISION, fetch, hub_revision, plan
 
 PAYLOAD = random.Random(0).randbytes(300_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -272,10 +273,44 @@ def test_a_hugging_face_input_is_placed_in_its_declared_folder_as_links_to_the_c
     item = plan("hard", "parquet", spec, str(tmp_path / "resources"))
     fetch(item)
     shard = tmp_path / "resources" / "hard" / "parquet.hf" / "data" / "validation-00000-of-00001.parquet"
-    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "resources").rglob("*") if p.is_file()) == [
-        shard.relative_to(tmp_path)
-    ]
+    revision = shard.parents[1] / HUB_REVISION  # the commit the files came from, for the manifest and the key
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "resources").rglob("*") if p.is_file()) == sorted(
+        [revision.relative_to(tmp_path), shard.relative_to(tmp_path)]
+    )
+    assert json.loads(revision.read_text()) == {"hf": "someone/hard", "revision": COMMIT}
+    assert hub_revision(item) == f"someone/hard@{COMMIT}"
     assert not shard.is_symlink() and shard.read_bytes() == b"PAR1 shard"
     assert os.stat(shard).st_ino == os.stat(blob).st_ino  # a hard link: no second copy on disk
     with pytest.raises(ValueError, match=r"^datasets.hard.labels: no file of someone/hard matches '\*.json'"):
         fetch(plan("hard", "labels", InputSpec(hf="someone/hard", pattern="*.json", revision=COMMIT), "r"))
+
+
+def test_a_hub_datasets_revision_goes_from_the_cache_into_the_manifest_and_the_comparability_key(
+    hf_cache: Path, tmp_path: Path
+) -> None:
+    """ImageNet-Hard in the hub cache's layout (refs/main names the commit): fetched without asking for a revision,
+    its manifest records the commit that main resolved to, and so does the key of a result computed from it; another
+    commit is another key, which the leaderboard groups apart (tests/test_leaderboard.py names the field)."""
+    from tests.test_adapters import image_bytes, write_hard_shard
+    from zoomeval.analysis.comparability import comparability_key, key_differences
+    from zoomeval.core.images import screen
+    from zoomeval.core.manifest import read_revisions, write_manifest
+    from zoomeval.datasets.adapters.imagenet_hard import imagenet_hard
+
+    snapshot = hf_cache / "datasets--taesiri--imagenet-hard" / "snapshots" / COMMIT / "data"
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[2] / "refs").mkdir()
+    (snapshot.parents[2] / "refs" / "main").write_text(COMMIT)
+    write_hard_shard(snapshot / "validation-00000-of-00001.parquet", [(image_bytes("PNG", (40, 30)), [7], "imagenet")])
+    item = plan("hard", "parquet", InputSpec(hf="taesiri/imagenet-hard", pattern="*.parquet"), str(tmp_path / "r"))
+    fetch(item)
+    records, _ = imagenet_hard(Path(str(item.fetched)), tmp_path / "images")  # the adapter skips the hidden record
+    kept, _ = screen(records, "fail", tmp_path / "bad.csv", dataset="hard", max_scale=64)
+    write_manifest(tmp_path / "manifest.parquet", kept, "hard", revisions={"parquet": hub_revision(item)})
+    revisions = read_revisions(tmp_path / "manifest.parquet")
+    assert revisions == {"parquet": f"taesiri/imagenet-hard@{COMMIT}"}
+    key = comparability_key({"dataset": "hard", "dataset_revisions": revisions}, "i", "in", 3)
+    assert key["revisions"] == revisions
+    moved = {"parquet": "taesiri/imagenet-hard@" + "f" * 40}
+    other = comparability_key({"dataset": "hard", "dataset_revisions": moved}, "i", "in", 3)
+    assert key_differences(other, key) == [f"revisions {json.dumps(other['revisions'])} (not {json.dumps(revisions)})"]

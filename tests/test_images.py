@@ -1,6 +1,7 @@
 """Bad and unusual inputs: each is converted under the documented policy or found and left out."""
 
 import csv
+import hashlib
 import io
 import struct
 import zlib
@@ -64,6 +65,7 @@ def test_screen_lists_and_skips_or_fails(tmp_path, jpeg_bytes, caplog):
     records = [record(tmp_path / n, (80, 64)) for n in ("a.jpg", "b.jpg", "c.jpg")]
     kept, excluded = screen(records, "skip", tmp_path / "bad.csv", dataset="d", max_scale=256, workers=2)
     assert [r.image_id for r in kept] == ["a", "c"] and excluded == 1
+    assert {r.sha256 for r in kept} == {hashlib.sha256(jpeg_bytes).hexdigest()}  # the bytes it read, hashed
     lines = (tmp_path / "bad.csv").read_text().splitlines()
     assert lines[0] == "image_id,path,reason,source"
     assert lines[1].startswith(f"b,{tmp_path / 'b.jpg'},UnidentifiedImageError") and lines[1].endswith(",")

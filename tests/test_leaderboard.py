@@ -205,6 +205,7 @@ CHANGES = {
     "compile": {"meta": {"compile": True}}, "channels_last": {"meta": {"channels_last": True}},
     "top_k": {"top_k": 2}, "variant": {"variant": "fg"}, "zoomeval": {"meta": {"zoomeval": "0.2.0"}},
     "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}}, "cover_node_limit": {"limits": CoverLimits(nodes=7)},
+    "revisions": {"meta": {"dataset_revisions": {"parquet": "taesiri/imagenet-hard@" + "5c" * 20}}},
 }  # fmt: skip
 
 

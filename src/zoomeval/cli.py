@@ -1,6 +1,6 @@
 """The zoomeval command: init writes a study directory, run checks and runs one with a progress display, list
-shows what the registries and the model libraries hold, and leaderboard merges studies into one table. Each
-subcommand is a thin call into the package."""
+shows what the registries and the model libraries hold, leaderboard merges studies into one table and audit
+recomputes a sample of a study's rows. Each subcommand is a thin call into the package."""
 
 from __future__ import annotations
 
@@ -103,17 +103,55 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
     output = Path(args.output) if args.output else None
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
+    auditor = _board_auditor(args, layout)
     try:
         if args.format == "timm":
-            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout)
+            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout, auditor)
         else:
-            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout)
+            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout, auditor)
     except ValueError as exc:  # its message names files, whose names may hold escape codes
         raise ValueError(terminal_text(str(exc))) from None
     for line in apart:
         print(terminal_text(f"zoomeval leaderboard: left apart: {line}"), file=sys.stderr)
     if not args.output:
         print(terminal_text(text))
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from zoomeval.core.cells import terminal_text
+    from zoomeval.core.layout import run_layout
+    from zoomeval.report.audit import Audited, Auditor, audit_study, report_lines, write_record
+
+    if args.sample < 1:
+        raise ValueError(f"--sample: {args.sample} is no number of rows; give N >= 1")
+    auditor = Auditor(args.sample, args.seed, args.device, args.precision, tuple(args.images or ()),
+                      args.resources, run_layout(_limit(args)))  # fmt: skip
+    record = audit_study(Path(args.directory), auditor)
+    for line in report_lines(record):
+        print(terminal_text(line))
+    print(f"record kept for reference (not proof) in {write_record(Path(args.directory), record, auditor.layout)}")
+    return 0 if all(Audited(**item).clean for item in record["files"]) else 1
+
+
+def _board_auditor(args: argparse.Namespace, layout: object) -> object:
+    """``leaderboard --audit N``'s auditor (None without it)."""
+    if args.audit is None:
+        return None
+    if args.audit < 1:
+        raise ValueError(f"--audit: {args.audit} is no number of rows; give N >= 1")
+    from zoomeval.report.audit import Auditor
+
+    return Auditor(args.audit, args.seed, images=tuple(args.images or ()), layout=layout)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from zoomeval.core.layout import run_layout
+    from zoomeval.report.export import write_bundle
+
+    out = Path(args.output or f"{Path(args.directory).resolve().name}-{args.format}")
+    options = {"date": args.date, "source_url": args.source_url}
+    print(f"wrote {write_bundle(Path(args.directory), out, args.format, options, run_layout(_limit(args))).parent}")
     return 0
 
 
@@ -195,7 +233,23 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
     board.add_argument("--limit", type=int, metavar="N",
                        help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
+    board.add_argument("--audit", type=int, metavar="N",
+                       help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails")
+    board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
+    board.add_argument("--images", action="append", type=directory, metavar="DIR",
+                       help="--audit: your copy of the dataset, where images are found by content")
     board.set_defaults(run=_leaderboard)
+    export = commands.add_parser("export", help="write a study's verified results in the formats other tools read, "
+                                 "as a bundle that zoomeval leaderboard reads back")  # fmt: skip
+    export.add_argument("directory", metavar="DIR", type=directory)
+    export.add_argument("--format", required=True, choices=["hf", "timm", "eee"],
+                        help="hf: .eval_results YAML per model repo; timm: results CSVs; eee: Every Eval Ever records")
+    export.add_argument("-o", "--output", help="the bundle folder to create (default: <study>-<format>)")
+    export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
+    export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
+    export.add_argument("--limit", type=int, metavar="N", help="export the study's run limited to N images")
+    export.set_defaults(run=_export)
+    add_audit(commands)
     run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET",
@@ -208,6 +262,26 @@ def parser() -> argparse.ArgumentParser:
                      "(results/report.html)")
     run.set_defaults(run=_run)
     return top
+
+
+def add_audit(commands: argparse._SubParsersAction) -> None:
+    from zoomeval.report.audit import DEFAULT_SAMPLE, LOGIT_ERROR
+
+    audit = commands.add_parser("audit", help="recompute a seeded sample of every file's rows of a sealed study here "
+                                "and compare them with what is stored; exit 1 on any mismatch")  # fmt: skip
+    audit.add_argument("directory", metavar="DIR", type=directory)
+    audit.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, metavar="N",
+                       help=f"rows recomputed per file (default {DEFAULT_SAMPLE}; all of a smaller file)")
+    audit.add_argument("--seed", type=int, metavar="S", help="the sample's seed (default: drawn fresh, and printed)")
+    audit.add_argument("--images", action="append", type=directory, metavar="DIR",
+                       help="your copy of the dataset: images are found in it by content (repeatable)")
+    audit.add_argument("--resources", type=directory, metavar="DIR",
+                       help="where the weights are (default: the study's resources folder)")
+    audit.add_argument("--device", default="auto", help="the audit's device (default: auto, CUDA where present)")
+    audit.add_argument("--precision", default="fp32", choices=sorted({p for p, _ in LOGIT_ERROR}),
+                       help="the audit's precision (default fp32)")
+    audit.add_argument("--limit", type=int, metavar="N", help="audit the study's run limited to N images")
+    audit.set_defaults(run=_audit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

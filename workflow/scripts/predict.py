@@ -5,9 +5,10 @@ from pathlib import Path
 import torch
 
 from zoomeval.core.allocator import keep_freed_memory
+from zoomeval.core.checksums import sha256_file
 from zoomeval.core.devices import gpu_slot
 from zoomeval.core.logs import to_file
-from zoomeval.core.manifest import read_classes, read_manifest
+from zoomeval.core.manifest import read_classes, read_manifest, read_revisions
 from zoomeval.datasets.build import class_indices
 from zoomeval.inference.predict import predict_part, predict_to_file
 from zoomeval.masks.boxes import read_masks
@@ -31,6 +32,9 @@ with to_file(sm.log[0]), ExitStack() as stack:
         max_pixels=config.max_resized_pixels,
         weights=Path(sm.input.weights) if sm.input.weights else None,
         head=Path(sm.input.head) if sm.input.head else None,
+        # in the metadata (and the shards' identity) only where there is one, so other files' shards are reused
+        inputs={key: value for key, value in (("dataset_revisions", read_revisions(sm.input.manifest)),
+                ("masks_sha256", sha256_file(sm.input.masks) if sm.input.masks else None)) if value},  # fmt: skip
     )
     outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])
     if "part" in sm.wildcards.keys():

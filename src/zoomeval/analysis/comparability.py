@@ -1,7 +1,8 @@
 """What a result was computed from: the sha256 of the files it read and its comparability key, the settings two
 results must share for their numbers to be compared (dataset and the exact images and labels scored, class set,
 label set, variant, transforms, resizing, model and weights, input normalisation, precision, compile settings, the
-greedy picks counted, the zoomeval that computed it and the exact cover's work limit)."""
+greedy picks counted, the zoomeval that computed it, the exact cover's work limit and, for a dataset read
+from a hub, the commit it was read at)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from zoomeval.core.zoom import transforms
 KEY_FIELDS = (
     "dataset", "images", "class_set", "label_set", "variant", "scales", "anchors", "resize_backend", "model",
     "weights_sha256", "input_size", "mean", "std", "precision", "compile", "channels_last", "top_k", "zoomeval",
-    "zoomeval_commit", "cover_node_limit",
+    "zoomeval_commit", "cover_node_limit", "revisions",
 )  # fmt: skip
 
 
@@ -54,6 +55,7 @@ def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: 
         "precision": meta.get("precision"), "compile": meta.get("compile"), "channels_last": meta.get("channels_last"),
         "top_k": top_k, "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
         "cover_node_limit": cover_node_limit,
+        "revisions": meta.get("dataset_revisions"),  # the hub commit of each input read from a hub, else None
     }  # fmt: skip
     return {field: key[field] for field in KEY_FIELDS}
 

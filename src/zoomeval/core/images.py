@@ -18,10 +18,11 @@ Policy (applied the same way everywhere an image is decoded):
   error) are refused;
 * a manifest's ``border`` is cropped from every side.
 
-When a manifest is built, every image is decoded once (:func:`screen`). An image cannot be used when it is
-unreadable (empty or truncated file, bomb, unknown format), when its mode has no 8-bit RGB mapping
-(above), when its decoded size differs from the size its
-dataset's annotations give, or when resizing it to the largest scale would exceed ``max_resized_pixels``
+When a manifest is built, every image is read and decoded once (:func:`screen`), and the sha256 of the bytes read
+becomes the record's ``sha256`` (an audit finds the image by it, :mod:`zoomeval.report.audit`). An image cannot be
+used when it is unreadable (empty or truncated file, bomb, unknown format), when its mode has no 8-bit RGB mapping
+(above), when its decoded size differs from the size its dataset's annotations give, or when resizing it to the
+largest scale would exceed ``max_resized_pixels``
 (a 1 x 8000 PNG of 117 bytes becomes 256 x 2,048,000 pixels at S = 256). Such images are listed in
 ``bad_images.csv`` and in the job's log, and either left out (``on_bad_image: skip``) or stop the job
 (``fail``). Images that an adapter wrote out (ImageNet-Hard's Parquet rows) are
@@ -31,13 +32,18 @@ listed with their ``source`` (shard and row).
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import logging
 import os
 import warnings
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from functools import partial
+from pathlib import Path
+from typing import IO
 
 import numpy as np
 from PIL import Image
@@ -96,9 +102,9 @@ def load_rgb(record: Record) -> Image.Image:
     return image
 
 
-def problem(path: str, size: tuple[int, int] | None = None, border: int = 0) -> str | None:
-    """Why ``path`` cannot be decoded, or (given the ``size`` expected after cropping ``border``) why its
-    decoded size differs; ``None`` if neither."""
+def problem(path: str | IO[bytes], size: tuple[int, int] | None = None, border: int = 0) -> str | None:
+    """Why ``path`` (a file name or the file's bytes) cannot be decoded, or (given the ``size`` expected after
+    cropping ``border``) why its decoded size differs; ``None`` if neither."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)  # refuse, don't just warn
@@ -125,23 +131,40 @@ def too_large(width: int, height: int, scale: int, max_pixels: int) -> str | Non
     )
 
 
-def _record_problem(record: Record, max_scale: int, max_pixels: int) -> str | None:
-    why = problem(record.path, (record.width, record.height), record.border)
-    return why or too_large(record.width, record.height, max_scale, max_pixels)
+class _FileBytes(io.BytesIO):
+    """A file's bytes, shown as its path (PIL's errors name what they read)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(Path(path).read_bytes())
+        self.path = path
+
+    def __repr__(self) -> str:
+        return repr(self.path)
 
 
-def find_bad_images(
+def _record_problem(record: Record, max_scale: int, max_pixels: int) -> tuple[str | None, str]:
+    """Why the record's image cannot be used (or None), and the sha256 of its bytes (read once, for both)."""
+    try:
+        data = _FileBytes(record.path)
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}", ""
+    why = problem(data, (record.width, record.height), record.border)
+    digest = hashlib.sha256(data.getbuffer()).hexdigest()
+    return why or too_large(record.width, record.height, max_scale, max_pixels), digest
+
+
+def screened(
     records: Sequence[Record], max_scale: int, max_pixels: int = MAX_RESIZED_PIXELS, workers: int = 1
-) -> list[tuple[Record, str]]:
-    """The records whose image cannot be used (see the module's docstring), with the reason, in manifest order;
-    ``max_scale`` is the largest configured scale."""
+) -> list[tuple[Record, str | None]]:
+    """Every record with its image's ``sha256`` set, and why it cannot be used (see the module's docstring; None: it
+    can), in manifest order; ``max_scale`` is the largest configured scale."""
     check = partial(_record_problem, max_scale=max_scale, max_pixels=max_pixels)
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            reasons = list(pool.map(check, records, chunksize=64))
+            found = list(pool.map(check, records, chunksize=64))
     else:
-        reasons = [check(r) for r in records]
-    return [(r, why) for r, why in zip(records, reasons, strict=True) if why is not None]
+        found = [check(r) for r in records]
+    return [(replace(r, sha256=digest), why) for r, (why, digest) in zip(records, found, strict=True)]
 
 
 def bad_kind(reason: str) -> str:
@@ -172,15 +195,15 @@ def screen(
     workers: int = 1,
 ) -> tuple[list[Record], int]:
     """Apply ``on_bad_image`` to the records of ``dataset``: log every bad image, write ``report`` (image_id,
-    path, reason, source) and return the usable records and how many were left out. Raises when ``policy`` is
-    ``fail`` and there is a bad image, or when no image is usable; the message lists the first bad images
-    itself, since Snakemake deletes ``report`` when the job fails."""
-    bad = find_bad_images(records, max_scale, max_pixels, workers)
+    path, reason, source) and return the usable records (each with its image's sha256) and how many were left out.
+    Raises when ``policy`` is ``fail`` and there is a bad image, or when no image is usable; the message lists the
+    first bad images itself, since Snakemake deletes ``report`` when the job fails."""
+    checked = screened(records, max_scale, max_pixels, workers)
+    bad = [(r, why) for r, why in checked if why is not None]
     for record, why in bad:
         log.warning("bad image %s: %s", record.source or record.path, why)
     write_csv(report, ["image_id", "path", "reason", "source"], ([r.image_id, r.path, why, r.source] for r, why in bad))
-    dropped = {r.image_id for r, _ in bad}
-    kept = [r for r in records if r.image_id not in dropped]
+    kept = [r for r, why in checked if why is None]
     if bad and (policy == "fail" or not kept):
         shown = "; ".join(f"{r.source or r.path} ({why})" for r, why in bad[:SHOWN_IN_MESSAGE])
         more = f"; and {len(bad) - SHOWN_IN_MESSAGE} more" if len(bad) > SHOWN_IN_MESSAGE else ""

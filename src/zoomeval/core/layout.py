@@ -128,6 +128,8 @@ OUTPUTS = _outputs(
     ("report", "report.html", "Snakemake's report of the run's targets (zoomeval run --report)"),
     ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key", (),
      "zoomeval.report.study_index:INDEX_SCHEMA_VERSION"),
+    ("audit", "audit.json", "the last `zoomeval audit`'s record (sample, seed, device, results): for reference only",
+     (), "zoomeval.report.audit:AUDIT_SCHEMA_VERSION"),
 )  # fmt: skip
 
 #: What each wildcard of a template stands for (the output reference's key).

@@ -7,7 +7,9 @@ source format to this convention.
 ``real_labels`` holds ImageNet-ReaL labels where the dataset has them (``None``: no ReaL information;
 ``[]``: ReaL found no valid label, so the image is left out of ReaL scoring). ``border`` is the number
 of pixels cropped from every side at decode time (ObjectNet's 2-px red frame); ``width``/``height``
-are the size after that crop. The manifest's metadata may list ``classes``, the dataset's class set
+are the size after that crop. ``sha256`` is the sha256 of the image file's bytes, read when the manifest is built
+(:func:`zoomeval.core.images.screen`): an audit finds the image by it (``""`` in manifests older than schema 3).
+The manifest's metadata may list ``classes``, the dataset's class set
 (ImageNet-1k indices) used by ``class_set: subset``. ``source`` (not stored in the manifest) says where an
 image written out by an adapter came from, e.g. an ImageNet-Hard Parquet shard and row.
 """
@@ -23,7 +25,8 @@ import pyarrow.parquet as pq
 from zoomeval import __version__
 from zoomeval.core.io import read_metadata, write_parquet
 
-SCHEMA_VERSION = 2
+#: 3: ``sha256`` per image; the metadata's ``revisions`` (the hub commits of the inputs read from a hub).
+SCHEMA_VERSION = 3
 
 SCHEMA = pa.schema(
     [
@@ -37,6 +40,7 @@ SCHEMA = pa.schema(
         ("origin", pa.string()),
         ("real_labels", pa.list_(pa.int16())),
         ("border", pa.int16()),
+        ("sha256", pa.string()),
     ]
 )
 
@@ -57,6 +61,7 @@ class Record:
     origin: str = ""
     real_labels: list[int] | None = None
     border: int = 0
+    sha256: str = ""
     source: str = ""
 
 
@@ -66,9 +71,11 @@ def write_manifest(
     dataset: str,
     classes: list[int] | None = None,
     n_excluded: int = 0,
+    revisions: dict[str, str] | None = None,
 ) -> None:
-    """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur) and
-    ``n_excluded`` the number of bad images left out (listed in ``bad_images.csv``)."""
+    """Write the manifest; ``classes`` is the dataset's class set (``None``: the labels that occur),
+    ``n_excluded`` the number of bad images left out (listed in ``bad_images.csv``) and ``revisions`` the resolved
+    hub commit of each input read from a hub (input key -> ``owner/name@commit``; None: no such input)."""
     paths: dict[str, list[str]] = {}
     for r in records:
         paths.setdefault(r.image_id, []).append(r.path)
@@ -82,7 +89,7 @@ def write_manifest(
     columns["boxes"] = [[list(b) for b in r.boxes] for r in records]
     table = pa.table(columns, schema=SCHEMA)
     meta = {"kind": "manifest", "schema_version": SCHEMA_VERSION, "dataset": dataset, "zoomeval": __version__}
-    write_parquet(path, table, {**meta, "classes": classes, "n_excluded": n_excluded})
+    write_parquet(path, table, {**meta, "classes": classes, "n_excluded": n_excluded, "revisions": revisions})
 
 
 def read_manifest(path: str | os.PathLike[str]) -> list[Record]:
@@ -93,3 +100,8 @@ def read_manifest(path: str | os.PathLike[str]) -> list[Record]:
 def read_classes(path: str | os.PathLike[str]) -> list[int] | None:
     """The class set recorded in a manifest's metadata (``None`` if the adapter gave none)."""
     return read_metadata(path).get("classes")
+
+
+def read_revisions(path: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The hub revisions recorded in a manifest's metadata (``None``: no input was read from a hub)."""
+    return read_metadata(path).get("revisions")

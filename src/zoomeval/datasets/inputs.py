@@ -7,7 +7,8 @@ bytes, which jobs it takes (the workflow's rules are built from it):
 * a URL is downloaded (:func:`fetch`, the ``fetch_url`` job) to ``<resources>/<owner>/<file name>``, with resume,
   retries, a completeness check and the checksum (:mod:`zoomeval.datasets.download`);
 * a Hugging Face dataset is downloaded through huggingface_hub's cache and placed in
-  ``<resources>/<owner>/<key>.hf/`` (:func:`fetch`, the ``fetch_hf`` job; hard links where the file system allows);
+  ``<resources>/<owner>/<key>.hf/`` (:func:`fetch`, the ``fetch_hf`` job; hard links where the file system allows),
+  with the commit its files came from (:func:`hub_revision`; the manifest and the comparability key record it);
 * an archive (.tar, .tar.gz, .tgz, .zip; a local file by its content, a download by its name) is extracted safely
   (:func:`extract`, the ``extract_archive`` job) into ``<resources>/<owner>/<key>.extracted/``, in a folder named
   after its sha256: ``<archive name>.<sha256>.d``. The job that reads it (:func:`local_path`) hashes the archive
@@ -28,7 +29,7 @@ from pathlib import Path
 from zoomeval.core import checksums
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import Config, ConfigError, InputSpec
-from zoomeval.core.io import link_or_copy
+from zoomeval.core.io import link_or_copy, read_json, write_json
 from zoomeval.datasets import archives
 from zoomeval.datasets.download import download, hf_snapshot
 from zoomeval.datasets.multilabel import uses_annotations
@@ -90,6 +91,31 @@ def fetch(item: Input) -> None:
         raise ValueError(f"{item.key}: no file of {spec.hf} matches {spec.pattern!r}; check the pattern")
     for name in found:
         link_or_copy((snapshot / name).resolve(), dest / name)
+    write_json(dest / HUB_REVISION, {"hf": spec.hf, "revision": _commit(snapshot, str(spec.hf))})
+
+
+#: The file in a Hugging Face input's folder that records the commit its files came from (hidden: adapters skip it).
+HUB_REVISION = ".hub_revision.json"
+
+
+def _commit(snapshot: Path, repo: str) -> str:
+    """The commit of a huggingface_hub snapshot folder (``.../snapshots/<commit>``), whatever revision was asked."""
+    if not re.fullmatch(r"[0-9a-f]{40}", snapshot.name):
+        raise ValueError(f"{repo}: huggingface_hub gave {snapshot}, not a snapshots/<commit> folder, so the revision "
+                         "read cannot be recorded; use huggingface_hub's own cache (HF_HOME), not a local_dir copy")
+    return snapshot.name
+
+
+def hub_revision(item: Input) -> str | None:
+    """``owner/name@commit`` of a fetched Hugging Face input (:func:`fetch` recorded it); None for other inputs."""
+    if not item.spec.hf:
+        return None
+    path = Path(str(item.fetched)) / HUB_REVISION
+    if not path.is_file():
+        raise ValueError(f"{item.key}: {path} is missing, so the commit its files came from is unknown (fetched by an "
+                         "older zoomeval); fetch it again: rerun with --forcerun fetch_hf")
+    recorded = read_json(path)
+    return f"{recorded['hf']}@{recorded['revision']}"
 
 
 def _pinned(item: Input, path: Path, digest: str) -> str:

@@ -267,6 +267,7 @@ def predict_to_file(
     weights: Path | None = None,
     head: Path | None = None,
     part: tuple[int, int] | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predict every (image, transform) of ``records`` into the Parquet file ``path`` and the aggregation
     methods' predictions into ``aggregates_path``; returns the predictions' metadata.
@@ -274,7 +275,8 @@ def predict_to_file(
     ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes); ``max_pixels`` the
     pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights;
     ``head`` the zero-shot head of an open_clip model; ``part`` the (index, count) that :func:`predict_part` records
-    in the metadata.
+    in the metadata; ``inputs`` what it records of its inputs (``dataset_revisions``: the hub commits the manifest
+    records, where there are any; ``masks_sha256``: a masked variant's mask file, by which an audit finds it).
     """
     check_sizes(records, dataset, max(scales), max_pixels)
     store = ShardStore(Path(path), Path(aggregates_path))
@@ -282,7 +284,7 @@ def predict_to_file(
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
         metadata = prediction_metadata(classifier, spec, scales, settings, class_indices, dataset=dataset,
-                                       variant=variant, n_images=len(records))  # fmt: skip
+                                       variant=variant, n_images=len(records)) | (inputs or {})  # fmt: skip
         if part is not None:
             metadata["part"] = list(part)
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None

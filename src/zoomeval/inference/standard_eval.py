@@ -48,7 +48,7 @@ from zoomeval.core.progress import ProgressLog
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.eval_transform import EvalTransform
-from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel
 from zoomeval.inference.predict import model_metadata
 from zoomeval.inference.tables import BASE_FIELDS, TOP5_FIELDS, top5_columns
 
@@ -81,11 +81,13 @@ class StandardImages(Dataset[tuple[int, torch.Tensor]]):
         return i, torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy())
 
 
-def _classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Sequence[int] | None,
-                weights: Path | None, head: Path | None) -> tuple[Classifier, EvalTransform]:  # fmt: skip
+def standard_classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Sequence[int] | None,
+                        weights: Path | None, head: Path | None, loaded: LoadedModel | None = None
+                        ) -> tuple[Classifier, EvalTransform]:  # fmt: skip
     """The model with the weights' own normalisation (the config's mean/std are the zoom grid's) and its transform,
-    whose normalisation must be the weights'."""
-    classifier = Classifier(replace(spec, mean=None, std=None), settings, class_indices, weights, head=head)
+    whose normalisation must be the weights'; ``loaded``: the model already loaded so (an audit's, reused)."""
+    own_spec = replace(spec, mean=None, std=None)
+    classifier = Classifier(own_spec, settings, class_indices, weights, loaded=loaded, head=head)
     transform = eval_transform(spec, getattr(classifier.model, "_orig_mod", classifier.model))  # torch.compile wraps
     own = (tuple(classifier.normalisation["mean"]), tuple(classifier.normalisation["std"]))
     if not np.allclose(own, (transform.mean, transform.std)):
@@ -130,7 +132,7 @@ def evaluate_to_file(
     if not records:
         raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to evaluate")
     torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-    classifier, transform = _classifier(spec, settings, class_indices, weights, head)
+    classifier, transform = standard_classifier(spec, settings, class_indices, weights, head)
     loader = DataLoader(
         StandardImages(records, transform.geometry),
         batch_size=settings.batch_size,

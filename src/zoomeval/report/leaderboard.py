@@ -36,6 +36,8 @@ COLUMNS = (
     # added with the study index (metrics schema 5): the rest of the comparability key and the files' sha256
     "class_set", "mean", "std", "compile", "channels_last", "images_sha256", "metrics_sha256",
     "predictions_sha256", "standard_sha256", "key_sha256",
+    # with --audit N: the rows recomputed from the result's files here, and how many differed (zoomeval.report.audit)
+    "audit_rows", "audit_mismatches",
 )  # fmt: skip
 FORMATS = (".csv", ".md", ".html")
 LEFT_APART = "Left apart (--allow-stale): stale, missing, tampered or malformed"
@@ -45,21 +47,38 @@ NEAREST = 3
 HEADING = ("dataset", "variant", "label_set")
 
 
-def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT
-               ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT,
+               auditor: Any = None) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
     """The rows of one study directory, read through its index, and what was left apart (each line names the
     file and what is wrong). Without ``allow_stale``, anything left apart is refused; ``check`` recomputes each
-    result from its predictions (``--verify``). ``layout``: the run's (a limited run's own results root)."""
+    result from its predictions (``--verify``); ``auditor`` (a :class:`zoomeval.report.audit.Auditor`, ``--audit N``)
+    audits the study here first, and a row whose files fail is left apart. ``layout``: the run's (a limited run's own
+    results root)."""
     results, problems = read_study(directory, layout)
+    _refuse(problems, allow_stale)
+    for result in results if check else ():
+        verify(directory, result, layout)
+    rows = _rows(results, directory, study)
+    if auditor is not None and rows:
+        from zoomeval.report.audit import audited_rows
+
+        rows, failed = audited_rows(directory, rows, auditor)
+        _refuse(failed, allow_stale)
+        problems += failed
+    return rows, problems
+
+
+def _refuse(problems: Sequence[str], allow_stale: bool) -> None:
     if problems and not allow_stale:
         more = f" (and {len(problems) - 1} more; --allow-stale lists them)" if len(problems) > 1 else ""
         raise ValueError(problems[0] + more)
-    for result in results if check else ():
-        verify(directory, result, layout)
+
+
+def _rows(results: Sequence[Result], directory: Path, study: str) -> list[dict[str, Any]]:
     # the masked variants' results read no standard evaluation: they show the model's, verified with the original's
     geometry = {(r.entry.key["dataset"], r.metrics.model): r.geometry for r in results if "standard" in r.inputs}
     return [_row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))
-            for r in results], problems  # fmt: skip
+            for r in results]  # fmt: skip
 
 
 def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) -> dict[str, Any]:
@@ -80,6 +99,7 @@ def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) 
         "images_sha256": key["images"], "metrics_sha256": result.entry.sha256,
         **{f"{role}_sha256": _sha256(result, role) for role in ("predictions", "standard")},
         "key": key, "key_sha256": digest(key), "source": (directory, result),  # not columns: for the timm format
+        "audit_rows": None, "audit_mismatches": None,
     }  # fmt: skip
     for column in ACCURACIES:
         row[column] = value = getattr(metrics, column)
@@ -158,14 +178,16 @@ def _text(value: Any, column: str) -> str:
 
 def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
     """A table per group under its heading, each accuracy with its 95 % interval; then what was left apart."""
+    audited = any(r["audit_rows"] is not None for r in board)
     header = ["model", "study", *ACCURACIES, "cover_size", "cover_size_exact", "param_count (M)", "img_size",
-              "crop_pct", "interpolation", "note"]
+              "crop_pct", "interpolation", *(["audit_rows", "audit_mismatches"] if audited else []), "note"]
     lines = ["# Leaderboard", "", "Accuracies in percent with their 95 % Wilson interval [low, high].", ""]
     for group in dict.fromkeys(r["group"] for r in board):
         members = [r for r in board if r["group"] == group]
         rows = [[r["model"], r["study"], *(_interval(r, a) for a in ACCURACIES), str(r["cover_size"]),
                  str(r["cover_size_exact"]), _text(r["param_count"], ""),
-                 _text(r["img_size"], ""), _text(r["crop_pct"], ""), _text(r["interpolation"], ""), r["note"]]
+                 _text(r["img_size"], ""), _text(r["crop_pct"], ""), _text(r["interpolation"], ""),
+                 *([_text(r["audit_rows"], ""), _text(r["audit_mismatches"], "")] if audited else []), r["note"]]
                 for r in members]  # fmt: skip
         lines += [f"## {markdown_line(group)}", "", *markdown_table(header, rows), ""]
     if apart:
@@ -189,14 +211,19 @@ def studies(directories: Sequence[Path]) -> tuple[list[Path], list[str], dict[st
     return distinct, named, {n: given.count(d) for n, d in zip(named, distinct, strict=True)}
 
 
-def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT
-          ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT,
+          auditor: Any = None) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
     """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise), each study
-    read in ``layout`` (a limited run's own results root)."""
+    read in ``layout`` (a limited run's own results root) and, with ``auditor``, audited here. A bundle that
+    ``zoomeval export`` wrote is read as the study it holds, its exported files checked against it
+    (:func:`zoomeval.report.export.check_bundle`)."""
+    from zoomeval.report.export import check_bundle
+
     distinct, named, repeated = studies(directories)
     rows, apart = [], []
     for directory, name in zip(distinct, named, strict=True):
-        found, problems = study_rows(directory, name, allow_stale, check, layout)
+        check_bundle(directory, layout)
+        found, problems = study_rows(directory, name, allow_stale, check, layout, auditor)
         rows += found
         apart += problems
     if not rows:
@@ -205,12 +232,12 @@ def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = 
 
 
 def write_leaderboard(directories: Sequence[Path], path: Path | None, allow_stale: bool = False,
-                      check: bool = False, layout: Layout = LAYOUT) -> tuple[str, list[str]]:  # fmt: skip
+                      check: bool = False, layout: Layout = LAYOUT, auditor: Any = None) -> tuple[str, list[str]]:
     """Merge the studies into ``path`` (.csv, .md or .html); returns the Markdown (printed without ``path``) and
     what was left apart."""
     if path is not None:
         check_output(path, FORMATS)
-    board, apart = merge(directories, allow_stale, check, layout)
+    board, apart = merge(directories, allow_stale, check, layout, auditor)
     if path is not None:
         write_board(board, path, apart)
     return markdown(board, apart), apart

@@ -75,11 +75,11 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def write_timm(directories: Sequence[Path], path: Path | None, dataset: str | None, allow_stale: bool = False,
-               check: bool = False, layout: Layout = LAYOUT) -> tuple[str, list[str]]:  # fmt: skip
+               check: bool = False, layout: Layout = LAYOUT, auditor: Any = None) -> tuple[str, list[str]]:  # fmt: skip
     """Write (or return, without ``path``) the timm results CSV of the studies; also returns what was left apart."""
     if path is not None:
         check_output(path, (".csv",))
-    board, apart = merge(directories, allow_stale, check, layout)
+    board, apart = merge(directories, allow_stale, check, layout, auditor)
     text = csv_text(TIMM_COLUMNS, timm_rows(board, dataset, layout))
     if path is not None:
         write_text(path, text)
