@@ -210,7 +210,7 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
         "dataset": "toy", "images": images, "class_set": "full", "label_set": "in", "variant": "original",
         "scales": SCALES, "anchors": 9, "resize_backend": None, "model": None, "weights_sha256": None,
         "input_size": 224, "mean": None, "std": None, "precision": None, "compile": None, "channels_last": None,
-        "top_k": 1, "zoomeval": None, "zoomeval_commit": None, "cover_node_limit": 1000,
+        "top_k": 1, "zoomeval": None, "zoomeval_commit": None, "cover_node_limit": 1000, "revisions": None,
     }  # fmt: skip
     assert document["left_out"] == {"dataset": "toy", "bad": {"unreadable": 2}, "unscored": {}}
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))

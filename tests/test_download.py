@@ -309,8 +309,8 @@ def test_a_hub_datasets_revision_goes_from_the_cache_into_the_manifest_and_the_c
     write_manifest(tmp_path / "manifest.parquet", kept, "hard", revisions={"parquet": hub_revision(item)})
     revisions = read_revisions(tmp_path / "manifest.parquet")
     assert revisions == {"parquet": f"taesiri/imagenet-hard@{COMMIT}"}
-    key = comparability_key({"dataset": "hard", "dataset_revisions": revisions}, "i", "in", 3)
+    key = comparability_key({"dataset": "hard", "dataset_revisions": revisions}, "i", "in", 3, 1000)
     assert key["revisions"] == revisions
     moved = {"parquet": "taesiri/imagenet-hard@" + "f" * 40}
-    other = comparability_key({"dataset": "hard", "dataset_revisions": moved}, "i", "in", 3)
+    other = comparability_key({"dataset": "hard", "dataset_revisions": moved}, "i", "in", 3, 1000)
     assert key_differences(other, key) == [f"revisions {json.dumps(other['revisions'])} (not {json.dumps(revisions)})"]

@@ -62,5 +62,7 @@ def test_parts_merge_into_the_files_and_tables_of_one_job(tmp_path, small_refere
     ]
     assert names[0] == names[1]  # the part files are gone
     logs = sorted(p.name for p in (tmp_path / "logs/predictions/demo/original").iterdir())
-    assert logs == [f"efficientnet_lite0.{name}.log" for name in ("merge", "part0", "part1", "part2")]
+    parts = [f"efficientnet_lite0.part{k}.log" for k in range(3)]
+    # each part's log and its progress records (the merge reports no progress)
+    assert logs == sorted(["efficientnet_lite0.merge.log", *parts, *(f"{p}.progress.jsonl" for p in parts)])
     assert "4 images" in (tmp_path / "logs/predictions/demo/original/efficientnet_lite0.part2.log").read_text()

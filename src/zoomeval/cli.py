@@ -239,16 +239,7 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--images", action="append", type=directory, metavar="DIR",
                        help="--audit: your copy of the dataset, where images are found by content")
     board.set_defaults(run=_leaderboard)
-    export = commands.add_parser("export", help="write a study's verified results in the formats other tools read, "
-                                 "as a bundle that zoomeval leaderboard reads back")  # fmt: skip
-    export.add_argument("directory", metavar="DIR", type=directory)
-    export.add_argument("--format", required=True, choices=["hf", "timm", "eee"],
-                        help="hf: .eval_results YAML per model repo; timm: results CSVs; eee: Every Eval Ever records")
-    export.add_argument("-o", "--output", help="the bundle folder to create (default: <study>-<format>)")
-    export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
-    export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
-    export.add_argument("--limit", type=int, metavar="N", help="export the study's run limited to N images")
-    export.set_defaults(run=_export)
+    add_export(commands)
     add_audit(commands)
     run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
@@ -262,6 +253,19 @@ def parser() -> argparse.ArgumentParser:
                      "(results/report.html)")
     run.set_defaults(run=_run)
     return top
+
+
+def add_export(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="write a study's verified results in the formats other tools read, "
+                                 "as a bundle that zoomeval leaderboard reads back")  # fmt: skip
+    export.add_argument("directory", metavar="DIR", type=directory)
+    export.add_argument("--format", required=True, choices=["hf", "timm", "eee"],
+                        help="hf: .eval_results YAML per model repo; timm: results CSVs; eee: Every Eval Ever records")
+    export.add_argument("-o", "--output", help="the bundle folder to create (default: <study>-<format>)")
+    export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
+    export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
+    export.add_argument("--limit", type=int, metavar="N", help="export the study's run limited to N images")
+    export.set_defaults(run=_export)
 
 
 def add_audit(commands: argparse._SubParsersAction) -> None:
