@@ -31,7 +31,6 @@ ADAPTERS = {"multilabel": ("imagenet_val", "imagenet_v2"), "imagenet_m": ("image
 KINDS = ("correct", "wrong", "unclear")
 VAL_NAME = re.compile(r"ILSVRC2012_val_\d{8}\.JPEG")
 V2_NAME = re.compile(r"[0-9a-f]{40}")
-ANNOTATIONS_SCHEMA_VERSION = 1
 LABELS_SCHEMA_VERSION = 1
 #: The labels file of a dataset, under ``results/labels/<dataset>/``.
 LABELS_FILE = "multilabel.parquet"

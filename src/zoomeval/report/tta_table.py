@@ -24,8 +24,6 @@ from zoomeval.core.manifest import Record
 from zoomeval.report.left_out import append_left_out_by_dataset, left_out_note
 from zoomeval.report.tables import markdown_table
 
-#: The paper's rows: key of ``tta.paper_models`` -> the paper's name.
-PAPER_MODELS = {"resnet50": "ResNet-50", "deepaugment_augmix": "DeepAug+AugMix", "moex_cutmix": "MoEx+CutMix"}
 #: The paper's columns, recognised by the dataset's adapter.
 PAPER_DATASETS = {"imagenet_val": "IN", "imagenet_a": "IN-A", "imagenet_r": "IN-R", "imagenet_sketch": "IN-S",
                   "objectnet": "ON"}  # fmt: skip
@@ -145,8 +143,8 @@ def write_table_tta(results: Sequence[TTAResult], adapters: dict[str, str], pape
                     csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
                     left_out: Mapping[str, LeftOut]) -> None:  # fmt: skip
     """``results/table_tta.csv`` and ``.md``; ``adapters`` maps each dataset to its adapter, ``paper_models``
-    the config's models to the paper's rows (:data:`PAPER_MODELS`) and ``left_out`` each dataset to the images its
-    manifest left out (the tta jobs score every image of the manifest)."""
+    (config ``tta.paper_models``) the config's models to the paper's rows and ``left_out`` each dataset to the
+    images its manifest left out (the tta jobs score every image of the manifest)."""
     datasets, rows = table_tta_rows(results, adapters, paper_models)
     stats = ["mean", "std", "diff_baseline"]
     header = ["method", "model", *datasets, *stats, "seconds_per_image", *(f"paper_{d}" for d in datasets),
