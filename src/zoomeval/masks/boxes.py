@@ -50,7 +50,7 @@ def apply_variant(image: Image.Image, mask: np.ndarray | None, variant: str) -> 
     blank = ~mask if variant == "fgset" else mask
     out = pixels.copy()
     out[blank] = 0
-    return Image.fromarray(out, "RGB")
+    return Image.fromarray(out)  # uint8 H×W×3: RGB (the mode argument is deprecated)
 
 
 def encode_mask(mask: np.ndarray) -> bytes:
