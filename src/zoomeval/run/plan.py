@@ -13,7 +13,7 @@ from pathlib import Path
 from zoomeval.core.config import Config
 from zoomeval.core.devices import gpus_at_most
 from zoomeval.core.layout import Layout, run_layout
-from zoomeval.core.strict_yaml import load_yaml, refuse_templating
+from zoomeval.core.strict_yaml import load_config_file, load_yaml, refuse_templating
 from zoomeval.preflight import problems
 from zoomeval.registries import load_config
 from zoomeval.run.targets import checked_targets
@@ -70,8 +70,8 @@ def environment() -> dict[str, str]:
 
 def refuse_unchecked_files() -> None:
     """Every YAML file Snakemake reads before the workflow's code runs is read strictly first (a ``__use_yte__``
-    template, an alias bomb), and a profile that names another Snakefile or config is refused."""
-    refuse_templating(CONFIG)
+    template, an alias bomb; the config, read by :func:`plan_run`, must be a mapping too), and a profile that names
+    another Snakefile or config is refused."""
     if PROFILE.is_file():
         refuse_templating(PROFILE)
         profile = load_yaml(PROFILE)
@@ -87,7 +87,7 @@ def plan_run(targets: Sequence[str], limit: int | None, cores: int | None,
     if not CONFIG.is_file():
         raise FileNotFoundError(f"{Path.cwd() / CONFIG} does not exist: give a study directory (zoomeval init)")
     refuse_unchecked_files()
-    raw = load_yaml(CONFIG)
+    raw = load_config_file(CONFIG)
     if limit is not None:
         raw["limit"] = limit
     config = load_config(raw, check_paths=False)  # missing files are the preflight's, all of them at once
