@@ -335,7 +335,7 @@ def test_a_limit_above_the_images_is_bounded_by_what_the_manifest_or_the_adapter
     raw["limit"] = 10**12
     assert expected_images(load_config(raw, check_paths=False), "imagenet", run_layout(10**12)) == 50_000
     raw = yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text())
-    assert expected_images(load_config({**raw, "limit": 10**12}, check_paths=False), "imagenet_a", Layout()) is None
+    assert expected_images(load_config({**raw, "limit": 10**12}, check_paths=False), "own_data", Layout()) is None
     from zoomeval.core.manifest import Record, write_manifest
 
     manifest = Path(Layout().path("manifest", dataset="demo"))
