@@ -297,3 +297,19 @@ def test_the_workflows_config_loader_refuses_every_bad_config_naming_the_file(tm
     assert not (tmp_path / "marker").exists()
     check_config_file(ROOT / "config" / "config.yaml")  # the demo passes, and a missing file is Snakemake's to name
     check_config_file(tmp_path / "missing.yaml")
+
+
+def test_zoomeval_init_refuses_a_bad_preset_file_before_writing_anything(tmp_path, capsys) -> None:
+    """A checkout (--workflow) whose preset config the workflow would refuse: one line naming it, nothing written."""
+    from zoomeval.cli import main
+
+    root = tmp_path / "checkout"
+    (root / "workflow" / "rules").mkdir(parents=True)
+    (root / "config").mkdir()
+    (root / "Snakefile").write_text("")
+    (root / "config" / "config.yaml").write_text("scales: [1, 2\n")
+    assert main(["init", str(tmp_path / "study"), "--workflow", str(root)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"zoomeval init: {root}/config/config.yaml: line 2, column 1: expected ',' or ']', but "
+                              "got '<stream end>'; not a YAML file zoomeval reads\n")  # fmt: skip
+    assert not (tmp_path / "study").exists()
