@@ -184,7 +184,8 @@ def check_config_file(path: str | os.PathLike[str]) -> None:
 
 def refuse_templating(path: str | os.PathLike[str]) -> None:
     """Read a config file strictly (:func:`load_yaml`) before Snakemake loads it, which would render a file with
-    ``__use_yte__`` (running its expressions) and expand an alias bomb: the Snakefiles call it before their
-    ``configfile:`` directive. A missing file is left to Snakemake's own message."""
+    ``__use_yte__`` (running its expressions) and expand an alias bomb: ``zoomeval run`` reads the study's profile
+    so, and study Snakefiles written before :func:`check_config_file` their config. A missing file is left to
+    Snakemake's own message."""
     if Path(path).is_file():
         load_yaml(path)
