@@ -17,12 +17,13 @@ SRC = os.path.join(ZOOMEVAL_ROOT, "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 
-from zoomeval.core.strict_yaml import refuse_templating
+from zoomeval.core.strict_yaml import check_config_file
 
 # The demo config is the default; a --configfile replaces it (--config key=value edits it). It is read strictly
-# first: Snakemake's loader would render a __use_yte__ template (running its expressions) and expand alias bombs.
+# first: Snakemake's loader would render a __use_yte__ template (running its expressions) and expand alias bombs, and
+# stop at a syntax error, a deep or non-mapping file with a traceback.
 if not workflow.overwrite_configfiles:
-    refuse_templating("config/config.yaml")
+    check_config_file("config/config.yaml")
 
     configfile: "config/config.yaml"
 

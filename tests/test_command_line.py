@@ -82,7 +82,7 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
     expected = {"gpu": ["datasets.imagenet.images", "datasets.imagenet.annotations"], "demo": [],
                 "paper": ["datasets.imagenet.images", "datasets.imagenet.annotations",
                           "datasets.imagenet_sketch.root", "datasets.objectnet.root"],
-                "imagefolder": ["datasets.imagenet_a.root"]}  # fmt: skip
+                "imagefolder": ["datasets.own_data.root"]}  # fmt: skip
     assert keys == expected[preset]
 
 

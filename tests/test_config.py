@@ -102,7 +102,7 @@ def test_each_how_to_recipe_shows_a_config_file_that_is_validated() -> None:
     assert {"config/imagenet_val.yaml", "config/imagefolder.yaml"} <= included
     assert all((ROOT / path).is_file() for path in included)
     recipe = load_config(yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text()), check_paths=False)
-    assert recipe.datasets["imagenet_a"].count_method is None  # not in stats.pairs: no objects counted
+    assert recipe.datasets["own_data"].count_method is None  # not in stats.pairs: no objects counted
     assert "config/overlays/gpu.yaml" in included  # the recipe's inference settings: one file for every config
     recipe = yaml.safe_load((ROOT / "config" / "imagenet_val.yaml").read_text())
     update_config(recipe, yaml.safe_load((ROOT / "config" / "overlays" / "gpu.yaml").read_text()))

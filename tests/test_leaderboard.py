@@ -234,6 +234,11 @@ def test_a_subset_class_set_and_another_normalisation_are_not_ranked_with_the_fu
     assert notes["norm"] == ("kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
                              "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])")  # fmt: skip
     assert {r["study"]: r["mean"] for r in rows}["norm"] == "[0.5, 0.5, 0.5]"
+    # the subset's heading says what it scored: the 4 classes its images have (metrics.json's n_classes, which the
+    # scoring takes from the manifest), so a random guess is right 1 time in 4
+    groups = {r["study"]: r["group"] for r in rows}
+    assert groups["subset"].endswith("top_k 3 [scored demo over 4 of the 1000 classes, chance 25.00 %]")
+    assert "scored" not in groups["full"] and "scored" not in groups["norm"]
 
 
 def test_a_half_finished_study_is_refused_or_listed_apart(tmp_path) -> None:

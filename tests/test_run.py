@@ -335,7 +335,7 @@ def test_a_limit_above_the_images_is_bounded_by_what_the_manifest_or_the_adapter
     raw["limit"] = 10**12
     assert expected_images(load_config(raw, check_paths=False), "imagenet", run_layout(10**12)) == 50_000
     raw = yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text())
-    assert expected_images(load_config({**raw, "limit": 10**12}, check_paths=False), "imagenet_a", Layout()) is None
+    assert expected_images(load_config({**raw, "limit": 10**12}, check_paths=False), "own_data", Layout()) is None
     from zoomeval.core.manifest import Record, write_manifest
 
     manifest = Path(Layout().path("manifest", dataset="demo"))
@@ -416,6 +416,54 @@ def test_one_run_names_two_missing_data_files_and_a_missing_weight(tmp_path: Pat
         "zoomeval run: 3 problem(s) found before starting; nothing was run",
     ]
     assert not (tmp_path / "study" / "logs").exists()
+
+
+TIMM_TYPO = {"r": {"source": "timm", "architecture": "resnet5", "weights": "a1_in1k"}}
+TAG_TYPO = {"t": {"source": "torchvision", "architecture": "resnet18", "weights": "IMAGENET1K_V9"}}
+ARCH_TYPO = {"c": {"source": "torchvision", "architecture": "convnxt_tiny", "weights": "IMAGENET1K_V1"}}
+TIMM_LINE = ("models.r.architecture: 'resnet5' is not a timm model (zoomeval list models timm); closest: resnet50, "
+             "resnet51q, resnet50s, resnet50d, resnet50c")  # fmt: skip
+TAG_LINE = ("models.t.weights: 'IMAGENET1K_V9' is not a pretrained tag of resnet18 ['IMAGENET1K_V1']; closest: "
+            "IMAGENET1K_V1")  # fmt: skip
+ARCH_LINE = ("models.c.architecture: 'convnxt_tiny' is not a torchvision model (zoomeval list models torchvision); "
+             "closest: convnext_tiny, convnext_base, convnext_small, convnext_large")  # fmt: skip
+TOP_K_LINE = "top_k: 28 picks from 27 zoom transforms (3 scales x 9 anchors); give top_k <= 27 or more scales"
+REFUSALS = {
+    "timm-and-torchvision-typos": ({"models": TIMM_TYPO | TAG_TYPO}, [TIMM_LINE, TAG_LINE]),
+    "tag-typo": ({"models": TAG_TYPO}, [TAG_LINE]),
+    "architecture-typo": ({"models": ARCH_TYPO}, [ARCH_LINE]),
+    "top_k": ({"top_k": 28}, [TOP_K_LINE]),
+    "all-at-once": ({"models": TAG_TYPO | ARCH_TYPO, "top_k": 28}, [ARCH_LINE, TAG_LINE, TOP_K_LINE]),
+}
+
+
+@pytest.fixture(scope="module")
+def typo_study(tmp_path_factory) -> Path:
+    """A demo study of 3 scales (27 zoom transforms) and one dataset, shared so its model catalogues (under
+    .snakemake/zoomeval) are listed once."""
+    from zoomeval.study import init_study
+
+    study = tmp_path_factory.mktemp("typos") / "study"
+    init_study(study)
+    return study
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_the_preflight_names_every_typo_with_its_closest_and_top_k_beyond_the_transforms(typo_study, capsys, case):
+    """The workflow's own checks (model names against the libraries' lists, as ``snakemake -n`` makes them), all
+    at once, one line each, status 2; a misspelt tag was a KeyError traceback, a timm typo a misleading line."""
+    from zoomeval.cli import main
+
+    changes, lines = REFUSALS[case]
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw.update(scales=[128, 224, 256], top_k=9, datasets={"demo": raw["datasets"]["demo"]}, stats={"pairs": []})
+    (typo_study / "config" / "config.yaml").write_text(yaml.safe_dump({**raw, **changes}))
+    assert main(["run", str(typo_study), "--limit", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert err.splitlines() == [*(f"zoomeval run: {line}" for line in lines),
+                                f"zoomeval run: {len(lines)} problem(s) found before starting; nothing was run"]
+    assert not (typo_study / "logs").exists() and not (typo_study / "results").exists()
 
 
 def test_a_bad_limit_or_directory_is_one_line_and_status_2(tmp_path: Path) -> None:

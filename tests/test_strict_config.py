@@ -240,3 +240,76 @@ def test_a_command_line_configfile_that_is_a_template_or_a_bomb_is_refused_namin
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode != 0 and "config/config.yaml: line 1: __use_yte__" in proc.stdout + proc.stderr
     assert not (tmp_path / "pwned").exists()
+
+
+def bad_configs(marker: str) -> dict[str, tuple[str, str]]:
+    """Files no config may be, each with the start of its one-line refusal after the file's name (a ``line N``
+    where the parser gives one)."""
+    deep_list, deep_map = "[" * 100_000, "{a: " * 3_000 + "1" + "}" * 3_000
+    return {
+        "object-apply": (f'!!python/object/apply:os.system ["touch {marker}"]\n',
+                         "line 1, column 1: could not determine a constructor for the tag"),
+        "python-name": ("scales: !!python/name:os.system\n", "line 1, column 9: could not determine a constructor"),
+        "syntax": ("scales: [1, 2\ntop_k: 3\n", "line 2, column 6: expected ',' or ']', but got ':'"),
+        "tab": ("scales:\n\t- 1\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+        "deep-list": (deep_list, "line 1: lists and mappings nested more than 100 deep"),
+        "deep-mapping": (deep_map, "line 1: lists and mappings nested more than 100 deep"),
+        "list": ("- scales\n- 1\n", "the config is a list, not a mapping"),
+        "scalar": ("3\n", "the config is one value, not a mapping"),
+        "empty": ("", "the config is empty"),
+        "comments-only": ("# nothing\n", "the config is empty"),
+        "2-MB": ("# " + "x" * 2_000_000 + "\n", "2,000,003 bytes, more than the 1,000,000"),
+    }  # fmt: skip
+
+
+BAD_CONFIGS = list(bad_configs("M"))
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS)
+def test_zoomeval_run_refuses_every_bad_config_in_one_line_naming_the_file(tmp_path, capsys, case) -> None:
+    from zoomeval.cli import main
+    from zoomeval.study import init_study
+
+    init_study(tmp_path / "study")
+    marker = tmp_path / "marker"
+    text, refusal = bad_configs(str(marker))[case]
+    (tmp_path / "study" / "config" / "config.yaml").write_text(text)
+    assert main(["run", str(tmp_path / "study")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"zoomeval run: config/config.yaml: {refusal}"), err
+    assert "Traceback" not in err and not marker.exists()
+    assert not (tmp_path / "study" / "results").exists() and not (tmp_path / "study" / "logs").exists()
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS)
+def test_the_workflows_config_loader_refuses_every_bad_config_naming_the_file(tmp_path, case) -> None:
+    """``check_config_file``: what the Snakefiles call before their ``configfile:`` directive (common.smk reads a
+    --configfile with ``load_config_file``, which it calls)."""
+    from zoomeval.core.config import ConfigError
+    from zoomeval.core.strict_yaml import check_config_file
+
+    text, refusal = bad_configs(str(tmp_path / "marker"))[case]
+    (path := tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ConfigError) as error:
+        check_config_file(path)
+    assert str(error.value).startswith(f"{path}: {refusal}") and "\n" not in str(error.value)
+    assert not (tmp_path / "marker").exists()
+    check_config_file(ROOT / "config" / "config.yaml")  # the demo passes, and a missing file is Snakemake's to name
+    check_config_file(tmp_path / "missing.yaml")
+
+
+def test_zoomeval_init_refuses_a_bad_preset_file_before_writing_anything(tmp_path, capsys) -> None:
+    """A checkout (--workflow) whose preset config the workflow would refuse: one line naming it, nothing written."""
+    from zoomeval.cli import main
+
+    root = tmp_path / "checkout"
+    (root / "workflow" / "rules").mkdir(parents=True)
+    (root / "config").mkdir()
+    (root / "Snakefile").write_text("")
+    (root / "config" / "config.yaml").write_text("scales: [1, 2\n")
+    assert main(["init", str(tmp_path / "study"), "--workflow", str(root)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"zoomeval init: {root}/config/config.yaml: line 2, column 1: expected ',' or ']', but "
+                              "got '<stream end>'; not a YAML file zoomeval reads\n")  # fmt: skip
+    assert not (tmp_path / "study").exists()

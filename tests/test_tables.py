@@ -183,3 +183,21 @@ def test_table_1_markdown_gives_each_accuracy_its_wilson_interval_and_the_scales
     assert f"| r50 | 50.00 [{100 * ci[3750].low:.2f}, {100 * ci[3750].high:.2f}] |" in md
     assert "| r50 | 50.00 [48.87, 51.13] |" in md and f"| r50 | 80.00 [{100 * ci[6000].low:.2f}, " in md
     assert "Scales searched: 36." in md
+
+
+def test_a_subset_of_the_classes_is_stated_with_its_chance_level_in_every_tables_title(tmp_path):
+    """A 4-class folder scored with class_set: subset is a 4-way task (chance 25 %): each table's title says so, with
+    ImageNet-A's 200 (0.5 %) and ObjectNet's 113 (100 / 113 = 0.885 %); ImageNet's 1000 classes add nothing."""
+    from zoomeval.report.tables import ZOOM_GROUP_COLUMNS
+
+    rows = [replace(m, zoom_groups=dict.fromkeys(ZOOM_GROUP_COLUMNS, 0.0))
+            for m in [*METRICS, metric("resnet50", "own_data", 4, 100.0, 100.0, 100.0)]]  # fmt: skip
+    said = (" [scored imagenet_a over 200 of the 1000 classes, chance 0.50 %; objectnet over 113 of the 1000 classes, "
+            "chance 0.88 %; own_data over 4 of the 1000 classes, chance 25.00 %]")  # fmt: skip
+    for write in (write_table_a8, write_table_1, write_table_zoom_groups, write_table_aggregation):
+        write(rows, tmp_path / "t.csv", tmp_path / "t.md", limit=2)
+        heading = (tmp_path / "t.md").read_text().splitlines()[0]
+        assert heading.endswith(f"{said} [LIMITED RUN: the first 2 images of each dataset only (config limit), not "
+                                "a result]"), heading  # fmt: skip
+    write_table_a8(METRICS[:1], tmp_path / "t.csv", tmp_path / "t.md")
+    assert "scored" not in (tmp_path / "t.md").read_text().splitlines()[0]

@@ -308,7 +308,7 @@ def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(
     in place, scales given as Snakemake passes them from --config (strings), and an upper-case checksum."""
     config = yaml.safe_load((ROOT / "config" / "imagefolder.yaml").read_text())
     (tmp_path / "imagenet-a.tar").write_bytes(b"")
-    config["datasets"]["imagenet_a"]["root"] = {"path": str(tmp_path / "imagenet-a.tar"), "sha256": "AB" * 32}
+    config["datasets"]["own_data"]["root"] = {"path": str(tmp_path / "imagenet-a.tar"), "sha256": "AB" * 32}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--config", "scales=[224,256]")
     out = plan.stdout + plan.stderr

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from zoomeval import __version__, study
 from zoomeval.core.provenance import workflow_commit
-from zoomeval.core.strict_yaml import load_yaml
+from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.registries import REGISTRIES
 
 #: ``zoomeval list`` kinds that print a registry of the package.
@@ -69,7 +69,7 @@ def _init(args: argparse.Namespace) -> int:
     print(f"wrote {', '.join(map(str, written))}")
     print("next:")
     print(f"  cd {shlex.quote(args.directory)}")
-    if todo := list(study.placeholders(load_yaml(written[1]))):
+    if todo := list(study.placeholders(load_config_file(written[1]))):
         print("  edit config/config.yaml; these keys name files you provide:")
         print("\n".join(f"    {key}: {value}" for key, value in todo))
     print("\n".join(f"  {step}" for step in study.run_steps(args.preset, root)))

@@ -1,13 +1,13 @@
 """The checks ``zoomeval run`` makes before it starts Snakemake, each problem collected so that one run lists them
-all (Snakemake stops at the first): local inputs that do not exist (the config's own path checks,
-:func:`zoomeval.core.validate.config_problems`), model weights that are neither present nor to be had (a download
-that no offline route holds and whose host cannot be reached), local weights files and entry points that their
-sources refuse (:func:`local_model_problems`), free disk against what extraction and predictions
-will need, and GPU settings on a machine without a GPU.
+all, one line each: first every check the workflow makes of the config when it is parsed (and so ``snakemake -n``:
+the same functions, :func:`zoomeval.registries.checked_config`: keys, local inputs that do not exist, model
+architectures and tags against the libraries' name lists with the closest names), ``top_k`` against the zoom
+transforms, then what the workflow checks when a run starts (every model's source check, :func:`model_problems`:
+a timm tag without Hub weights, local weights files and entry points), model weights that are neither present nor
+to be had (a download that no offline route holds and whose host cannot be reached), GPU settings on a machine
+without a GPU and free disk against what extraction and predictions will need.
 
-The config must have passed :func:`zoomeval.registries.load_config` with ``check_paths=False`` (which stops at no
-missing file); paths are relative to the working directory, the study's.
-"""
+Paths are relative to the working directory, the study's."""
 
 from __future__ import annotations
 
@@ -15,18 +15,18 @@ import functools
 import os
 import shutil
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
 from zoomeval.core.config import Config, ConfigError, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
 from zoomeval.core.layout import Layout
-from zoomeval.core.validate import config_problems
+from zoomeval.core.validate import check_top_k
 from zoomeval.datasets.build import most_images
 from zoomeval.datasets.inputs import Input, plan_all
 from zoomeval.inference.models import MODEL_SOURCES, check_model, local_checkpoint, weights_folder
-from zoomeval.registries import REGISTRIES
 
 #: Bytes a prediction file and its shards take per (image, zoom transform) row, an upper estimate (the demo's
 #: efficientnet_lite0 files take about 5; a 1000-class model on real images more): shards are kept until the
@@ -87,10 +87,14 @@ def _offline_copy(spec: ModelSpec) -> tuple[bool, str | None]:
     return any(isinstance(path, str) for path in found), _hub_host()
 
 
-def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers) -> Iterator[str]:
+def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers, found: Sequence[str] = ()
+                    ) -> Iterator[str]:  # fmt: skip
     """A line for each model whose weights are neither in its weights folder nor to be had: a download that no
-    offline route holds, from a host that does not answer (a missing local checkpoint is the config's problem)."""
+    offline route holds, from a host that does not answer (a missing local checkpoint is the config's problem);
+    not for a model ``found`` names (a misspelt tag names no download)."""
     for spec in config.models.values():
+        if _named(spec, list(found)):
+            continue
         if MODEL_SOURCES.get(spec.source).fetch is None or local_checkpoint(spec) is not None:
             continue  # the weights ship in a package, or the local file is linked into place
         folder = Path(str(weights_folder(spec, config.resources)))
@@ -103,18 +107,26 @@ def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers)
         yield f"models.{spec.name}: its weights are not in {folder} nor in an offline cache, and {why}; see {DOCS}"
 
 
-def local_model_problems(config: Config, found: list[str]) -> Iterator[str]:
-    """A line for each model of a local weights file (``checkpoint``, ``timm`` with a checkpoint, ``entry_point``,
-    ``open_clip`` with a checkpoint) that its source's check refuses: an architecture, preset or entry point that
-    does not exist (with the closest names), a file whose sha256 is not the pinned one, a normalisation that is not
-    the weights'; not for a model whose checkpoint the config's problems (``found``) already name (a missing file)."""
-    for spec in config.models.values():
-        if spec.checkpoint is None or any(line.startswith(f"models.{spec.name}.checkpoint:") for line in found):
-            continue
-        try:
-            check_model(spec)
-        except ConfigError as error:
-            yield str(error)
+def _named(spec: ModelSpec, found: list[str]) -> bool:
+    """Whether a line of ``found`` is about model ``spec`` (starts with its key)."""
+    return any(line.startswith((f"models.{spec.name}.", f"models.{spec.name}:")) for line in found)
+
+
+def _caught(check: Callable[[], None]) -> list[str]:
+    try:
+        check()
+    except ConfigError as error:
+        return [str(error)]
+    return []
+
+
+def model_problems(config: Config, found: list[str]) -> list[str]:
+    """A line for each model that its source's check refuses (:func:`~zoomeval.inference.models.check_model`, what
+    the workflow's ``onstart`` runs, every model here, not the first only): a timm tag without weights on the Hub,
+    an architecture, preset or entry point that does not exist (with the closest names), a local file whose sha256
+    is not the pinned one, a normalisation that is not the weights'; not for a model ``found`` already names."""
+    return [line for spec in config.models.values() if not _named(spec, found)
+            for line in _caught(partial(check_model, spec))]  # fmt: skip
 
 
 def _rows_per_image(config: Config) -> int:
@@ -196,10 +208,14 @@ def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
                "GPU (the NVIDIA driver lists none); run it on the GPU machine, or use fp32 on the CPU")  # fmt: skip
 
 
-def problems(config: Config, layout: Layout, reach: Callable[[str], bool] = host_answers) -> list[str]:
-    """Every problem the preflight finds (empty: Snakemake may start): first the config's path checks (local inputs,
-    checkpoints and annotations that do not exist; the rest of the config has passed ``load_config`` already)."""
+def problems(config: Config, layout: Layout, found: list[str], reach: Callable[[str], bool] = host_answers
+             ) -> list[str]:  # fmt: skip
+    """Every problem the preflight finds (empty: Snakemake may start): ``found``, the workflow's own checks of the
+    config (:func:`zoomeval.registries.checked_config`: keys, local paths, model names with the closest), then
+    ``top_k``, the checks the workflow makes when a run starts (the models, :func:`model_problems`), weights, GPU
+    and disk; a model that a line already names is not checked again (its weights cannot be looked up)."""
     inputs, reach = plan_all(config), functools.cache(reach)  # each host asked once
-    found = config_problems(config, REGISTRIES)
-    found += [*local_model_problems(config, found), *missing_weights(config, reach)]
+    found = [*found, *_caught(partial(check_top_k, config))]
+    found += model_problems(config, found)
+    found += missing_weights(config, reach, found)
     return [*found, *gpu_without_gpu(config, gpus_at_most()), *short_disk(disk_needs(config, inputs, layout))]

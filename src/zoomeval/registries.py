@@ -12,7 +12,7 @@ from typing import Any
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import Config, ConfigError, Registries, resolve
 from zoomeval.core.provenance import CHECKOUT
-from zoomeval.core.validate import validate_config
+from zoomeval.core.validate import validate_config, validated_config
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES, check_model
 
@@ -29,6 +29,12 @@ def load_config(
     problem listed at once."""
     more = None if catalogues is None else partial(model_name_problems, cache=catalogues)
     return validate_config(config, schema, REGISTRIES, check_paths, more)
+
+
+def checked_config(config: dict[str, Any], catalogues: Path, check_paths: bool = True) -> tuple[Config, list[str]]:
+    """What :func:`load_config` checks with ``catalogues`` (the workflow's checks when it is parsed), the typed
+    config and its problems returned rather than raised: ``zoomeval run``'s preflight lists them with its own."""
+    return validated_config(config, SCHEMA, REGISTRIES, check_paths, partial(model_name_problems, cache=catalogues))
 
 
 def typed_config(config: dict[str, Any]) -> Config:

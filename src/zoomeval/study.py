@@ -24,6 +24,7 @@ from typing import Any
 
 from zoomeval import __version__
 from zoomeval.core.provenance import CHECKOUT
+from zoomeval.core.strict_yaml import load_config_file
 
 #: The presets ``zoomeval init --preset`` offers: name -> config files of the checkout's ``config/`` folder, written
 #: one after the other into the study's config (an overlay's keys must not repeat the file's: strict YAML refuses it).
@@ -46,10 +47,10 @@ STUDY_SNAKEFILE = """\
 import sys
 
 sys.path.insert(0, {src})  # the workflow's package, as the workflow's own Snakefile adds it
-from zoomeval.core.strict_yaml import refuse_templating
+from zoomeval.core.strict_yaml import check_config_file
 
 # Read strictly first: Snakemake would render a __use_yte__ template (running its expressions) and expand aliases.
-refuse_templating("config/config.yaml")
+check_config_file("config/config.yaml")
 
 
 configfile: "config/config.yaml"
@@ -128,6 +129,8 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     written = [directory / "Snakefile", directory / "config" / "config.yaml"]
     if existing := [str(p) for p in [*written, directory / "profiles"] if p.exists() or p.is_symlink()]:
         raise FileExistsError(f"{', '.join(existing)} already exist(s); choose a new directory for the study")
+    for config in configs:  # a preset file the workflow would refuse is refused before anything is written
+        load_config_file(config)
     (directory / "config").mkdir(parents=True, exist_ok=True)
     root_text = repr(str(root.resolve()))
     literal = repr(str(snakefile.resolve()))

@@ -7,7 +7,7 @@ import sys
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.cluster import refuse_placeholders
 from zoomeval.core.config import scored_name
-from zoomeval.core.strict_yaml import load_yaml
+from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.core.devices import claims_gpu, cpu_note
 from zoomeval.core.layout import OUTPUTS, run_layout
 from zoomeval.datasets.inputs import local_file_sha256, plan_all
@@ -19,9 +19,10 @@ from zoomeval.registries import load_config
 from zoomeval.report.report_check import check_built
 from zoomeval.run.targets import study_tables
 
-# Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates.
+# Snakemake's loader keeps the last of two equal keys: the config files are read again, refusing duplicates (and
+# a --configfile that is no mapping, too big or too deep, one line naming it).
 for path in workflow.configfiles:
-    load_yaml(path)
+    load_config_file(path)
 # Every problem at once: the config's, and the models' architectures, tags and widths against the libraries' name
 # lists (cached per library version; checked by the main process, not again in every job).
 CFG = load_config(

@@ -27,6 +27,7 @@ from typing import Any
 from zoomeval.core.config import Config, ConfigError, InputSpec, Registries, resolve, scored_name
 from zoomeval.core.devices import check_device
 from zoomeval.core.strict_yaml import load_yaml
+from zoomeval.core.zoom import n_views
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
@@ -49,6 +50,21 @@ def validate_config(
     the JSON schema file ``schema`` (through Snakemake's validator), resolve it and check it
     (:func:`config_problems`), the problems ``more_checks`` finds in the typed config listed with the others. With
     ``check_paths=False`` local inputs need not exist (to check example configs)."""
+    typed, problems = validated_config(config, schema, registries, check_paths, more_checks)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return typed
+
+
+def validated_config(
+    config: dict[str, Any],
+    schema: str | Path,
+    registries: Registries,
+    check_paths: bool = True,
+    more_checks: Callable[[Config], list[str]] | None = None,
+) -> tuple[Config, list[str]]:
+    """:func:`validate_config`'s config and its problems, returned rather than raised (``zoomeval run``'s preflight
+    lists them with its own); a config that does not pass the schema, which has no typed form, is still raised."""
     from jsonschema import ValidationError
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -61,9 +77,7 @@ def validate_config(
             raise
         raise ConfigError(schema_message(error.__context__)) from None
     typed = resolve(config, registries)
-    if problems := config_problems(typed, registries, check_paths) + (more_checks(typed) if more_checks else []):
-        raise ConfigError("\n".join(problems))
-    return typed
+    return typed, config_problems(typed, registries, check_paths) + (more_checks(typed) if more_checks else [])
 
 
 def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
@@ -249,6 +263,15 @@ def check_compile(config: Config) -> None:
         raise ConfigError("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on "
                           "a CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto "
                           "to compile where a GPU is found")  # fmt: skip
+
+
+def check_top_k(config: Config) -> None:
+    """``top_k`` greedy picks must fit in the zoom transforms (9 anchors per scale): more would make acc_top_k the
+    accuracy of every transform under another name. ``zoomeval run``'s preflight makes this check; the workflow
+    does not yet (its small test configs take the default 36 with fewer transforms)."""
+    if config.top_k > (transforms := n_views(list(config.scales), False)):
+        raise ConfigError(f"top_k: {config.top_k} picks from {transforms} zoom transforms ({len(config.scales)} scales "
+                          f"x 9 anchors); give top_k <= {transforms} or more scales")  # fmt: skip
 
 
 def check_stats(config: Config) -> None:

@@ -24,7 +24,7 @@ from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.layout import Layout
 from zoomeval.report.study_index import LAYOUT
-from zoomeval.report.tables import markdown_table
+from zoomeval.report.tables import class_subsets, markdown_table
 from zoomeval.report.verified import Result, read_study, verify
 
 ACCURACIES = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max")
@@ -118,9 +118,12 @@ def _millions(count: int | None) -> float | None:
     return None if count is None else round(count / 1e6, 2)
 
 
-def _describe(key: dict[str, Any], n_images: int) -> str:
-    return (f"{key['dataset']} / {key['variant']} / {key['label_set']}: {n_images} images, {len(key['scales'])} "
-            f"scales, crop {key['input_size']}, top_k {key['top_k']}")
+def _describe(key: dict[str, Any], row: dict[str, Any]) -> str:
+    """A group's heading; a dataset scored over fewer than the 1000 classes says how many and the chance level
+    (:func:`zoomeval.report.tables.class_subsets`)."""
+    return (f"{key['dataset']} / {key['variant']} / {key['label_set']}: {row['n_images']} images, "
+            f"{len(key['scales'])} scales, crop {key['input_size']}, top_k {key['top_k']}"
+            f"{class_subsets([row['source'][1].metrics])}")
 
 
 def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None = None) -> list[dict[str, Any]]:
@@ -132,7 +135,7 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
     for row in rows:
         groups.setdefault(row["key_sha256"], []).append(row)  # the key's own digest: rows alike in every field
     keys = {name: members[0]["key"] for name, members in groups.items()}
-    labels = {name: _describe(keys[name], members[0]["n_images"]) for name, members in groups.items()}
+    labels = {name: _describe(keys[name], members[0]) for name, members in groups.items()}
     out = []
     for name, members in groups.items():
         label = labels[name]

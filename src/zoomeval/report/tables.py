@@ -13,6 +13,7 @@ from zoomeval.analysis.comparability import digest
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import markdown_cell
+from zoomeval.core.classes import NUM_CLASSES
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
@@ -62,6 +63,19 @@ def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str
     write_csv(csv_path, header, rows)
     lines = [f"# {title}", "", *markdown_table(header, rows if md_rows is None else md_rows), ""]
     write_text(md_path, "\n".join(lines + [line for note in notes for line in (note, "")]))
+
+
+def class_subsets(metrics: Iterable[Metrics]) -> str:
+    """What a title adds for the datasets scored over fewer than the 1000 classes (``class_set: subset``, a label
+    set of fewer classes): each one's number of classes and the chance level of a random guess among them."""
+    subsets = {m.dataset: m.n_classes for m in metrics if 0 < m.n_classes < NUM_CLASSES}
+    parts = [f"{name} over {n} of the {NUM_CLASSES} classes, chance {100 / n:.2f} %" for name, n in subsets.items()]
+    return f" [scored {'; '.join(parts)}]" if parts else ""
+
+
+def titled(title: str, metrics: Sequence[Metrics], limit: int | None) -> str:
+    """A table's title with what its rows scored (:func:`class_subsets`) and whether its run was limited."""
+    return limited(title + class_subsets(metrics), limit)
 
 
 def limited(title: str, limit: int | None) -> str:
@@ -125,7 +139,7 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         "their 95 % Wilson interval [low, high] over n_images. " + STANDARD_NOTE
     ]
     title = f"Table A8: maximum possible top-1 accuracy (%) on {variant_words(m.variant for m in metrics)} images"
-    title = limited(title, limit)
+    title = titled(title, metrics, limit)
     left = [m.left_out for m in metrics]
     header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
     _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)
@@ -195,7 +209,7 @@ def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     left = lefts([m for m in metrics if m.variant == "original"])
     write_csv(csv_path, *append_left_out_by_dataset(header, rows, left))
     _, md_rows = table_1_rows(metrics, intervals=True)
-    title = limited("Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", limit)
+    title = titled("Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", metrics, limit)
     lines = [f"# {title}", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
@@ -223,8 +237,8 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
     lines = [
-        "# " + limited("Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy "
-                       "cover (%)", limit),
+        "# " + titled("Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy "
+                      "cover (%)", metrics, limit),
         "",
         *markdown_table(header, rows),
         "",
@@ -269,8 +283,8 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
     left = [m.left_out for m in original]
     write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left))
     lines = [
-        "# " + limited("Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
-                       limit),
+        "# " + titled("Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
+                      original, limit),
         "",
         *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left)),
         "",

@@ -13,9 +13,10 @@ from pathlib import Path
 from zoomeval.core.config import Config
 from zoomeval.core.devices import gpus_at_most
 from zoomeval.core.layout import Layout, run_layout
-from zoomeval.core.strict_yaml import load_yaml, refuse_templating
+from zoomeval.core.strict_yaml import load_config_file, load_yaml, refuse_templating
+from zoomeval.inference.catalogue import CACHE as CATALOGUES
 from zoomeval.preflight import problems
-from zoomeval.registries import load_config
+from zoomeval.registries import checked_config
 from zoomeval.run.targets import checked_targets
 
 #: The study's config, as `zoomeval init` writes it and the study's Snakefile reads it.
@@ -70,8 +71,8 @@ def environment() -> dict[str, str]:
 
 def refuse_unchecked_files() -> None:
     """Every YAML file Snakemake reads before the workflow's code runs is read strictly first (a ``__use_yte__``
-    template, an alias bomb), and a profile that names another Snakefile or config is refused."""
-    refuse_templating(CONFIG)
+    template, an alias bomb; the config, read by :func:`plan_run`, must be a mapping too), and a profile that names
+    another Snakefile or config is refused."""
     if PROFILE.is_file():
         refuse_templating(PROFILE)
         profile = load_yaml(PROFILE)
@@ -87,11 +88,11 @@ def plan_run(targets: Sequence[str], limit: int | None, cores: int | None,
     if not CONFIG.is_file():
         raise FileNotFoundError(f"{Path.cwd() / CONFIG} does not exist: give a study directory (zoomeval init)")
     refuse_unchecked_files()
-    raw = load_yaml(CONFIG)
+    raw = load_config_file(CONFIG)
     if limit is not None:
         raw["limit"] = limit
-    config = load_config(raw, check_paths=False)  # missing files are the preflight's, all of them at once
+    config, found = checked_config(raw, CATALOGUES)  # the workflow's own checks, every problem at once
     layout = run_layout(config.limit)
     chosen = checked_targets(targets, layout)
     plan = RunPlan(chosen, layout, config, cores or len(os.sched_getaffinity(0)), gpus_at_most() or 0, report)
-    return plan, problems(config, layout)
+    return plan, problems(config, layout, found)
