@@ -38,7 +38,7 @@ RECORDS = [Record(f"i{i:02d}", f"i{i:02d}.png", [i % 4], ["n"], 300, 300, real_l
 META = {"kind": "predictions", "zoomeval": "0.1.0", "zoomeval_commit": "c0ffee", "torch": "2.14.1", "device": "cpu",
         "precision": "fp32", "resize_backend": "pil", "compile": False, "channels_last": False, "class_set": "full",
         "class_indices": None, "crop_size": 224, "n_images": N}  # fmt: skip
-MODEL = {"name": "r50", "architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32,
+MODEL = {"name": "r50", "source": "timm", "architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32,
          "param_count": 25_557_032, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}  # fmt: skip
 GEOMETRY = {"img_size": 224, "crop_pct": 0.95, "interpolation": "bicubic"}
 
@@ -354,7 +354,7 @@ def test_the_timm_format_has_timms_columns_from_the_standard_evaluation(tmp_path
     # 5, 7, 11 are odd and not multiples of 3; seed 1: 3, 5, 9, 11) = 8 of 12
     assert rows == [
         {"model": m, "top1": "33.333", "top1_err": "66.667", "top5": "66.667", "top5_err": "33.333", "param_count": p,
-         "img_size": "224", "crop_pct": "0.950", "interpolation": "bicubic"}
+         "img_size": "224", "crop_pct": "0.950", "interpolation": "bicubic", "note": ""}
         for m, p in (("resnet18.a1_in1k", "11.69"), ("resnet50.a1_in1k", "25.56"))
     ]  # fmt: skip
 
