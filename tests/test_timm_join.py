@@ -48,13 +48,14 @@ def test_the_export_joins_timms_own_results_csv_by_model(tmp_path: Path) -> None
     assert (tmp_path / "ours.csv").read_text().rstrip("\n") == text
     assert '"1,012.56"' in text  # quoted as in timm's file
     ours = {r["model"]: r for r in rows(text)}
-    assert set(ours) == {"tf_efficientnet_lite0.in1k", "resnet50.tv_in1k", "dn121", "eva_giant_patch14_224.clip_ft_in1k"}
-    assert ours["resnet50.tv_in1k"]["note"] == "torchvision resnet50.IMAGENET1K_V1: the file timm republishes as " \
-                                               "resnet50.tv_in1k"
+    assert set(ours) == {"tf_efficientnet_lite0.in1k", "resnet50.tv_in1k", "dn121",
+                         "eva_giant_patch14_224.clip_ft_in1k"}  # fmt: skip
+    assert ours["resnet50.tv_in1k"]["note"] == ("torchvision resnet50.IMAGENET1K_V1: the file timm republishes as "
+                                                "resnet50.tv_in1k")
     assert ours["tf_efficientnet_lite0.in1k"]["note"].startswith("weights efficientnet-lite0-57934424.pth (sha256 "
                                                                  "579344248a93), not timm's file")  # fmt: skip
-    assert ours["dn121"]["note"] == "torchvision densenet121.IMAGENET1K_V1: not weights timm publishes; named as in " \
-                                    "the config"
+    assert ours["dn121"]["note"] == ("torchvision densenet121.IMAGENET1K_V1: not weights timm publishes; named as "
+                                     "in the config")
     assert ours["eva_giant_patch14_224.clip_ft_in1k"]["note"] == ""
     timm = pl.read_csv(io.StringIO(TIMM_CSV), infer_schema_length=0)
     joined = pl.read_csv(tmp_path / "ours.csv", infer_schema_length=0).join(timm, on="model", suffix="_timm")
