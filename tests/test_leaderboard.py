@@ -227,9 +227,13 @@ def test_a_subset_class_set_and_another_normalisation_are_not_ranked_with_the_fu
     subset = {"class_set": "subset", "class_indices": [0, 1, 2, 3, 4, 5, 6, 7]}
     rows = board(study(tmp_path / "full"), study(tmp_path / "subset", seed=3, meta=subset),
                  study(tmp_path / "norm", spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}))
-    assert len({r["group"] for r in rows}) == 3  # headings alike, so each names its key
+    assert len({r["group"] for r in rows}) == 3  # headings alike, so each says what separates it from the nearest
     notes = {r["study"]: r["note"] for r in rows}
     digest = hashlib.sha256(json.dumps(subset["class_indices"]).encode()).hexdigest()[:12]
+    groups = {r["study"]: r["group"].split(" — ")[1] for r in rows}
+    assert groups == {"full": f"class set full (not subset of 8 classes ({digest}))",  # nearer than norm: 1 field
+                      "subset": f"class set subset of 8 classes ({digest}) (not full)",
+                      "norm": "mean 0.5/0.5/0.5 (not 0.485/0.456/0.406), std 0.5/0.5/0.5 (not 0.229/0.224/0.225)"}
     assert notes["subset"] == f"kept apart from the rows with class_set full (not subset of 8 classes ({digest}))"
     assert notes["norm"] == ("kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
                              "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])")  # fmt: skip
