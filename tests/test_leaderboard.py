@@ -38,7 +38,7 @@ RECORDS = [Record(f"i{i:02d}", f"i{i:02d}.png", [i % 4], ["n"], 300, 300, real_l
 META = {"kind": "predictions", "zoomeval": "0.1.0", "zoomeval_commit": "c0ffee", "torch": "2.14.1", "device": "cpu",
         "precision": "fp32", "resize_backend": "pil", "compile": False, "channels_last": False, "class_set": "full",
         "class_indices": None, "crop_size": 224, "n_images": N}  # fmt: skip
-MODEL = {"name": "r50", "architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32,
+MODEL = {"name": "r50", "source": "timm", "architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32,
          "param_count": 25_557_032, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}  # fmt: skip
 GEOMETRY = {"img_size": 224, "crop_pct": 0.95, "interpolation": "bicubic"}
 
@@ -227,9 +227,16 @@ def test_a_subset_class_set_and_another_normalisation_are_not_ranked_with_the_fu
     subset = {"class_set": "subset", "class_indices": [0, 1, 2, 3, 4, 5, 6, 7]}
     rows = board(study(tmp_path / "full"), study(tmp_path / "subset", seed=3, meta=subset),
                  study(tmp_path / "norm", spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}))
-    assert len({r["group"] for r in rows}) == 3  # headings alike, so each names its key
+    assert len({r["group"] for r in rows}) == 3
     notes = {r["study"]: r["note"] for r in rows}
     digest = hashlib.sha256(json.dumps(subset["class_indices"]).encode()).hexdigest()[:12]
+    # full's and norm's headings read alike, so each says in words what separates it from the other; the subset's
+    # already differs (it states its classes, below), so it adds nothing
+    groups = {r["study"]: r["group"].partition(" — ")[2] for r in rows}
+    assert groups == {"full": "mean 0.485/0.456/0.406 (not 0.5/0.5/0.5), std 0.229/0.224/0.225 (not 0.5/0.5/0.5)",
+                      "subset": "",
+                      "norm": "mean 0.5/0.5/0.5 (not 0.485/0.456/0.406), std 0.5/0.5/0.5 (not 0.229/0.224/0.225)"}
+    assert notes["full"] == f"kept apart from the rows with class_set subset of 8 classes ({digest}) (not full)"
     assert notes["subset"] == f"kept apart from the rows with class_set full (not subset of 8 classes ({digest}))"
     assert notes["norm"] == ("kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
                              "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])")  # fmt: skip
@@ -359,7 +366,7 @@ def test_the_timm_format_has_timms_columns_from_the_standard_evaluation(tmp_path
     # 5, 7, 11 are odd and not multiples of 3; seed 1: 3, 5, 9, 11) = 8 of 12
     assert rows == [
         {"model": m, "top1": "33.333", "top1_err": "66.667", "top5": "66.667", "top5_err": "33.333", "param_count": p,
-         "img_size": "224", "crop_pct": "0.950", "interpolation": "bicubic"}
+         "img_size": "224", "crop_pct": "0.950", "interpolation": "bicubic", "note": ""}
         for m, p in (("resnet18.a1_in1k", "11.69"), ("resnet50.a1_in1k", "25.56"))
     ]  # fmt: skip
 

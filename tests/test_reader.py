@@ -93,9 +93,13 @@ def python_blocks(page: Path) -> list[str]:
 @pytest.mark.workflow
 def test_the_notebook_how_to_runs_on_the_small_demo_and_reproduces_table_a8(small_reference: Path, capsys) -> None:
     """Every python block of docs/how-to/notebook.md, in order, in the small demo's directory: its asserts compare
-    acc_1crop and acc_max computed from the per-image predictions with Table A8's."""
+    acc_1crop, acc_max and acc_standard computed from the per-image files with Table A8's. The last block compares
+    two sealed studies of the reader's own, which the small demo is not: tests/test_compare_studies.py runs its
+    calls."""
     blocks = python_blocks(ROOT / "docs" / "how-to" / "notebook.md")
-    assert len(blocks) == 5 and "acc_1crop" in blocks[1] and "assert" in blocks[1]
+    assert len(blocks) == 8 and "acc_1crop" in blocks[1] and "assert" in blocks[1]
+    assert "compare_studies(" in blocks[-1] and not any("compare_studies(" in b for b in blocks[:-1])
+    blocks = blocks[:-1]
     namespace: dict[str, object] = {}
     cwd = Path.cwd()
     os.chdir(small_reference)
@@ -107,4 +111,5 @@ def test_the_notebook_how_to_runs_on_the_small_demo_and_reproduces_table_a8(smal
     out = capsys.readouterr().out
     assert re.search(r"acc_1crop (\d+\.\d\d) \(Table A8: \1\)", out)
     assert re.search(r"acc_max (\d+\.\d\d) \(Table A8: \1\)", out)
+    assert re.search(r"acc_standard (\d+\.\d\d) \(Table A8: \1\)", out)
     assert namespace["acc_max"] > 0  # the small demo solves some images: the comparison is not 0 against 0

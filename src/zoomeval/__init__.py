@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Study", "__version__"]
+__all__ = ["Study", "__version__", "compare_studies"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,4 +14,8 @@ def __getattr__(name: str) -> Any:
         from zoomeval.report.reader import Study
 
         return Study
+    if name == "compare_studies":
+        from zoomeval.report.reader import compare_studies
+
+        return compare_studies
     raise AttributeError(f"module 'zoomeval' has no attribute {name!r}")

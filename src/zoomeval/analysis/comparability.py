@@ -70,6 +70,36 @@ def key_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return [f"{f} {_shown(key.get(f))} (not {_shown(other.get(f))})" for f in KEY_FIELDS if key.get(f) != other.get(f)]
 
 
+#: How a heading names a key field where its own name is not the words (the rest: the field's name).
+WORDS = {"images": "scored images sha256", "weights_sha256": "weights sha256", "input_size": "input size",
+         "class_set": "class set", "label_set": "label set", "resize_backend": "resize backend",
+         "channels_last": "channels last", "zoomeval_commit": "zoomeval commit", "cover_node_limit": "cover node limit",
+         "revisions": "hub revisions"}  # fmt: skip
+
+
+def worded_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The fields where ``key`` differs from ``other`` in words, each as ``field value (not other value)``:
+    ``scales 224–448 (not 224–1024)``, ``weights sha256 abababababab… (not cdcdcdcdcdcd…)``; scales that share their
+    range are listed in full (``scales 64, 224, 256 (not 64, 256)``)."""
+    out = []
+    for field in (f for f in KEY_FIELDS if key.get(f) != other.get(f)):
+        mine, theirs = _worded(field, key.get(field)), _worded(field, other.get(field))
+        if mine == theirs:  # alike in words (the same scale range): every value
+            mine, theirs = _worded(field, key.get(field), full=True), _worded(field, other.get(field), full=True)
+        out.append(f"{WORDS.get(field, field)} {mine} (not {theirs})")
+    return out
+
+
+def _worded(field: str, value: Any, full: bool = False) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
+        if field == "scales" and not full:
+            return f"{min(value)}–{max(value)}" if len(value) > 1 else f"{value[0]}"
+        return ("/" if field in ("mean", "std") else ", ").join(f"{v:g}" for v in value)
+    if isinstance(value, str) and len(value) == 64:  # a sha256
+        return f"{value[:12]}…"
+    return _shown(value)
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, str) and len(value) == 64:  # a sha256: its first 12 digits tell it apart
         return value[:12]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoomeval.analysis.comparability import digest, key_differences
+from zoomeval.analysis.comparability import digest, key_differences, worded_differences
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
@@ -135,12 +135,10 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
     for row in rows:
         groups.setdefault(row["key_sha256"], []).append(row)  # the key's own digest: rows alike in every field
     keys = {name: members[0]["key"] for name, members in groups.items()}
-    labels = {name: _describe(keys[name], members[0]) for name, members in groups.items()}
+    labels = headings(keys, {name: members[0] for name, members in groups.items()})
     out = []
     for name, members in groups.items():
         label = labels[name]
-        if list(labels.values()).count(label) > 1:  # groups alike in what the heading shows
-            label += f" (key {name[:12]})"
         apart = [", ".join(key_differences(keys[other], keys[name])) for other in _nearest(name, keys)]
         members.sort(key=lambda r: (r["acc_1crop"] is None, -(r["acc_1crop"] or 0), r["model"], r["study"]))
         for row in members:
@@ -149,6 +147,23 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
             notes += [f"study given {times} times, reported once"] if times > 1 else []
             out.append({**row, "group": label, "note": "; ".join(notes)})
     return out
+
+
+def headings(keys: dict[str, dict[str, Any]], firsts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each group's heading (by its key's digest; ``firsts``: a row of each group): its dataset, variant, label
+    set, images, scales, crop, top_k and class subset;
+    where another group's reads the same, also what separates it from the nearest such groups, in words
+    (``— weights sha256 abababababab… (not cdcdcdcdcdcd…)``); the key's digest only where words do not tell them
+    apart."""
+    plain = {name: _describe(key, firsts[name]) for name, key in keys.items()}
+    out = {}
+    for name, label in plain.items():
+        alike = {o: len(key_differences(keys[o], keys[name])) for o in plain if o != name and plain[o] == label}
+        nearest = [o for o, d in alike.items() if d == min(alike.values(), default=0)]
+        words = "; ".join(", ".join(worded_differences(keys[name], keys[o])) for o in nearest)
+        out[name] = f"{label} — {words}" if words else label
+    twice = [name for name, label in out.items() if list(out.values()).count(label) > 1]
+    return {name: f"{label} (key {name[:12]})" if name in twice else label for name, label in out.items()}
 
 
 def _nearest(name: str, keys: dict[str, dict[str, Any]]) -> list[str]:

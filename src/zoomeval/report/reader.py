@@ -1,5 +1,7 @@
 """Read a finished study from Python (``zoomeval.Study``): its tables as polars DataFrames, each prediction file as
-a LazyFrame with the transform decoded, the correctness matrices and the provenance of the predictions.
+a LazyFrame with the transform decoded (and, :meth:`Study.class_predictions`, each class's wnid and English name),
+the standard evaluation per image, the correctness matrices and the provenance of the predictions; and several
+studies in one frame (:func:`compare_studies`), grouped by the comparability key as the leaderboard groups them.
 
 Every path comes from :mod:`zoomeval.core.layout`; nothing is computed again, the files are read as the workflow
 wrote them. A missing file or directory is refused naming it.
@@ -16,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from zoomeval.analysis.matrix import read_matrix
+from zoomeval.core import classes
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import OUTPUTS, RESULTS, Layout, cases_of
 from zoomeval.core.zoom import Transform, transforms
@@ -105,3 +108,52 @@ class Study:
         """Where a prediction file came from: the model and its weights (with their sha256), the scales, device,
         precision, torch and zoomeval versions and the workflow's git commit (the file's metadata)."""
         return read_metadata(self._file("predictions", dataset=dataset, variant=variant, model=model))
+
+    def classes(self) -> pl.DataFrame:
+        """ImageNet-1k's classes, the space every ``pred``, ``top5`` and label index is in: ``class`` (the index),
+        ``wnid`` and ``name`` (its English WordNet lemmas, as timm's ImageNet class info gives them)."""
+        return class_frame()
+
+    def class_predictions(self, dataset: str, variant: str, model: str) -> pl.LazyFrame:
+        """:meth:`predictions` with each predicted class's wnid and name: ``pred_wnid``, ``pred_name``,
+        ``pred_full_wnid`` and ``pred_full_name``."""
+        return with_names(with_names(self.predictions(dataset, variant, model), "pred"), "pred_full")
+
+    def standard(self, dataset: str, model: str) -> pl.DataFrame:
+        """The standard evaluation (the weights' own resize and centre crop), one row per image: ``image_id``,
+        ``pred`` with ``pred_wnid`` and ``pred_name``, ``top5`` where it was stored, the image's ``labels`` (the
+        dataset's own label set, from its manifest) and ``correct`` (``pred`` is one of them), as the analysis
+        scores ``acc_standard``."""
+        frame = pl.read_parquet(self._file("standard", dataset=dataset, model=model))
+        frame = frame.with_columns(pl.col("image_id").cast(pl.String))
+        labels = self.labels(dataset).select("image_id", "labels")
+        scored = frame.join(labels, on="image_id", how="left", maintain_order="left")
+        scored = scored.with_columns(correct=pl.col("labels").list.contains(pl.col("pred")).fill_null(False))
+        return with_names(scored, "pred")
+
+
+def class_frame() -> pl.DataFrame:
+    """ImageNet-1k's ``class`` index, ``wnid`` and English ``name`` (:mod:`zoomeval.core.classes`)."""
+    return pl.DataFrame({"class": range(classes.NUM_CLASSES), "wnid": classes.wnids(),
+                         "name": [classes.description(i) for i in range(classes.NUM_CLASSES)]},
+                        schema={"class": pl.Int16, "wnid": pl.String, "name": pl.String})  # fmt: skip
+
+
+def with_names(frame: Any, column: str) -> Any:
+    """``frame`` (a DataFrame or LazyFrame) with ``<column>_wnid`` and ``<column>_name`` of its class index column
+    ``column`` (null for an index outside ImageNet-1k)."""
+    names = class_frame().rename({"class": column, "wnid": f"{column}_wnid", "name": f"{column}_name"})
+    names = names.lazy() if isinstance(frame, pl.LazyFrame) else names
+    return frame.with_columns(pl.col(column).cast(pl.Int16)).join(names, on=column, how="left", maintain_order="left")
+
+
+def compare_studies(*paths: str | os.PathLike[str], results: str = RESULTS) -> pl.DataFrame:
+    """Several studies in one frame: the leaderboard's rows (``zoomeval leaderboard``, each result verified against
+    its study's index first, a study that does not verify refused), one per study, model, dataset, variant and
+    label set. ``group`` is the comparability group's heading: its dataset, variant and label set, and where two
+    groups would read alike, what separates each from the nearest in words (``— scales 224–448 (not 224–1024)``);
+    ``key_sha256`` is its key's digest. Only rows of one group compare."""
+    from zoomeval.report.leaderboard import COLUMNS, merge
+
+    board, _ = merge([Path(p).expanduser() for p in paths], layout=Layout(results))
+    return pl.DataFrame([{c: r[c] for c in COLUMNS} for r in board], infer_schema_length=None)

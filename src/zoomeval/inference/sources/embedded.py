@@ -32,6 +32,9 @@ WEIGHTS_FILE: str = "efficientnet-lite0-57934424.pth"
 WEIGHTS_SHA256: str = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 #: The timm architecture whose padding and BatchNorm settings match the weights.
 ARCHITECTURE: str = "tf_efficientnet_lite0"
+#: timm's pretrained tag of that architecture whose data config evaluates the weights (and whose name timm's results
+#: use for it; its weights file is another one, ``tf_efficientnet_lite0-0aa007d2.pth``).
+TIMM_NAME: str = f"{ARCHITECTURE}.in1k"
 #: Normalisation the weights expect after ``ToTensor`` (pixels in [0, 1] become [-1, 1]).
 MEAN: tuple[float, float, float] = (0.5, 0.5, 0.5)
 STD: tuple[float, float, float] = (0.5, 0.5, 0.5)
@@ -135,7 +138,7 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
     from zoomeval.inference.sources.timm_models import data_transform
 
-    cfg = resolve_data_config(pretrained_cfg=get_pretrained_cfg(ARCHITECTURE).to_dict())
+    cfg = resolve_data_config(pretrained_cfg=get_pretrained_cfg(TIMM_NAME).to_dict())
     return data_transform(cfg, f"embedded model {spec.name}")
 
 
