@@ -21,6 +21,7 @@ from zoomeval.analysis.policy_eval import (
     assign_folds,
     cross_validate,
     cv_document,
+    paired,
     policy_rows,
     reference_rows,
     transfer,
@@ -37,6 +38,7 @@ from zoomeval.report.zoom_policies import (
     gap_closed,
     memo_rows,
     plot_zoom_policies,
+    significant_gain,
     write_table_zoom_policies,
 )
 
@@ -92,7 +94,7 @@ def test_confidence_independent_of_correctness_gains_nothing_beyond_chance():
     budgets = [1, 2, 4, 9, 18]
     # exactly: fitted on one such set, every policy scores 50 % on another, the 1-crop's accuracy (no gap closed)
     choices, _ = transfer(complementary_pairs(100, 0), complementary_pairs(100, 1), budgets, 0, 10_000)
-    rows = policy_rows(choices, complementary_pairs(100, 1).correct)
+    rows = policy_rows(choices, complementary_pairs(100, 1).correct, ONE)
     assert {r["acc"] for r in rows} == {50.0} and len(rows) == len(P.POLICIES) * len(budgets)
     assert gap_closed(50.0, 50.0, 100.0) == 0.0
     # held out within one dataset (views right or wrong at random, conf independent): within its 95 % interval
@@ -100,7 +102,7 @@ def test_confidence_independent_of_correctness_gains_nothing_beyond_chance():
     correct = rng.random((400, len(ORDER))) < 0.5
     views = P.Views(np.where(correct, 0, 1).astype(np.int16), rng.random(correct.shape, np.float32), correct, ORDER)
     choices, _, _ = cross_validate(views, budgets, 5, 0, 10_000)
-    chance = policy_rows({("max_conf", 18): choices["max_conf", 18]}, correct)[0]
+    chance = policy_rows({("max_conf", 18): choices["max_conf", 18]}, correct, ONE)[0]
     assert chance["acc_lo"] <= 50 <= chance["acc_hi"] and chance["acc_hi"] - chance["acc_lo"] < 10
 
 
@@ -254,9 +256,58 @@ def test_the_table_and_figure_show_every_point_with_its_interval(tmp_path):
     top = next(c for c in cells if c["policy"] == "oracle_max")
     assert (top["budget"], top["acc"], top["gap_closed"]) == ("18", "75.00", "100.00")
     assert {c["policy"] for c in cells if c["protocol"] == "cv2"} == set(P.POLICIES)
-    assert "Schema version 1" in (tmp_path / "t.md").read_text()
+    assert "Schema version 2" in (tmp_path / "t.md").read_text()
     plot_zoom_policies([document], memo, tmp_path / "f.png", "demo")
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("one_crop", "right", "lost", "gained", "p"),
+    [
+        # 2 right -> wrong, 5 wrong -> right, 1 concordant: P(X <= 2 or X >= 5 | 7, 1/2) = 2 (1 + 7 + 21) / 128
+        ("TTTFFFFFT", "TFFTTTTTT", 2, 5, 58 / 128),
+        # tie-free (no concordant pair) and all discordant one way: 2 P(X = 6 | 6, 1/2) = 2 / 64
+        ("FFFFFF", "TTTTTT", 0, 6, 2 / 64),
+        # all discordant both ways: 1 lost, 5 gained: 2 (1 + 6) / 64
+        ("TFFFFF", "FTTTTT", 1, 5, 14 / 64),
+        ("TTFF", "FFTT", 2, 2, 1.0),  # as many lost as gained
+        ("TFTF", "TFTF", 0, 0, 1.0),  # no discordant pair: nothing to test
+    ],
+)
+def test_the_paired_counts_and_exact_mcnemar_p_by_hand(one_crop, right, lost, gained, p):
+    bits = [np.array([c == "T" for c in text]) for text in (one_crop, right)]
+    pair = paired(*bits)
+    assert (pair["n_right_to_wrong"], pair["n_wrong_to_right"]) == (lost, gained)
+    assert pair["mcnemar_p"] == pytest.approx(p, rel=1e-12)
+
+
+def test_the_table_pairs_every_per_image_row_with_the_1crop_on_the_same_images(tmp_path):
+    # 8 images: the 1-crop right on the first 3; view A right on images 2..7 (1-crop and A disagree on 7 of 8)
+    correct = np.zeros((8, len(ORDER)), bool)
+    correct[:3, ONE], correct[2:, A] = True, True
+    always_a = (np.full(8, A), np.ones(8))
+    (row_a,) = policy_rows({("max_conf", 2): always_a}, correct, ONE)
+    assert (row_a["n_right_to_wrong"], row_a["n_wrong_to_right"]) == (2, 5)  # images 0, 1 lost; 3..7 gained
+    assert row_a["mcnemar_p"] == pytest.approx(58 / 128) and not significant_gain(row_a)
+    all_flip = correct.copy()
+    all_flip[:, A] = ~correct[:, ONE]  # every image discordant, 5 gained and 3 lost
+    (flip,) = policy_rows({("max_conf", 2): always_a}, all_flip, ONE)
+    assert (flip["n_right_to_wrong"], flip["n_wrong_to_right"], flip["mcnemar_p"]) == (3, 5, pytest.approx(0.7265625))
+    strong = {"mcnemar_p": 0.01, "n_right_to_wrong": 0, "n_wrong_to_right": 9}
+    assert significant_gain(strong) and not significant_gain({**strong, "n_right_to_wrong": 20})  # a loss is no gain
+    assert not significant_gain({"mcnemar_p": None})
+    # in the CSV: the 1-crop against itself, the oracle (never loses an image) and the 5-crop rule (no per-image data)
+    files = write_files(tmp_path, "d", confident_when_right([{ONE}, {A}, {ONE, B}, set()], 4))
+    aggregation = {"five_crop": {"max": 62.5}}
+    document = cv_document(*files, metrics("d", aggregation), PoliciesConfig(budgets=(1, 2), folds=2))
+    write_table_zoom_policies([document], [], tmp_path / "t.csv", tmp_path / "t.md")
+    with open(tmp_path / "t.csv", newline="") as fh:
+        cells = {(c["policy"], c["budget"]): c for c in csv.DictReader(fh)}
+    paired_cells = {k: (c["n_right_to_wrong"], c["n_wrong_to_right"], c["mcnemar_p"]) for k, c in cells.items()}
+    assert paired_cells["one_crop", "1"] == ("0", "0", "1")
+    assert paired_cells["oracle_max", "18"] == ("0", "4", "0.125")  # the 4 images only A solves: 2 / 16
+    assert paired_cells["five_crop_max", "5"] == ("", "", "")
+    assert "-0 +4 (p 0.125)" in (tmp_path / "t.md").read_text()
 
 
 def test_references_take_the_aggregation_rules_from_the_metrics():

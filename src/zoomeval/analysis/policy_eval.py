@@ -18,8 +18,8 @@ from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.config import PoliciesConfig
 
-#: Version of the policies document and of results/table_zoom_policies.csv.
-SCHEMA_VERSION = 1
+#: Version of the policies document and of results/table_zoom_policies.csv (2: the paired comparison with the 1-crop).
+SCHEMA_VERSION = 2
 #: Forward passes per image of the aggregation methods the table shows beside the policies.
 AGGREGATION_PASSES = {"five_crop": 5, "ten_crop": 10}
 Z95 = 1.959963984540054
@@ -77,23 +77,45 @@ def transfer(source: Views, target: Views, budgets: Sequence[int], seed: int, ma
     return apply(policy, target.unlabelled(), budgets), policy
 
 
-def row(policy: str, budget: int, hits: int, n: int, passes: np.ndarray) -> dict[str, Any]:
-    """One point of ``n`` images, ``hits`` of them right: accuracy (%) with its Wilson 95 % interval, and the mean
-    forward passes per image (``passes``: each image's) with a normal 95 % interval of the mean."""
+def paired(one_crop: np.ndarray, right: np.ndarray) -> dict[str, Any]:
+    """The paired comparison of a point with the 1-crop view on the same images (each image's correctness under
+    both): the images it turns right -> wrong and wrong -> right, and the exact two-sided McNemar p-value (the
+    binomial test of the discordant pairs at 1/2; 1.0 where there are none)."""
+    from scipy.stats import binomtest
+
+    lost = int(np.count_nonzero(one_crop & ~right))
+    gained = int(np.count_nonzero(~one_crop & right))
+    p = float(binomtest(gained, lost + gained, 0.5).pvalue) if lost + gained else 1.0
+    return {"n_right_to_wrong": lost, "n_wrong_to_right": gained, "mcnemar_p": p}
+
+
+#: The paired columns of a point scored without each image's correctness (the 5-/10-crop rules, MEMO).
+UNPAIRED = dict.fromkeys(("n_right_to_wrong", "n_wrong_to_right", "mcnemar_p"))
+
+
+def row(policy: str, budget: int, hits: int, n: int, passes: np.ndarray,
+        pair: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One point of ``n`` images, ``hits`` of them right: accuracy (%) with its Wilson 95 % interval, the mean
+    forward passes per image (``passes``: each image's) with a normal 95 % interval of the mean, and ``pair`` (by
+    :func:`paired`; empty where the point has no per-image correctness)."""
     lo, hi = wilson_interval(hits, n)
     mean = float(passes.mean())
     half = Z95 * float(passes.std(ddof=1)) / np.sqrt(n) if n > 1 else 0.0
     return {"policy": policy, "budget": budget, "passes": mean, "passes_lo": mean - half, "passes_hi": mean + half,
             "n_images": n, "n_correct": hits, "acc": 100 * hits / n, "acc_lo": 100 * lo,
-            "acc_hi": 100 * hi}  # fmt: skip
+            "acc_hi": 100 * hi, **(pair or UNPAIRED)}  # fmt: skip
 
 
-def policy_rows(choices: Choices, correct: np.ndarray) -> list[dict[str, Any]]:
+def policy_rows(choices: Choices, correct: np.ndarray, start: int) -> list[dict[str, Any]]:
     """A row per (policy, budget): whether each image's chosen view is right (``correct``: the labels, read only
-    here, after every choice is made)."""
+    here, after every choice is made), paired with the 1-crop view (transform ``start``) on the same images."""
     images = np.arange(correct.shape[0])
-    return [row(name, b, int(correct[images, view].sum()), len(images), np.asarray(passes, dtype=float))
-            for (name, b), (view, passes) in choices.items()]  # fmt: skip
+    out = []
+    for (name, b), (view, passes) in choices.items():
+        right = correct[images, view]
+        out.append(row(name, b, int(right.sum()), len(images), np.asarray(passes, dtype=float),
+                       paired(correct[:, start], right)))  # fmt: skip
+    return out
 
 
 def reference_rows(views: Views, budgets: Sequence[int], metrics: Metrics) -> list[dict[str, Any]]:
@@ -102,11 +124,12 @@ def reference_rows(views: Views, budgets: Sequence[int], metrics: Metrics) -> li
     10-crop methods' max and mean rules (from ``metrics``, where the analysis scored them)."""
     correct, n, n_t = views.correct, views.n_images, len(views.order)
     picks = [p.index for p in greedy_cover(correct.T)]
+    one_crop = correct[:, start_view(views.order)]
 
     def fixed(policy: str, budget: int, right: np.ndarray, passes: int) -> dict[str, Any]:
-        return row(policy, budget, int(right.sum()), n, np.full(n, float(passes)))
+        return row(policy, budget, int(right.sum()), n, np.full(n, float(passes)), paired(one_crop, right))
 
-    rows = [fixed("one_crop", 1, correct[:, start_view(views.order)], 1)]
+    rows = [fixed("one_crop", 1, one_crop, 1)]
     rows += [fixed("oracle_top_k", b, correct[:, picks[:b]].any(axis=1), b) for b in budgets]
     rows.append(fixed("oracle_max", n_t, correct.any(axis=1), n_t))
     for method, passes in AGGREGATION_PASSES.items():
@@ -150,7 +173,7 @@ def cv_document(matrix_path: str | os.PathLike[str], predictions_path: str | os.
         return policies_document(metrics, f"cv{settings.folds}", reference_rows(views, budgets, metrics),
                                  seed=settings.seed, folds=[], fitted=[], not_fitted=why)  # fmt: skip
     choices, folds, fitted = cross_validate(views, budgets, settings.folds, settings.seed, settings.selector_rows)
-    rows = policy_rows(choices, views.correct) + reference_rows(views, budgets, metrics)
+    rows = policy_rows(choices, views.correct, start_view(views.order)) + reference_rows(views, budgets, metrics)
     ids = np.asarray(image_ids)
     records = [policy_record(p, views, fold=k, n_calibration=int((folds != k).sum())) for k, p in enumerate(fitted)]
     return policies_document(metrics, f"cv{int(folds.max()) + 1}", rows, seed=settings.seed,
@@ -172,6 +195,7 @@ def transfer_document(source: tuple[str | os.PathLike[str], str | os.PathLike[st
     choices, policy = transfer(source_views, unlabelled, budgets, settings.seed, settings.selector_rows)
     matrix, _, _ = read_matrix(target[0])  # the target's labels, once every choice is made
     target_views = Views(columns["pred"], columns["conf"], np.ascontiguousarray(matrix.T), order)
-    rows = policy_rows(choices, target_views.correct) + reference_rows(target_views, budgets, metrics)
+    rows = policy_rows(choices, target_views.correct, start_view(order))
+    rows += reference_rows(target_views, budgets, metrics)
     return policies_document(metrics, f"transfer:{source_name}", rows, seed=settings.seed,
                              fitted=[policy_record(policy, source_views, n_calibration=source_views.n_images)])

@@ -13,17 +13,20 @@ from typing import Any
 import numpy as np
 
 from zoomeval.analysis.policies import POLICIES
-from zoomeval.analysis.policy_eval import SCHEMA_VERSION, row
+from zoomeval.analysis.policy_eval import SCHEMA_VERSION, UNPAIRED, row
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.left_out import LeftOut
 from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import markdown_table
 
-#: Version 1 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
+#: Version 2 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
 COLUMNS = [
     "model", "variant", "dataset", "protocol", "policy", "budget", "passes", "passes_lo", "passes_hi", "n_images",
     "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
+    "n_right_to_wrong", "n_wrong_to_right", "mcnemar_p",
 ]  # fmt: skip
+#: The level below which a McNemar p-value makes a gain over the 1-crop significant (the figure's filled markers).
+ALPHA = 0.05
 #: The policies drawn with their 95 % bands (the others' intervals are in the table; more bands would hide the lines).
 BANDS = ("max_conf", "cascade")
 #: The protocol of the rows that the very images scored decide (the oracle) or that need no fit.
@@ -80,7 +83,7 @@ def _full(document: Mapping[str, Any], protocol: str, point: Mapping[str, Any]) 
 def _not_fitted(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
     """The row of a policy a tiny dataset could not fit: no numbers, its images left out with the reason."""
     n = next(r["n_images"] for r in document["rows"] if r["policy"] == "one_crop")
-    empty = dict.fromkeys(("budget", "passes", "passes_lo", "passes_hi", "acc", "acc_lo", "acc_hi"))
+    empty = {**dict.fromkeys(("budget", "passes", "passes_lo", "passes_hi", "acc", "acc_lo", "acc_hi")), **UNPAIRED}
     full = _full(document, document["protocol"], {**empty, "policy": policy, "n_images": 0, "n_correct": 0})
     left = full["left"] or LeftOut(document["dataset"])
     return {**full, "left": replace(left, unscored={**(left.unscored or {}), document["not_fitted"]: n})}
@@ -105,10 +108,25 @@ def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, 
     return out
 
 
+def significant_gain(point: Mapping[str, Any]) -> bool:
+    """Whether a point turns significantly more images wrong -> right than right -> wrong against the 1-crop view
+    (McNemar p below :data:`ALPHA`); False where it has no paired comparison."""
+    p = point.get("mcnemar_p")
+    return p is not None and p < ALPHA and point["n_wrong_to_right"] > point["n_right_to_wrong"]
+
+
 def _text(column: str, value: Any) -> str:
     if value is None:
         return ""
+    if column == "mcnemar_p":
+        return f"{value:.6g}"  # p-values span orders of magnitude: significant digits, not decimals
     return _number(value) if column in FLOAT_COLUMNS else str(value)
+
+
+def _paired_cell(r: Mapping[str, Any]) -> str:
+    if r.get("mcnemar_p") is None:
+        return ""
+    return f"-{r['n_right_to_wrong']} +{r['n_wrong_to_right']} (p {_text('mcnemar_p', r['mcnemar_p'])})"
 
 
 def _number(value: float) -> str:
@@ -124,10 +142,11 @@ def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequ
     """The CSV (:data:`COLUMNS`, percentages and passes with 2 decimals) and a Markdown view with the intervals."""
     rows = table_rows(documents, memo)
     header = ["dataset", "variant", "model", "protocol", "policy", "budget", "passes", "acc [95% CI]",
-              "gap_closed [95% CI]"]  # fmt: skip
+              "gap_closed [95% CI]", "vs 1-crop: lost, gained (McNemar p)"]  # fmt: skip
     shown = [[r["dataset"], r["variant"], r["model"], r["protocol"], r["policy"], str(r["budget"]),
               _text("passes", r["passes"]), _interval(r["acc"], r["acc_lo"], r["acc_hi"]),
-              _interval(r["gap_closed"], r["gap_closed_lo"], r["gap_closed_hi"])] for r in rows]  # fmt: skip
+              _interval(r["gap_closed"], r["gap_closed_lo"], r["gap_closed_hi"]), _paired_cell(r)]
+             for r in rows]  # fmt: skip
     notes = [
         f"Schema version {SCHEMA_VERSION}. Policies never see a test image's label: cvK rows are K-fold "
         "cross-validated over images (each image scored once, by the policy fitted on the other folds); "
@@ -137,7 +156,9 @@ def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequ
         "calibration budget); passes: forward passes per image on the scored images.",
         "acc: top-1 accuracy (%) with its Wilson 95 % interval over images; passes with a normal 95 % interval of the "
         "mean; gap_closed: (acc - acc_1crop) / (acc_max - acc_1crop) in %, its interval the acc interval mapped the "
-        "same way.",
+        "same way. n_right_to_wrong, n_wrong_to_right: the images the row answers wrong where the 1-crop view is "
+        "right and the reverse, on the same images; mcnemar_p: the exact two-sided McNemar test of those discordant "
+        "pairs (1 where there are none); empty where the row has no per-image answers (5-/10-crop rules, MEMO).",
     ]
     lefts = [r["left"] for r in rows]
     write_csv(csv_path, *append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts))
@@ -156,8 +177,8 @@ MARKERS = {"one_crop": ("*", "black"), "five_crop_max": ("s", "tab:orange"), "fi
 def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
                        path: str | os.PathLike[str], title: str) -> None:  # fmt: skip
     """PNG of one dataset's curves: a panel per (model, variant), accuracy against forward passes per image (log
-    axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands; the
-    references as markers,
+    axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands, open markers
+    on the points without a significant gain over the 1-crop (:func:`significant_gain`); the references as markers,
     the oracle top-k cover grey and acc_max dotted."""
     from matplotlib.figure import Figure  # here: the table job, which imports this module too, draws nothing
 
@@ -183,6 +204,9 @@ def _panel(ax: Any, rows: list[dict[str, Any]]) -> None:
             xs, ys = [r["passes"] for r in line], [r["acc"] for r in line]
             style = "-" if protocol.startswith("cv") else "--"
             ax.plot(xs, ys, style, marker="o", markersize=3, color=COLOURS[policy], label=f"{policy} ({protocol})")
+            weak = [r for r in line if not significant_gain(r)]
+            ax.plot([r["passes"] for r in weak], [r["acc"] for r in weak], "o", markersize=6, color=COLOURS[policy],
+                    markerfacecolor="white", linestyle="none")  # fmt: skip
             if policy in BANDS:
                 ax.fill_between(xs, [r["acc_lo"] for r in line], [r["acc_hi"] for r in line], color=COLOURS[policy],
                                 alpha=0.1, linewidth=0)  # fmt: skip
@@ -195,6 +219,8 @@ def _panel(ax: Any, rows: list[dict[str, Any]]) -> None:
         elif r["policy"] in MARKERS:
             marker, colour = MARKERS[r["policy"]]
             ax.plot([r["passes"]], [r["acc"]], marker, color=colour, markersize=8, linestyle="none", label=r["policy"])
+    ax.plot([], [], "o", color="grey", markerfacecolor="white", linestyle="none",
+            label=f"open: no significant gain over 1-crop (McNemar p >= {ALPHA})")
     ax.set_xscale("log")
     budgets = sorted({r["budget"] for r in oracle})
     ax.set_xticks(budgets, [str(b) for b in budgets])
