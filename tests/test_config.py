@@ -33,8 +33,8 @@ from zoomeval.core.config import (
     StatsConfig,
     TTAConfig,
 )
-from zoomeval.core.layout import Layout
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
+from zoomeval.core.layout import Layout
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.inference.sources.open_clip_models import OpenClipOptions
