@@ -402,3 +402,51 @@ def test_a_limited_runs_study_is_read_under_its_own_results_root(tmp_path) -> No
     assert "limit-3/study.json: missing" in refused.stderr
     refused = zoomeval("leaderboard", str(folder), "--limit", "0")
     assert refused.stderr == "zoomeval leaderboard: --limit: 0 is no number of images; give N >= 1\n"
+
+
+def test_an_index_entry_out_of_the_study_is_refused_without_reading_that_file(tmp_path) -> None:
+    """``..`` in an entry's wildcards, or a symlink out: refused naming the entry; the outside file's marker never
+    printed."""
+    a = study(tmp_path / "s" / "a")
+    outside = tmp_path / "metrics.json"  # the study's parent's parent: where ../../../ of results/analysis/ leads
+    outside.write_text(json.dumps({"schema_version": 6, "model": "SECRET-MARKER"}))
+    index = read_json(a / "results/study.json")
+    entry = index["results"][0]
+    sneaky = "results/analysis/../../../metrics.json"
+    write_json(a / "results/study.json", {**index, "results": [{**entry, "path": sneaky}]})
+    line = refused(a)
+    assert f"results[0].path is {sneaky!r}; expected a metrics file" in line and "SECRET" not in line
+    linked = LAYOUT.path("metrics", scored="demo", variant="original", model="evil")
+    (a / linked).parent.mkdir(parents=True)
+    (a / linked).symlink_to(outside)
+    write_json(a / "results/study.json", {**index, "results": [{**entry, "path": linked}]})
+    line = refused(a)
+    assert f"results[0].path is {linked!r}, which leads out of the study's {(a / 'results').resolve()}" in line
+    assert "SECRET" not in line
+    # an input of a metrics file symlinked out of the study likewise
+    study(a)
+    predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    shutil.move(predictions, tmp_path / "elsewhere.parquet")
+    predictions.symlink_to(tmp_path / "elsewhere.parquet")
+    assert "inputs.predictions.path is " in refused(a) and "leads out of the study" in refused(a)
+
+
+def test_duplicate_entries_and_deep_or_huge_indexes_are_refused_in_one_line(tmp_path, monkeypatch) -> None:
+    a = study(tmp_path / "a")
+    index = read_json(a / "results/study.json")
+    write_json(a / "results/study.json", {**index, "results": index["results"] * 1000})
+    line = refused(a)
+    path = index["results"][0]["path"]
+    assert f"results/study.json: results[1] lists {path} again (as results[0] does)" in line
+    (a / "results/study.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert "results/study.json: nested deeper than any zoomeval document" in refused(a)
+    study(a)
+    (a / path).write_text("[" * 100_000 + "]" * 100_000)
+    reseal(a)
+    assert f"{a / path}: nested deeper than any zoomeval document" in refused(a)
+    from zoomeval.report import study_index
+
+    study(a)
+    monkeypatch.setattr(study_index, "MAX_INDEX_BYTES", 100)  # the bound, scaled down: checked before any read
+    with pytest.raises(ValueError, match=r"study.json: \d+ bytes, more than the 100 an index"):
+        study_index.read_index(a)

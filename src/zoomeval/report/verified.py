@@ -19,7 +19,7 @@ from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record
-from zoomeval.report.study_index import LAYOUT, Entry, read_index
+from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
 
 #: The layout output each input of a metrics file must be.
 INPUTS = {"predictions": "predictions", "standard": "standard"}
@@ -73,7 +73,7 @@ def layout_file(directory: Path, name: str, path: Any, where: str, layout: Layou
     wildcards = layout.parse(name, path) if isinstance(path, str) and not os.path.isabs(path) else None
     if wildcards is None or {".", ".."} & set(wildcards.values()):
         raise ValueError(f"{where} is {path!r}; expected a path {layout.path(name)}")
-    return directory / path
+    return inside(directory, path, where, layout)
 
 
 def check_entry(directory: Path, entry: Entry, layout: Layout = LAYOUT) -> Result:
