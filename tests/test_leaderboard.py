@@ -72,7 +72,8 @@ def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, datase
                       "pred": pa.array(preds, pa.int16()), "pred_full": pa.array(preds, pa.int16()),
                       "conf": pa.array([0.5] * len(rows), pa.float32())}, schema=pa.schema(BASE_FIELDS))  # fmt: skip
     spec = {**MODEL, "name": model, **(spec or {})}
-    metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales, **(meta or {})}
+    metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales,
+                "n_images": len(records), **(meta or {})}  # fmt: skip
     write_parquet(folder / files["predictions"], table, metadata)
     standard = [(r.labels[0] if int(r.image_id[1:]) % 3 == seed % 3 else 998) for r in records]
     top5 = [[p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994]
@@ -450,3 +451,52 @@ def test_duplicate_entries_and_deep_or_huge_indexes_are_refused_in_one_line(tmp_
     monkeypatch.setattr(study_index, "MAX_INDEX_BYTES", 100)  # the bound, scaled down: checked before any read
     with pytest.raises(ValueError, match=r"study.json: \d+ bytes, more than the 100 an index"):
         study_index.read_index(a)
+
+
+def reseal_all(folder: Path) -> None:
+    """Every sha256 rewritten over the files as they now are: the inputs' in metrics.json and cover.json, then the
+    index's (a forger's reseal, the numbers left as they are)."""
+    for name in ("metrics", "cover"):
+        path = folder / LAYOUT.path(name, scored="demo", variant="original", model="r50")
+        document = json.loads(path.read_text())
+        for item in document["inputs"].values():
+            if item is not None:
+                item["sha256"] = hashlib.sha256((folder / item["path"]).read_bytes()).hexdigest()
+        path.write_text(json.dumps(document))
+    reseal(folder)
+
+
+def test_forgeries_resealed_with_every_hash_rewritten_are_refused_by_counts_or_verify(tmp_path) -> None:
+    """A flipped prediction, an edited metric and a cut prediction file: plain refuses the cut file by its row count
+    (Parquet footer against n_images x views); --verify refuses all three."""
+    predictions = LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    flipped, edited, cut = (study(tmp_path / name) for name in ("flipped", "edited", "cut"))
+    table = pq.read_table(flipped / predictions)
+    one_crop = next(i for i, (s, r, c) in enumerate(zip(*(table[k].to_pylist() for k in ("scale", "row", "col")),
+                    strict=True)) if (s, r, c) == (256, 1, 1))  # fmt: skip
+    preds = table["pred"].to_pylist()
+    preds[one_crop] = RECORDS[0].labels[0] if preds[one_crop] == 999 else 999
+    metadata = json.loads(table.schema.metadata[b"zoomeval"])
+    write_parquet(flipped / predictions, table.set_column(4, "pred", pa.array(preds, pa.int16())), metadata)
+    write_parquet(cut / predictions, table.slice(0, len(table) - 1), metadata)
+    for folder in (flipped, cut):
+        reseal_all(folder)
+    edit_metrics(edited, acc_max=brute_force(0)["acc_max"] - 100 / N)
+    reseal_all(edited)
+    assert f"{cut / predictions}: {N * 27 - 1} rows, not the {N} images x 27 views its metadata gives" in refused(cut)
+    for folder in (flipped, edited):
+        assert zoomeval("leaderboard", str(folder)).returncode == 0  # the sealed files agree: plain cannot tell
+    assert f"acc_1crop is {brute_force(0)['acc_1crop']:.4f}, but " in refused(flipped, "--verify")
+    assert "acc_max is " in refused(edited, "--verify") and "rows, not the" in refused(cut, "--verify")
+
+
+def test_a_relabelled_manifest_is_refused_where_a_table_reads_it(tmp_path) -> None:
+    """timm's top-5 comes from the manifest's labels: relabelled, it would be 0.000 with exit 0."""
+    a = study(tmp_path / "a")
+    before = zoomeval("leaderboard", str(a), "--format", "timm")
+    assert before.returncode == 0, before.stderr
+    write_manifest(a / LAYOUT.path("manifest", dataset="demo"),
+                   [Record(r.image_id, r.path, [900], ["n"], 300, 300) for r in RECORDS], "demo")  # fmt: skip
+    line = refused(a, "--format", "timm")
+    assert f"{a / LAYOUT.path('manifest', dataset='demo')}: its images and labels are not the ones the key" in line
+    assert "its images and labels are not the ones" in refused(a, "--verify")

@@ -88,14 +88,35 @@ def check_entry(directory: Path, entry: Entry, layout: Layout = LAYOUT) -> Resul
     inputs = _inputs(directory, path, metrics, layout)
     meta = prediction_metadata(inputs["predictions"])
     _check_key(path, metrics, meta)
-    if isinstance(meta.get("n_images"), int) and metrics.n_images > meta["n_images"]:
-        raise ValueError(f"{path}: n_images {metrics.n_images} is more than the {meta['n_images']} images of "
-                         f"{inputs['predictions']}; expected at most that")  # fmt: skip
+    _check_counts(path, metrics, meta, inputs)
     standard = inputs.get("standard")
     geometry = (zoomeval_metadata(standard).get("geometry") if standard else None) or {}
     if not isinstance(geometry, dict):
         raise ValueError(f"{standard}: metadata field geometry is {geometry!r}; expected an object")
     return Result(entry, metrics, meta, geometry, inputs)
+
+
+def _check_counts(path: Path, metrics: Metrics, meta: dict[str, Any], inputs: dict[str, Path]) -> None:
+    """The counts readable for free: the metrics' images within the predictions' (their metadata), and each Parquet
+    file's row count (its footer) the images times the views its metadata gives: a file cut by a row, then resealed
+    with every sha256 rewritten, is refused here (a row changed in place is not: ``--verify``, ``zoomeval audit``)."""
+    import pyarrow.parquet as pq
+
+    from zoomeval.core.zoom import transforms
+
+    n_images = meta.get("n_images")
+    if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
+        raise ValueError(f"{inputs['predictions']}: metadata field n_images is {n_images!r}; expected a whole number")
+    if metrics.n_images > n_images:
+        raise ValueError(f"{path}: n_images {metrics.n_images} is more than the {n_images} images of "
+                         f"{inputs['predictions']}; expected at most that")  # fmt: skip
+    views = {"predictions": len(transforms(meta["scales"])), "standard": 1}
+    for role, file in inputs.items():
+        images = n_images if role == "predictions" else zoomeval_metadata(file).get("n_images", n_images)
+        rows = pq.read_metadata(file).num_rows
+        if rows != images * views[role]:
+            raise ValueError(f"{file}: {rows} rows, not the {images} images x {views[role]} views its metadata "
+                             "gives: cut or padded since it was written; re-run its job")  # fmt: skip
 
 
 def _inputs(directory: Path, path: Path, metrics: Metrics, layout: Layout) -> dict[str, Path]:
@@ -183,13 +204,22 @@ VERIFIED = ("n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "acc_
 
 
 def scored_records(directory: Path, key: dict[str, Any], layout: Layout = LAYOUT) -> list[Record]:
-    """The records a result scored: its dataset's manifest under its label set (with the set's labels file)."""
+    """The records a result scored: its dataset's manifest under its label set (with the set's labels file), refused
+    unless they are the images and labels its key's ``images`` digest sealed (a relabelled manifest would change
+    every number read from it: the timm format's top-5, ``--verify``)."""
+    from zoomeval.analysis.comparability import images_digest
     from zoomeval.analysis.label_sets import LABEL_SETS, relabel
     from zoomeval.core.manifest import read_manifest
 
     labels_file = LABEL_SETS[key["label_set"]].labels_file
     labels = directory / layout.path("labels", dataset=key["dataset"], labels_file=labels_file) if labels_file else None
-    return relabel(read_manifest(directory / layout.path("manifest", dataset=key["dataset"])), key["label_set"], labels)
+    manifest = inside(directory, layout.path("manifest", dataset=key["dataset"]), "the manifest", layout)
+    records = relabel(read_manifest(manifest), key["label_set"], labels)
+    if images_digest(records) != key["images"]:
+        raise ValueError(f"{manifest}: its images and labels{' with ' + str(labels) if labels else ''} are not the ones "
+                         f"the key field images sealed (sha256 {str(key['images'])[:12]}): relabelled or rebuilt "
+                         "since; re-run the study to the end")  # fmt: skip
+    return records
 
 
 def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
@@ -197,7 +227,6 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
     with the analysis's own functions; refuse any difference, naming the file and the field."""
     import polars as pl
 
-    from zoomeval.analysis.comparability import images_digest
     from zoomeval.analysis.cover import greedy_cover
     from zoomeval.analysis.matrix import correctness_matrix
     from zoomeval.analysis.scoring import greedy_scores
@@ -206,8 +235,6 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
 
     key, metrics, path = result.entry.key, result.metrics, directory / result.entry.path
     records = scored_records(directory, key, layout)
-    if images_digest(records) != key["images"]:
-        raise ValueError(f"{path}: key field images is not the digest of the images its manifest scores; re-run it")
     order = transforms(result.meta["scales"])
     matrix = correctness_matrix(result.inputs["predictions"], records, order)
     scores = greedy_scores(matrix, order, [p.index for p in greedy_cover(matrix)], metrics.top_k)
