@@ -216,9 +216,10 @@ def scored_records(directory: Path, key: dict[str, Any], layout: Layout = LAYOUT
     manifest = inside(directory, layout.path("manifest", dataset=key["dataset"]), "the manifest", layout)
     records = relabel(read_manifest(manifest), key["label_set"], labels)
     if images_digest(records) != key["images"]:
-        raise ValueError(f"{manifest}: its images and labels{' with ' + str(labels) if labels else ''} are not the ones "
-                         f"the key field images sealed (sha256 {str(key['images'])[:12]}): relabelled or rebuilt "
-                         "since; re-run the study to the end")  # fmt: skip
+        with_labels = f" with {labels}" if labels else ""
+        raise ValueError(f"{manifest}: its images and labels{with_labels} are not the ones the key field images "
+                         f"sealed (sha256 {str(key['images'])[:12]}): relabelled or rebuilt since; re-run the study "
+                         "to the end")  # fmt: skip
     return records
 
 
