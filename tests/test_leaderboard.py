@@ -500,3 +500,22 @@ def test_a_relabelled_manifest_is_refused_where_a_table_reads_it(tmp_path) -> No
     line = refused(a, "--format", "timm")
     assert f"{a / LAYOUT.path('manifest', dataset='demo')}: its images and labels are not the ones the key" in line
     assert "its images and labels are not the ones" in refused(a, "--verify")
+
+
+def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path, monkeypatch) -> None:
+    """Linear in the index: two label sets share one prediction file and one standard evaluation; each is hashed
+    once, and not again while unchanged (counted, not timed)."""
+    from zoomeval.report import verified
+
+    a = study(tmp_path / "a", label_sets=("in", "real"))
+    hashed: list[str] = []
+    real = verified.sha256_file
+    monkeypatch.setattr(verified, "sha256_file", lambda p: hashed.append(str(p)) or real(p))
+    verified._hashed.cache_clear()
+    results, problems = verified.read_study(a, LAYOUT)
+    assert (len(results), problems) == (2, [])
+    named = [LAYOUT.path("predictions", dataset="demo", variant="original", model="r50"),
+             LAYOUT.path("standard", dataset="demo", model="r50")]  # fmt: skip
+    assert sorted(Path(h).name for h in hashed) == sorted(["metrics.json"] * 2 + [Path(n).name for n in named])
+    verified.read_study(a, LAYOUT)  # read again, nothing changed: nothing hashed again
+    assert len(hashed) == 4

@@ -6,6 +6,7 @@ request) the metrics recomputed from the predictions. What fails is refused, nam
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -58,11 +59,23 @@ def read_study(directory: Path, layout: Layout = LAYOUT) -> tuple[list[Result], 
     return results, problems
 
 
+def file_sha256(path: Path) -> str:
+    """``path``'s sha256, each distinct file hashed once however many results name it (the manifest, a standard
+    evaluation every label set reads): keyed by the file's identity and stamp, so a changed file is hashed again."""
+    stat = path.stat()
+    return _hashed(str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hashed(path: str, inode: int, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
 def check_file(path: Path, sha256: str, what: str) -> None:
     """Refuse ``path`` if it is missing or its content is not the one whose sha256 ``what`` recorded."""
     if not path.is_file():
         raise ValueError(f"{path}: missing, though {what} lists it; run the study's workflow to the end")
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     if actual != sha256:
         raise ValueError(f"{path}: changed since {what} recorded it (sha256 {actual[:12]}, not {sha256[:12]}): stale "
                          "or tampered; run the study's workflow to the end to recompute and reseal it")  # fmt: skip
