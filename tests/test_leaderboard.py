@@ -519,3 +519,23 @@ def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path
     assert sorted(Path(h).name for h in hashed) == sorted(["metrics.json"] * 2 + [Path(n).name for n in named])
     verified.read_study(a, LAYOUT)  # read again, nothing changed: nothing hashed again
     assert len(hashed) == 4
+
+
+def test_study_reads_a_sealed_study_through_the_leaderboards_checks(tmp_path) -> None:
+    """zoomeval.Study refuses a prediction file changed after sealing with the leaderboard's line, or warns of it."""
+    from zoomeval.report.reader import Study
+
+    a = study(tmp_path / "a")
+    assert Study(a).problems == [] and len(Study(a).predictions("demo", "original", "r50").collect()) == N * 27
+    predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    table = pq.read_table(predictions)
+    write_parquet(predictions, table.slice(1),
+                  json.loads(table.schema.metadata[b"zoomeval"]))  # fmt: skip
+    line = refused(a).removeprefix("zoomeval leaderboard: ")
+    with pytest.raises(ValueError) as info:
+        Study(a).predictions("demo", "original", "r50")
+    assert str(info.value) == line and line.startswith(f"{predictions}: changed since")
+    with pytest.raises(ValueError, match="changed since"):
+        Study(a).provenance("demo", "original", "r50")
+    with pytest.warns(UserWarning, match="changed since"):
+        Study(a, allow_stale=True).predictions("demo", "original", "r50")
