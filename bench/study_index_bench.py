@@ -30,7 +30,8 @@ def build(folder: Path, n: int) -> None:
         model = f"m{k}"
         inputs = {}
         for role, item in metrics["inputs"].items():
-            wildcards = {"dataset": "demo", "model": model, **({"variant": "original"} if role == "predictions" else {})}
+            variant = {"variant": "original"} if role == "predictions" else {}
+            wildcards = {"dataset": "demo", "model": model, **variant}
             path = LAYOUT.path(role, **wildcards)
             if not (folder / path).exists():
                 os.link(folder / item["path"], folder / path)
