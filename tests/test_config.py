@@ -34,6 +34,7 @@ from zoomeval.core.config import (
     TTAConfig,
 )
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
+from zoomeval.core.layout import Layout
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.inference.sources.open_clip_models import OpenClipOptions
@@ -190,6 +191,32 @@ def test_dataset_names_that_are_not_plain_folder_names_are_refused(name: str) ->
     assert message.startswith(f"datasets: {name!r} is not a valid name: a dataset name: letters, digits, _ and -, not ")
 
 
+#: Names one character away from a valid one: a trailing newline (which `$` alone lets through), carriage return,
+#: tab, a space, control characters, look-alike letters (Cyrillic е, fullwidth ｄ) and a line separator.
+NEAR_NAMES = ["demo\n", "demo\r", "demo\r\n", "de\tmo", "demo ", " demo", "demo\x00", "demo\x1b[2J", "demo\x7f",
+              "demo\x85", "d\u0435mo", "\uff44emo", "demo\u2028", "\ndemo"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NEAR_NAMES)
+def test_names_with_a_trailing_newline_tab_control_or_look_alike_are_refused_everywhere(name: str) -> None:
+    """The one name rule: the schema's model and dataset names, and the layout's wildcard values (what an index or
+    a target path is parsed by), match whole or not at all."""
+    model = refusal(lambda c: c["models"].update({name: c["models"].pop("efficientnet_lite0")}))
+    assert model.startswith(f"models: {name!r} is not a valid name: a model name"), model
+    dataset = refusal(lambda c: c["datasets"].update({name: c["datasets"].pop("demo")}))
+    assert dataset.startswith(f"datasets: {name!r} is not a valid name: a dataset name"), dataset
+    variant = name.replace("demo", "fgset")  # an enum, compared whole
+    refused_variant = refusal(lambda c: c["datasets"]["demo"].update({"variants": ["original", variant]}))
+    assert refused_variant.startswith(f"datasets.demo.variants[1]: {variant!r} is not one of"), refused_variant
+    layout = Layout()
+    assert layout.parse("metrics", layout.path("metrics", scored="demo", variant="original", model="m")) is not None
+    control = any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch == "\u2028" for ch in name)
+    for wildcards in ({"scored": name, "variant": "original", "model": "m"}, {"scored": "demo", "variant": "original",
+                      "model": name}):  # fmt: skip
+        parsed = layout.parse("metrics", layout.path("metrics", **wildcards))
+        assert (parsed is None) == control, (name, parsed)  # look-alikes are file names; the config refuses them
+
+
 #: The longest file name derived from a model name: an atomic write (zoomeval.core.io) of a part's aggregates.
 LONGEST_DERIVED = ".{name}.part{part}.aggregates.parquet.0123456789abcdef.tmp"
 
@@ -325,7 +352,7 @@ def test_upper_case_checksums_are_lower_cased_and_bad_ones_named() -> None:
     config = validated(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha256": digest}))
     assert config.sam.checkpoint.sha256 == digest.lower()
     message = refusal(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha256": "abc"}))
-    assert message.startswith("sam.checkpoint.sha256: 'abc' does not match '^[0-9a-f]{64}$'")
+    assert message.startswith("sam.checkpoint.sha256: 'abc' does not match '^[0-9a-f]{64}$(?!\\\\n)'")
     message = refusal(lambda c: c["sam"].update(checkpoint={"url": "https://x/sam.pth", "sha": "abc"}))
     assert message == (
         "sam.checkpoint: Additional properties are not allowed ('sha' was unexpected); the keys allowed here are "

@@ -72,7 +72,8 @@ def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, datase
                       "pred": pa.array(preds, pa.int16()), "pred_full": pa.array(preds, pa.int16()),
                       "conf": pa.array([0.5] * len(rows), pa.float32())}, schema=pa.schema(BASE_FIELDS))  # fmt: skip
     spec = {**MODEL, "name": model, **(spec or {})}
-    metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales, **(meta or {})}
+    metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales,
+                "n_images": len(records), **(meta or {})}  # fmt: skip
     write_parquet(folder / files["predictions"], table, metadata)
     standard = [(r.labels[0] if int(r.image_id[1:]) % 3 == seed % 3 else 998) for r in records]
     top5 = [[p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994]
@@ -414,3 +415,139 @@ def test_a_limited_runs_study_is_read_under_its_own_results_root(tmp_path) -> No
     assert "limit-3/study.json: missing" in refused.stderr
     refused = zoomeval("leaderboard", str(folder), "--limit", "0")
     assert refused.stderr == "zoomeval leaderboard: --limit: 0 is no number of images; give N >= 1\n"
+
+
+def test_an_index_entry_out_of_the_study_is_refused_without_reading_that_file(tmp_path) -> None:
+    """``..`` in an entry's wildcards, or a symlink out: refused naming the entry; the outside file's marker never
+    printed."""
+    a = study(tmp_path / "s" / "a")
+    outside = tmp_path / "metrics.json"  # the study's parent's parent: where ../../../ of results/analysis/ leads
+    outside.write_text(json.dumps({"schema_version": 6, "model": "SECRET-MARKER"}))
+    index = read_json(a / "results/study.json")
+    entry = index["results"][0]
+    sneaky = "results/analysis/../../../metrics.json"
+    write_json(a / "results/study.json", {**index, "results": [{**entry, "path": sneaky}]})
+    line = refused(a)
+    assert f"results[0].path is {sneaky!r}; expected a metrics file" in line and "SECRET" not in line
+    linked = LAYOUT.path("metrics", scored="demo", variant="original", model="evil")
+    (a / linked).parent.mkdir(parents=True)
+    (a / linked).symlink_to(outside)
+    write_json(a / "results/study.json", {**index, "results": [{**entry, "path": linked}]})
+    line = refused(a)
+    assert f"results[0].path is {linked!r}, which leads out of the study's {(a / 'results').resolve()}" in line
+    assert "SECRET" not in line
+    # an input of a metrics file symlinked out of the study likewise
+    study(a)
+    predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    shutil.move(predictions, tmp_path / "elsewhere.parquet")
+    predictions.symlink_to(tmp_path / "elsewhere.parquet")
+    assert "inputs.predictions.path is " in refused(a) and "leads out of the study" in refused(a)
+
+
+def test_duplicate_entries_and_deep_or_huge_indexes_are_refused_in_one_line(tmp_path, monkeypatch) -> None:
+    a = study(tmp_path / "a")
+    index = read_json(a / "results/study.json")
+    write_json(a / "results/study.json", {**index, "results": index["results"] * 1000})
+    line = refused(a)
+    path = index["results"][0]["path"]
+    assert f"results/study.json: results[1] lists {path} again (as results[0] does)" in line
+    (a / "results/study.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert "results/study.json: nested deeper than any zoomeval document" in refused(a)
+    study(a)
+    (a / path).write_text("[" * 100_000 + "]" * 100_000)
+    reseal(a)
+    assert f"{a / path}: nested deeper than any zoomeval document" in refused(a)
+    from zoomeval.report import study_index
+
+    study(a)
+    monkeypatch.setattr(study_index, "MAX_INDEX_BYTES", 100)  # the bound, scaled down: checked before any read
+    with pytest.raises(ValueError, match=r"study.json: \d+ bytes, more than the 100 an index"):
+        study_index.read_index(a)
+
+
+def reseal_all(folder: Path) -> None:
+    """Every sha256 rewritten over the files as they now are: the inputs' in metrics.json and cover.json, then the
+    index's (a forger's reseal, the numbers left as they are)."""
+    for name in ("metrics", "cover"):
+        path = folder / LAYOUT.path(name, scored="demo", variant="original", model="r50")
+        document = json.loads(path.read_text())
+        for item in document["inputs"].values():
+            if item is not None:
+                item["sha256"] = hashlib.sha256((folder / item["path"]).read_bytes()).hexdigest()
+        path.write_text(json.dumps(document))
+    reseal(folder)
+
+
+def test_forgeries_resealed_with_every_hash_rewritten_are_refused_by_counts_or_verify(tmp_path) -> None:
+    """A flipped prediction, an edited metric and a cut prediction file: plain refuses the cut file by its row count
+    (Parquet footer against n_images x views); --verify refuses all three."""
+    predictions = LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    flipped, edited, cut = (study(tmp_path / name) for name in ("flipped", "edited", "cut"))
+    table = pq.read_table(flipped / predictions)
+    one_crop = next(i for i, (s, r, c) in enumerate(zip(*(table[k].to_pylist() for k in ("scale", "row", "col")),
+                    strict=True)) if (s, r, c) == (256, 1, 1))  # fmt: skip
+    preds = table["pred"].to_pylist()
+    preds[one_crop] = RECORDS[0].labels[0] if preds[one_crop] == 999 else 999
+    metadata = json.loads(table.schema.metadata[b"zoomeval"])
+    write_parquet(flipped / predictions, table.set_column(4, "pred", pa.array(preds, pa.int16())), metadata)
+    write_parquet(cut / predictions, table.slice(0, len(table) - 1), metadata)
+    for folder in (flipped, cut):
+        reseal_all(folder)
+    edit_metrics(edited, acc_max=brute_force(0)["acc_max"] - 100 / N)
+    reseal_all(edited)
+    assert f"{cut / predictions}: {N * 27 - 1} rows, not the {N} images x 27 views its metadata gives" in refused(cut)
+    for folder in (flipped, edited):
+        assert zoomeval("leaderboard", str(folder)).returncode == 0  # the sealed files agree: plain cannot tell
+    assert f"acc_1crop is {brute_force(0)['acc_1crop']:.4f}, but " in refused(flipped, "--verify")
+    assert "acc_max is " in refused(edited, "--verify") and "rows, not the" in refused(cut, "--verify")
+
+
+def test_a_relabelled_manifest_is_refused_where_a_table_reads_it(tmp_path) -> None:
+    """timm's top-5 comes from the manifest's labels: relabelled, it would be 0.000 with exit 0."""
+    a = study(tmp_path / "a")
+    before = zoomeval("leaderboard", str(a), "--format", "timm")
+    assert before.returncode == 0, before.stderr
+    write_manifest(a / LAYOUT.path("manifest", dataset="demo"),
+                   [Record(r.image_id, r.path, [900], ["n"], 300, 300) for r in RECORDS], "demo")  # fmt: skip
+    line = refused(a, "--format", "timm")
+    assert f"{a / LAYOUT.path('manifest', dataset='demo')}: its images and labels are not the ones the key" in line
+    assert "its images and labels are not the ones" in refused(a, "--verify")
+
+
+def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path, monkeypatch) -> None:
+    """Linear in the index: two label sets share one prediction file and one standard evaluation; each is hashed
+    once, and not again while unchanged (counted, not timed)."""
+    from zoomeval.report import verified
+
+    a = study(tmp_path / "a", label_sets=("in", "real"))
+    hashed: list[str] = []
+    real = verified.sha256_file
+    monkeypatch.setattr(verified, "sha256_file", lambda p: hashed.append(str(p)) or real(p))
+    verified._hashed.cache_clear()
+    results, problems = verified.read_study(a, LAYOUT)
+    assert (len(results), problems) == (2, [])
+    named = [LAYOUT.path("predictions", dataset="demo", variant="original", model="r50"),
+             LAYOUT.path("standard", dataset="demo", model="r50")]  # fmt: skip
+    assert sorted(Path(h).name for h in hashed) == sorted(["metrics.json"] * 2 + [Path(n).name for n in named])
+    verified.read_study(a, LAYOUT)  # read again, nothing changed: nothing hashed again
+    assert len(hashed) == 4
+
+
+def test_study_reads_a_sealed_study_through_the_leaderboards_checks(tmp_path) -> None:
+    """zoomeval.Study refuses a prediction file changed after sealing with the leaderboard's line, or warns of it."""
+    from zoomeval.report.reader import Study
+
+    a = study(tmp_path / "a")
+    assert Study(a).problems == [] and len(Study(a).predictions("demo", "original", "r50").collect()) == N * 27
+    predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
+    table = pq.read_table(predictions)
+    write_parquet(predictions, table.slice(1),
+                  json.loads(table.schema.metadata[b"zoomeval"]))  # fmt: skip
+    line = refused(a).removeprefix("zoomeval leaderboard: ")
+    with pytest.raises(ValueError) as info:
+        Study(a).predictions("demo", "original", "r50")
+    assert str(info.value) == line and line.startswith(f"{predictions}: changed since")
+    with pytest.raises(ValueError, match="changed since"):
+        Study(a).provenance("demo", "original", "r50")
+    with pytest.warns(UserWarning, match="changed since"):
+        Study(a, allow_stale=True).predictions("demo", "original", "r50")

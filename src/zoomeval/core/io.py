@@ -87,11 +87,15 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """A JSON document; a file that is not UTF-8 JSON is refused naming it."""
+    """A JSON document; a file that is not UTF-8 JSON, or nested deeper than Python's parser goes, is refused naming
+    it."""
     try:
         return json.loads(Path(path).read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a JSON document ({exc})") from exc
+    except RecursionError:
+        raise ValueError(f"{path}: nested deeper than any zoomeval document (a JSON parser's recursion limit); not "
+                         "one of its files") from None
 
 
 def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any], **options: Any) -> None:

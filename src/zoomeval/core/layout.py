@@ -9,6 +9,7 @@ A study's results root is ``results`` and its logs lie beside it (``logs``); a l
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from dataclasses import dataclass
@@ -20,6 +21,11 @@ RESULTS = "results"
 LOGS = "logs"
 
 _FIELD = re.compile(r"\{(\w+)\}")
+#: The one rule for a wildcard's value (and so for every name a path is made of: models, datasets, variants, tables):
+#: one path component, whole (``fullmatch``, never ``$``, which also matches before a final newline): no separator,
+#: not ``.`` or ``..`` (:func:`is_value`), no control character (C0, DEL, C1, line and paragraph separators).
+WILDCARD_VALUE = r"[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029]+"
+_VALUE = re.compile(WILDCARD_VALUE)
 #: A limited run's results and logs roots are this prefix and its limit under the default roots.
 _LIMITED = "limit-"
 
@@ -240,11 +246,24 @@ class Layout:
         return _FIELD.sub("*", self.path(name, **wildcards))
 
     def parse(self, name: str, path: str) -> dict[str, str] | None:
-        """The wildcards of ``path`` as output ``name`` (relative to the study directory), or None if it is not one."""
-        pattern = re.escape(str(PurePosixPath(self.root) / OUTPUTS[name].template))
-        regex = re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{m[1]}>[^/]+)", pattern)
-        match = re.fullmatch(regex, str(PurePosixPath(path)))
-        return None if match is None else match.groupdict()
+        """The wildcards of ``path`` as output ``name`` (relative to the study directory), or None if it is not one
+        (or a value breaks :data:`WILDCARD_VALUE`)."""
+        match = _parser(self.root, name).fullmatch(str(PurePosixPath(path)))
+        values = None if match is None else match.groupdict()
+        return values if values is not None and all(map(is_value, values.values())) else None
+
+
+def is_value(value: str) -> bool:
+    """Is ``value`` a wildcard's value by the one rule (:data:`WILDCARD_VALUE`, whole, and not ``.`` or ``..``)?"""
+    return _VALUE.fullmatch(value) is not None and value not in (".", "..")
+
+
+@functools.lru_cache(maxsize=1024)
+def _parser(root: str, name: str) -> re.Pattern[str]:
+    """Output ``name``'s template under ``root`` as a regex, each wildcard a :data:`WILDCARD_VALUE` (compiled once:
+    an index of 20,000 entries parses each of its paths several times)."""
+    pattern = re.escape(str(PurePosixPath(root) / OUTPUTS[name].template))
+    return re.compile(re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{m[1]}>{WILDCARD_VALUE})", pattern))
 
 
 def run_layout(limit: int | None) -> Layout:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoomeval.analysis.comparability import digest, key_differences, worded_differences
+from zoomeval.analysis.comparability import KEY_FIELDS, digest, key_differences, worded_differences
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
@@ -136,13 +137,20 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
         groups.setdefault(row["key_sha256"], []).append(row)  # the key's own digest: rows alike in every field
     keys = {name: members[0]["key"] for name, members in groups.items()}
     labels = headings(keys, {name: members[0] for name, members in groups.items()})
+    same_heading: dict[tuple[str, ...], list[str]] = {}
+    for name in keys:
+        same_heading.setdefault(tuple(str(keys[name][f]) for f in HEADING), []).append(name)
     out = []
     for name, members in groups.items():
         label = labels[name]
-        apart = [", ".join(key_differences(keys[other], keys[name])) for other in _nearest(name, keys)]
+        same = same_heading[tuple(str(keys[name][f]) for f in HEADING)]
+        apart = [", ".join(key_differences(keys[other], keys[name])) for other in _nearest(name, same, keys)]
         members.sort(key=lambda r: (r["acc_1crop"] is None, -(r["acc_1crop"] or 0), r["model"], r["study"]))
+        by_model: dict[str, list[dict[str, Any]]] = {}
         for row in members:
-            notes = [f"kept apart from the rows with {d}" for d in apart] + _agreement(row, members)
+            by_model.setdefault(row["model"], []).append(row)
+        for row in members:
+            notes = [f"kept apart from the rows with {d}" for d in apart] + _agreement(row, by_model[row["model"]])
             times = (repeated or {}).get(row["study"], 1)
             notes += [f"study given {times} times, reported once"] if times > 1 else []
             out.append({**row, "group": label, "note": "; ".join(notes)})
@@ -151,33 +159,39 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
 
 def headings(keys: dict[str, dict[str, Any]], firsts: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Each group's heading (by its key's digest; ``firsts``: a row of each group): its dataset, variant, label
-    set, images, scales, crop, top_k and class subset;
-    where another group's reads the same, also what separates it from the nearest such groups, in words
-    (``— weights sha256 abababababab… (not cdcdcdcdcdcd…)``); the key's digest only where words do not tell them
-    apart."""
+    set, images, scales, crop, top_k and class subset; where another group's reads the same, also what separates
+    it from the nearest such groups, in words (``— weights sha256 abababababab… (not cdcdcdcdcdcd…)``); the key's
+    digest only where words do not tell them apart."""
     plain = {name: _describe(key, firsts[name]) for name, key in keys.items()}
+    alike: dict[str, list[str]] = {}
+    for name, label in plain.items():
+        alike.setdefault(label, []).append(name)
     out = {}
     for name, label in plain.items():
-        alike = {o: len(key_differences(keys[o], keys[name])) for o in plain if o != name and plain[o] == label}
-        nearest = [o for o, d in alike.items() if d == min(alike.values(), default=0)]
+        distance = {o: _distance(keys[o], keys[name]) for o in alike[label] if o != name}
+        nearest = [o for o, d in distance.items() if d == min(distance.values())]
         words = "; ".join(", ".join(worded_differences(keys[name], keys[o])) for o in nearest)
         out[name] = f"{label} — {words}" if words else label
-    twice = [name for name, label in out.items() if list(out.values()).count(label) > 1]
-    return {name: f"{label} (key {name[:12]})" if name in twice else label for name, label in out.items()}
+    shown = Counter(out.values())
+    return {name: f"{label} (key {name[:12]})" if shown[label] > 1 else label for name, label in out.items()}
 
 
-def _nearest(name: str, keys: dict[str, dict[str, Any]]) -> list[str]:
-    """The other groups of the same heading fields (dataset, variant, label set: the heading names them) whose keys
-    differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
-    heading = [keys[name][f] for f in HEADING]
-    distance = {o: len(key_differences(keys[o], keys[name])) for o in keys
-                if o != name and [keys[o][f] for f in HEADING] == heading}  # fmt: skip
+def _distance(key: dict[str, Any], other: dict[str, Any]) -> int:
+    """The number of key fields where two keys differ."""
+    return sum(key.get(f) != other.get(f) for f in KEY_FIELDS)
+
+
+def _nearest(name: str, same: Sequence[str], keys: dict[str, dict[str, Any]]) -> list[str]:
+    """The other groups ``same`` of the same heading fields (dataset, variant, label set: the heading names them)
+    whose keys differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
+    distance = {o: _distance(keys[o], keys[name]) for o in same if o != name}
     least = min(distance.values(), default=0)
     return [o for o, d in distance.items() if d == least <= NEAREST]
 
 
 def _agreement(row: dict[str, Any], members: Sequence[dict[str, Any]]) -> list[str]:
-    """Notes on the rows of the same model from other studies in the group: the same numbers, or other ones."""
+    """Notes on the rows of the same model (``members``: the group's rows of it) from other studies: the same
+    numbers, or other ones."""
     notes = []
     for other in members:
         if other["model"] == row["model"] and other["study"] != row["study"]:
@@ -200,8 +214,7 @@ def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
     header = ["model", "study", *ACCURACIES, "cover_size", "cover_size_exact", "param_count (M)", "img_size",
               "crop_pct", "interpolation", *(["audit_rows", "audit_mismatches"] if audited else []), "note"]
     lines = ["# Leaderboard", "", "Accuracies in percent with their 95 % Wilson interval [low, high].", ""]
-    for group in dict.fromkeys(r["group"] for r in board):
-        members = [r for r in board if r["group"] == group]
+    for group, members in _by_group(board).items():
         rows = [[r["model"], r["study"], *(_interval(r, a) for a in ACCURACIES), str(r["cover_size"]),
                  str(r["cover_size_exact"]), _text(r["param_count"], ""),
                  _text(r["img_size"], ""), _text(r["crop_pct"], ""), _text(r["interpolation"], ""),
@@ -211,6 +224,14 @@ def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
     if apart:
         lines += [f"## {LEFT_APART}", "", *(f"- {markdown_line(a)}" for a in apart), ""]
     return "\n".join(lines)
+
+
+def _by_group(board: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows by group, in order (one pass: a board of 20,000 rows in 20,000 groups)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in board:
+        groups.setdefault(row["group"], []).append(row)
+    return groups
 
 
 def _interval(row: dict[str, Any], column: str) -> str:
@@ -308,10 +329,10 @@ def page(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
              "<h1>zoomeval leaderboard</h1><p>Accuracies in percent; _lo and _hi: the 95 % Wilson interval. Click a "
              "header to sort.</p>"]  # fmt: skip
     shown = [c for c in COLUMNS if c != "group"]
-    for group in dict.fromkeys(r["group"] for r in board):
+    for group, members in _by_group(board).items():
         parts.append(f"<h2>{html_text(group)}</h2><table><thead><tr>")
         parts += [f"<th>{html_text(c)}</th>" for c in shown] + ["</tr></thead><tbody>"]
-        for row in (r for r in board if r["group"] == group):
+        for row in members:
             cells = "".join(f"<td data-value='{html_text(_text(row[c], c))}'>{html_text(_text(row[c], c))}</td>"
                             for c in shown)  # fmt: skip
             parts.append(f"<tr>{cells}</tr>")

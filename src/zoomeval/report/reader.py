@@ -4,12 +4,17 @@ the standard evaluation per image, the correctness matrices and the provenance o
 studies in one frame (:func:`compare_studies`), grouped by the comparability key as the leaderboard groups them.
 
 Every path comes from :mod:`zoomeval.core.layout`; nothing is computed again, the files are read as the workflow
-wrote them. A missing file or directory is refused naming it.
+wrote them. A missing file or directory is refused naming it. A sealed study (one with ``results/study.json``) is read
+through the leaderboard's checks (:mod:`zoomeval.report.verified`): a prediction file, standard evaluation, metrics
+file or correctness matrix of a result that the leaderboard would refuse is refused with the same line
+(``allow_stale=True``: a warning with it, as ``--allow-stale`` lists it apart). An unsealed study is read as it is.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,16 +42,33 @@ class Correctness:
 class Study:
     """A study directory (``zoomeval init``) or the checkout, after a run: ``Study("path/to/study")``."""
 
-    def __init__(self, path: str | os.PathLike[str] = ".", results: str = RESULTS) -> None:
+    def __init__(self, path: str | os.PathLike[str] = ".", results: str = RESULTS, allow_stale: bool = False) -> None:
         self.path = Path(path).expanduser()
         self.layout = Layout(results)
+        self.allow_stale = allow_stale
         if not (self.path / results).is_dir():
             raise FileNotFoundError(f"{self.path / results}: no results directory (has the study been run?)")
 
-    def _file(self, name: str, **wildcards: object) -> Path:
+    @functools.cached_property
+    def problems(self) -> list[str]:
+        """What the leaderboard would refuse in this study (one line each; none for an unsealed study)."""
+        from zoomeval.report.verified import read_study
+
+        if not (self.path / self.layout.path("study_index")).is_file():
+            return []
+        return read_study(self.path, self.layout)[1]
+
+    def _file(self, name: str, *also: str, **wildcards: object) -> Path:
+        """Output ``name``'s file, refused (or warned of) where a problem names it or the outputs ``also`` beside it."""
         path = self.path / self.layout.path(name, **wildcards)
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file in the study")
+        named = [str(self.path / self.layout.path(n, **wildcards)) for n in also]
+        for line in self.problems:
+            if line.startswith(tuple(f"{p}:" for p in (str(path), *named))):
+                if not self.allow_stale:
+                    raise ValueError(line)
+                warnings.warn(line, stacklevel=3)
         return path
 
     def _found(self, name: str) -> list[dict[str, str]]:
@@ -102,7 +124,7 @@ class Study:
     def correct(self, scored: str, variant: str, model: str) -> Correctness:
         """The correctness matrix of a scored dataset (the dataset's name, suffixed ``_<label set>`` for its other
         label sets), variant and model."""
-        return Correctness(*read_matrix(self._file("correct", scored=scored, variant=variant, model=model)))
+        return Correctness(*read_matrix(self._file("correct", "metrics", scored=scored, variant=variant, model=model)))
 
     def provenance(self, dataset: str, variant: str, model: str) -> dict[str, Any]:
         """Where a prediction file came from: the model and its weights (with their sha256), the scales, device,

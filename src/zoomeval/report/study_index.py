@@ -22,6 +22,8 @@ from zoomeval.core.layout import Layout, limit_of
 LAYOUT = Layout()
 #: Version of study.json's layout.
 INDEX_SCHEMA_VERSION = 1
+#: The largest index read (bytes): about 1 KB an entry, so room for a million results, which no study reaches.
+MAX_INDEX_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
         command = shlex.join(["zoomeval", "run", str(study), *(["--limit", str(limit)] if limit else [])])
         raise ValueError(f"{path}: missing; the study is unfinished or older than study indexes: `{command}` "
                          "builds its tables and seals it")  # fmt: skip
+    if path.stat().st_size > MAX_INDEX_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_INDEX_BYTES} an index of a million "
+                         "results would take; not a study index")  # fmt: skip
     document = read_json(path)
     if not isinstance(document, dict) or document.get("kind") != "study_index":
         raise ValueError(f"{path}: expected a JSON object with kind 'study_index'")
@@ -68,16 +73,32 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
     results = document.get("results")
     if not isinstance(results, list) or not results:
         raise ValueError(f"{path}: results is {results!r}; expected a non-empty list of finished results")
-    return [_entry(path, i, item, layout) for i, item in enumerate(results)]
+    entries = [_entry(study, path, i, item, layout) for i, item in enumerate(results)]
+    first: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if (j := first.setdefault(entry.path, i)) != i:
+            raise ValueError(f"{path}: results[{i}] lists {entry.path} again (as results[{j}] does); an index lists "
+                             "each result once")  # fmt: skip
+    return entries
 
 
-def _entry(path: Path, i: int, item: Any, layout: Layout) -> Entry:
+def inside(study: Path, name: str, where: str, layout: Layout) -> Path:
+    """``study/name``, refused (naming ``where``, never reading the file) unless it lies in the study's results root
+    once every symlink is followed: an entry with ``..`` or a symlink out of the study would read a file elsewhere."""
+    root = (study / layout.root).resolve()
+    if not (study / name).resolve().is_relative_to(root):
+        raise ValueError(f"{where} is {name!r}, which leads out of the study's {root}; expected a file in it")
+    return study / name
+
+
+def _entry(study: Path, path: Path, i: int, item: Any, layout: Layout) -> Entry:
     where = f"{path}: results[{i}]"
     if not isinstance(item, dict):
         raise ValueError(f"{where}: expected an object with path, sha256 and key")
     name, digest, key = item.get("path"), item.get("sha256"), item.get("key")
     if not isinstance(name, str) or layout.parse("metrics", name) is None or os.path.isabs(name):
         raise ValueError(f"{where}.path is {name!r}; expected a metrics file {layout.path('metrics')}")
+    inside(study, name, f"{where}.path", layout)
     if not (isinstance(digest, str) and len(digest) == 64):
         raise ValueError(f"{where}.sha256 is {digest!r}; expected 64 hexadecimal digits")
     if not isinstance(key, dict):

@@ -6,6 +6,7 @@ request) the metrics recomputed from the predictions. What fails is refused, nam
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record
-from zoomeval.report.study_index import LAYOUT, Entry, read_index
+from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
 
 #: The layout output each input of a metrics file must be.
 INPUTS = {"predictions": "predictions", "standard": "standard"}
@@ -58,11 +59,23 @@ def read_study(directory: Path, layout: Layout = LAYOUT) -> tuple[list[Result], 
     return results, problems
 
 
+def file_sha256(path: Path) -> str:
+    """``path``'s sha256, each distinct file hashed once however many results name it (the manifest, a standard
+    evaluation every label set reads): keyed by the file's identity and stamp, so a changed file is hashed again."""
+    stat = path.stat()
+    return _hashed(str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hashed(path: str, inode: int, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
 def check_file(path: Path, sha256: str, what: str) -> None:
     """Refuse ``path`` if it is missing or its content is not the one whose sha256 ``what`` recorded."""
     if not path.is_file():
         raise ValueError(f"{path}: missing, though {what} lists it; run the study's workflow to the end")
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     if actual != sha256:
         raise ValueError(f"{path}: changed since {what} recorded it (sha256 {actual[:12]}, not {sha256[:12]}): stale "
                          "or tampered; run the study's workflow to the end to recompute and reseal it")  # fmt: skip
@@ -73,7 +86,7 @@ def layout_file(directory: Path, name: str, path: Any, where: str, layout: Layou
     wildcards = layout.parse(name, path) if isinstance(path, str) and not os.path.isabs(path) else None
     if wildcards is None or {".", ".."} & set(wildcards.values()):
         raise ValueError(f"{where} is {path!r}; expected a path {layout.path(name)}")
-    return directory / path
+    return inside(directory, path, where, layout)
 
 
 def check_entry(directory: Path, entry: Entry, layout: Layout = LAYOUT) -> Result:
@@ -88,14 +101,35 @@ def check_entry(directory: Path, entry: Entry, layout: Layout = LAYOUT) -> Resul
     inputs = _inputs(directory, path, metrics, layout)
     meta = prediction_metadata(inputs["predictions"])
     _check_key(path, metrics, meta)
-    if isinstance(meta.get("n_images"), int) and metrics.n_images > meta["n_images"]:
-        raise ValueError(f"{path}: n_images {metrics.n_images} is more than the {meta['n_images']} images of "
-                         f"{inputs['predictions']}; expected at most that")  # fmt: skip
+    _check_counts(path, metrics, meta, inputs)
     standard = inputs.get("standard")
     geometry = (zoomeval_metadata(standard).get("geometry") if standard else None) or {}
     if not isinstance(geometry, dict):
         raise ValueError(f"{standard}: metadata field geometry is {geometry!r}; expected an object")
     return Result(entry, metrics, meta, geometry, inputs)
+
+
+def _check_counts(path: Path, metrics: Metrics, meta: dict[str, Any], inputs: dict[str, Path]) -> None:
+    """The counts readable for free: the metrics' images within the predictions' (their metadata), and each Parquet
+    file's row count (its footer) the images times the views its metadata gives: a file cut by a row, then resealed
+    with every sha256 rewritten, is refused here (a row changed in place is not: ``--verify``, ``zoomeval audit``)."""
+    import pyarrow.parquet as pq
+
+    from zoomeval.core.zoom import transforms
+
+    n_images = meta.get("n_images")
+    if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
+        raise ValueError(f"{inputs['predictions']}: metadata field n_images is {n_images!r}; expected a whole number")
+    if metrics.n_images > n_images:
+        raise ValueError(f"{path}: n_images {metrics.n_images} is more than the {n_images} images of "
+                         f"{inputs['predictions']}; expected at most that")  # fmt: skip
+    views = {"predictions": len(transforms(meta["scales"])), "standard": 1}
+    for role, file in inputs.items():
+        images = n_images if role == "predictions" else zoomeval_metadata(file).get("n_images", n_images)
+        rows = pq.read_metadata(file).num_rows
+        if rows != images * views[role]:
+            raise ValueError(f"{file}: {rows} rows, not the {images} images x {views[role]} views its metadata "
+                             "gives: cut or padded since it was written; re-run its job")  # fmt: skip
 
 
 def _inputs(directory: Path, path: Path, metrics: Metrics, layout: Layout) -> dict[str, Path]:
@@ -183,13 +217,23 @@ VERIFIED = ("n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "acc_
 
 
 def scored_records(directory: Path, key: dict[str, Any], layout: Layout = LAYOUT) -> list[Record]:
-    """The records a result scored: its dataset's manifest under its label set (with the set's labels file)."""
+    """The records a result scored: its dataset's manifest under its label set (with the set's labels file), refused
+    unless they are the images and labels its key's ``images`` digest sealed (a relabelled manifest would change
+    every number read from it: the timm format's top-5, ``--verify``)."""
+    from zoomeval.analysis.comparability import images_digest
     from zoomeval.analysis.label_sets import LABEL_SETS, relabel
     from zoomeval.core.manifest import read_manifest
 
     labels_file = LABEL_SETS[key["label_set"]].labels_file
     labels = directory / layout.path("labels", dataset=key["dataset"], labels_file=labels_file) if labels_file else None
-    return relabel(read_manifest(directory / layout.path("manifest", dataset=key["dataset"])), key["label_set"], labels)
+    manifest = inside(directory, layout.path("manifest", dataset=key["dataset"]), "the manifest", layout)
+    records = relabel(read_manifest(manifest), key["label_set"], labels)
+    if images_digest(records) != key["images"]:
+        with_labels = f" with {labels}" if labels else ""
+        raise ValueError(f"{manifest}: its images and labels{with_labels} are not the ones the key field images "
+                         f"sealed (sha256 {str(key['images'])[:12]}): relabelled or rebuilt since; re-run the study "
+                         "to the end")  # fmt: skip
+    return records
 
 
 def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
@@ -197,7 +241,6 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
     with the analysis's own functions; refuse any difference, naming the file and the field."""
     import polars as pl
 
-    from zoomeval.analysis.comparability import images_digest
     from zoomeval.analysis.cover import greedy_cover
     from zoomeval.analysis.matrix import correctness_matrix
     from zoomeval.analysis.scoring import greedy_scores
@@ -206,8 +249,6 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
 
     key, metrics, path = result.entry.key, result.metrics, directory / result.entry.path
     records = scored_records(directory, key, layout)
-    if images_digest(records) != key["images"]:
-        raise ValueError(f"{path}: key field images is not the digest of the images its manifest scores; re-run it")
     order = transforms(result.meta["scales"])
     matrix = correctness_matrix(result.inputs["predictions"], records, order)
     scores = greedy_scores(matrix, order, [p.index for p in greedy_cover(matrix)], metrics.top_k)
