@@ -165,3 +165,14 @@ def test_every_subcommand_refuses_a_bad_input_in_one_line(tmp_path: Path, comman
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(message.format(tmp=tmp_path)), proc.stderr
     assert command in proc.stderr.split(":")[0]
+
+
+def test_a_reader_that_goes_away_stops_the_listing_quietly() -> None:
+    """`zoomeval list models timm | head -1`: about 100 KB, more than a pipe holds, so the write fails once the
+    reader has closed its end; the command stops with the shell's status for SIGPIPE and writes nothing to stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "zoomeval", "list", "models", "timm"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"aimv2_1b_patch14_224\t")
+    proc.stdout.close()
+    assert (proc.wait(), proc.stderr.read()) == (141, b"")

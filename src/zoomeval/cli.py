@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import re
 import shlex
+import signal
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -292,6 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a shell command does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 128 + signal.SIGPIPE
     except (ValueError, OSError) as exc:  # a bad input: one line naming it, no traceback
         print(f"zoomeval {args.command}: {_message(exc)}", file=sys.stderr)
         return 2
