@@ -123,6 +123,8 @@ OUTPUTS = _outputs(
     ("table_tta", "table_tta.{ext}", "Table 5: test-time adaptation (MEMO) against the standard evaluation"),
     ("table_zoom_policies", "table_zoom_policies.{ext}", "zoom policies' accuracy against forward passes",
      ("zoomeval.report.zoom_policies:COLUMNS", _LEFT_OUT), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
+    ("table_where_zoom_helps", "table_where_zoom_helps.{ext}", "1-crop and acc_max by object size and centre distance",
+     ("zoomeval.report.where_zoom_helps:COLUMNS", _LEFT_OUT), "zoomeval.analysis.where_zoom_helps:SCHEMA_VERSION"),
     ("leaderboard", "leaderboard.{ext}", "the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)",
      ("zoomeval.report.leaderboard:COLUMNS",)),
     ("report", "report.html", "Snakemake's report of the run's targets (zoomeval run --report)"),

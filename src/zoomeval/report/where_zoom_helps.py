@@ -1,0 +1,65 @@
+"""results/table_where_zoom_helps.csv/.md: the 1-crop accuracy and acc_max of the original images by object-size
+decile and by centre-distance band (:mod:`zoomeval.analysis.where_zoom_helps`), per scored dataset with boxes and
+model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, SCHEMA_VERSION
+from zoomeval.core.left_out import LeftOut
+from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.tables import write_table
+
+#: Version 1 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
+COLUMNS = [
+    "model", "variant", "dataset", "axis", "bin", "lo", "hi", "n_images", "n_1crop", "acc_1crop", "acc_1crop_lo",
+    "acc_1crop_hi", "n_max", "acc_max", "acc_max_lo", "acc_max_hi",
+]  # fmt: skip
+#: One scored dataset and model: (model, dataset, what its metrics leave out, the analysis's rows, images with no box).
+Cell = tuple[str, str, LeftOut | None, list[dict[str, Any]], int]
+_EDGES = {"lo", "hi"}  # fractions, 4 decimals; the accuracies are percentages, 2 decimals
+
+
+def _text(column: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if column in _EDGES:
+        return f"{value:.4f}"
+    return f"{round(value, 2) + 0.0:.2f}" if isinstance(value, float) else str(value)
+
+
+def table_rows(cells: Sequence[Cell]) -> list[dict[str, Any]]:
+    """The table's rows from ``(model, dataset, left_out, rows, n_no_box)`` per scored dataset and model (the
+    original images): images without a box join the left-out images, counted under :data:`NO_BOX`."""
+    out = []
+    for model, dataset, left, rows, no_box in cells:
+        if no_box:
+            left = left or LeftOut(dataset)
+            left = replace(left, unscored=None if left.unscored is None else {**left.unscored, NO_BOX: no_box})
+        out += [{"model": model, "variant": "original", "dataset": dataset, **r, "left": left} for r in rows]
+    return out
+
+
+def write_table_where_zoom_helps(cells: Sequence[Cell], csv_path: str | os.PathLike[str],
+                                 md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+    """The CSV and the Markdown (the same cells, every one escaped by the table writer) with the notes."""
+    rows = table_rows(cells)
+    lefts = [r["left"] for r in rows]
+    header, body = append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts)
+    bands = ", ".join(f"({a}, {b}]" for a, b in zip(CENTRE_EDGES, CENTRE_EDGES[1:], strict=False))
+    notes = [
+        f"Schema version {SCHEMA_VERSION}. Original images only. Each image's object is its largest box; axis size: "
+        "the box's area over the image's, in deciles over the dataset's n scored images with a box (edge k: the "
+        "sorted sizes' element at index floor((n - 1) k / 10); bin k holds lo < value <= hi, the first bin also its "
+        "lo; on equal edges an image falls in the lowest bin, the others stay empty); axis centre: the box centre's "
+        f"distance from the image centre over the half-diagonal, bands {bands} (the first also 0).",
+        "acc_1crop: the 1-crop view (S = 256, centre); acc_max: any of the transforms; both in % of the bin's images "
+        "with Wilson 95 % intervals (empty for an empty bin); n_1crop, n_max: the images they classify correctly.",
+        left_out_note({r["dataset"]: r["left"] for r in rows}),
+    ]
+    write_table(csv_path, md_path, "Where zoom helps: 1-crop and acc_max by object size and centre distance",
+                header, body, notes)  # fmt: skip
