@@ -143,6 +143,6 @@ def test_the_table_files_escape_cells_and_count_the_images_without_a_box(tmp_pat
     assert list(table[0]) == [*COLUMNS, "n_bad", "n_unscored", "left_out"] and len(table) == 14
     assert table[0]["model"] == "'=cmd|x" and (table[0]["n_images"], table[0]["acc_max"]) == ("1", "100.00")
     assert (table[0]["n_bad"], table[0]["n_unscored"]) == ("1", "1") and NO_BOX in table[0]["left_out"]
-    assert table[1]["acc_1crop"] == "" and table[9]["lo"] == "0.2500" and table[0]["acc_max_lo"] == "20.65"
+    assert table[1]["acc_1crop"] == "" and table[9]["lo"] == "0.250000" and table[0]["acc_max_lo"] == "20.65"
     md = (tmp_path / "t.md").read_text()
     assert "=cmd\\|x" in md and "Schema version 1" in md

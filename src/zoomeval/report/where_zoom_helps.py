@@ -21,14 +21,14 @@ COLUMNS = [
 ]  # fmt: skip
 #: One scored dataset and model: (model, dataset, what its metrics leave out, the analysis's rows, images with no box).
 Cell = tuple[str, str, LeftOut | None, list[dict[str, Any]], int]
-_EDGES = {"lo", "hi"}  # fractions, 4 decimals; the accuracies are percentages, 2 decimals
+_EDGES = {"lo", "hi"}  # fractions, 6 decimals; the accuracies are percentages, 2 decimals
 
 
 def _text(column: str, value: Any) -> str:
     if value is None:
         return ""
     if column in _EDGES:
-        return f"{value:.4f}"
+        return f"{value:.6f}"
     return f"{round(value, 2) + 0.0:.2f}" if isinstance(value, float) else str(value)
 
 
