@@ -14,7 +14,7 @@ from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, where_zoom_
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
-from zoomeval.report.where_zoom_helps import COLUMNS, write_table_where_zoom_helps
+from zoomeval.report.where_zoom_helps import COLUMNS, plot_where_zoom_helps, write_table_where_zoom_helps
 
 ORDER = transforms([128, 256])
 ONE = ORDER.index(Transform(*ONE_CROP))
@@ -146,3 +146,14 @@ def test_the_table_files_escape_cells_and_count_the_images_without_a_box(tmp_pat
     assert table[1]["acc_1crop"] == "" and table[9]["lo"] == "0.250000" and table[0]["acc_max_lo"] == "20.65"
     md = (tmp_path / "t.md").read_text()
     assert "=cmd\\|x" in md and "Schema version 1" in md
+
+
+def test_the_figure_is_drawn_with_empty_bins_and_the_same_bytes_twice(tmp_path) -> None:
+    records = hand_records()
+    rows, no_box = where_zoom_helps(records, random_case(records, 3), ORDER, [r.image_id for r in records])
+    rows[11]["n_images"] = 0  # an empty centre band is left out of the lines, not drawn at None
+    cells = [("a", "hand", None, rows, no_box), ("b", "hand", None, rows, no_box)]
+    plot_where_zoom_helps(cells, tmp_path / "a.png", "hand")
+    plot_where_zoom_helps(cells, tmp_path / "b.png", "hand")
+    data = (tmp_path / "a.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000 and data == (tmp_path / "b.png").read_bytes()

@@ -376,6 +376,7 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     assert counts["study_index"] == 1 and "results/study.json" in out  # sealed last, over every metrics file
     # where zoom helps: one table over ImageNet's boxes (every label set it is scored with), not the box-less datasets
     assert counts["table_where_zoom_helps"] == 1 and "results/table_where_zoom_helps.md" in out
+    assert counts["where_zoom_helps_figure"] == 5 and "results/figures/imagenet_real/where_zoom_helps.png" in out
     # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
     assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
     assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
@@ -410,7 +411,7 @@ def test_the_imagenet_hard_config_plans_the_cards_table(tmp_path, snakemake_run)
                                    "standard_eval", "analyze", "table_imagenet_hard", "table_a8")} == {
         "fetch_hf": 1, "fetch_weights": 13, "generated_dataset": 1, "zero_shot_head": 4, "predict": 13,
         "standard_eval": 13, "analyze": 13, "table_imagenet_hard": 1, "table_a8": 1}  # fmt: skip
-    assert "table_where_zoom_helps" not in counts  # ImageNet-Hard has no boxes: the table is not requested
+    assert {"table_where_zoom_helps", "where_zoom_helps_figure"}.isdisjoint(counts)  # no boxes: not requested
     for model in ("vgg16", "vgg19", "efficientnet_l2_ns", "clip_vit_l_14_336", "openclip_vit_bigg_14"):
         assert f"results/analysis/imagenet_hard/original/{model}/metrics.json" in out
     assert "results/zero_shot/ViT-bigG-14.laion2b_s39b_b160k." in out

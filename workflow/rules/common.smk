@@ -183,6 +183,7 @@ def final_outputs():
         ]
     if BOXED:
         outputs += [LAYOUT.path("table_where_zoom_helps", ext=ext) for ext in ("csv", "md")]
+        outputs += [LAYOUT.path("where_zoom_helps_figure", scored=s) for s in BOXED]
     outputs += browser_outputs()
     return outputs
 

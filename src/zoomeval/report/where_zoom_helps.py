@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, SCHEMA_VERSION
+from zoomeval.analysis.matrix import read_matrix
+from zoomeval.analysis.metrics import read_metrics
+from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, SCHEMA_VERSION, where_zoom_helps
 from zoomeval.core.left_out import LeftOut
+from zoomeval.core.manifest import read_manifest
 from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 
@@ -30,6 +33,13 @@ def _text(column: str, value: Any) -> str:
     if column in _EDGES:
         return f"{value:.6f}"
     return f"{round(value, 2) + 0.0:.2f}" if isinstance(value, float) else str(value)
+
+
+def read_cell(model: str, scored: str, manifest: str | os.PathLike[str], matrix: str | os.PathLike[str],
+              metrics: str | os.PathLike[str]) -> Cell:  # fmt: skip
+    """One scored dataset's and model's cell, from its manifest, correctness matrix and metrics.json."""
+    rows, no_box = where_zoom_helps(read_manifest(manifest), *read_matrix(matrix))
+    return model, scored, read_metrics(metrics).left_out, rows, no_box
 
 
 def table_rows(cells: Sequence[Cell]) -> list[dict[str, Any]]:
@@ -63,3 +73,40 @@ def write_table_where_zoom_helps(cells: Sequence[Cell], csv_path: str | os.PathL
     ]
     write_table(csv_path, md_path, "Where zoom helps: 1-crop and acc_max by object size and centre distance",
                 header, body, notes)  # fmt: skip
+
+
+#: The axes' panels: (axis, x label).
+PANELS = (("size", "largest box's area / image area (deciles)"),
+          ("centre", "box centre's distance from the image centre / half-diagonal"))  # fmt: skip
+
+
+def plot_where_zoom_helps(cells: Sequence[Cell], path: str | os.PathLike[str], title: str) -> None:
+    """PNG of one scored dataset: a panel per axis, per model acc_1crop (solid) and acc_max (dashed) per bin with
+    their Wilson 95 % intervals as error bars; empty bins are not drawn; each tick says the bin's edges and images."""
+    from matplotlib.figure import Figure  # here: the table job, which imports this module too, draws nothing
+
+    from zoomeval.report.figures import _save
+
+    rows = table_rows(cells)
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    for k, (axis, label) in enumerate(PANELS):
+        ax = fig.add_subplot(1, 2, k + 1)
+        mine = [r for r in rows if r["axis"] == axis]
+        for colour, model in enumerate(dict.fromkeys(r["model"] for r in mine)):
+            shown = [r for r in mine if r["model"] == model and r["n_images"]]
+            for series, (key, style) in enumerate((("1crop", "-"), ("max", "--"))):
+                ys = [r[f"acc_{key}"] for r in shown]
+                err = [[y - r[f"acc_{key}_lo"] for y, r in zip(ys, shown, strict=True)],
+                       [r[f"acc_{key}_hi"] - y for y, r in zip(ys, shown, strict=True)]]  # fmt: skip
+                shift = 0.05 * (2 * colour + series)  # side by side, so that the error bars do not hide each other
+                ax.errorbar([r["bin"] + shift for r in shown], ys, yerr=err, fmt=style, marker="o", markersize=3,
+                            capsize=2, color=f"C{colour}", label=f"{model} acc_{key}")  # fmt: skip
+        first = [r for r in mine if r["model"] == mine[0]["model"]] if mine else []
+        ax.set_xticks([r["bin"] for r in first], [f"{r['lo']:.2g}-{r['hi']:.2g} (n={r['n_images']})" for r in first],
+                      fontsize=7, rotation=35, ha="right")  # fmt: skip
+        ax.set_xlabel(label)
+        ax.set_ylabel("top-1 accuracy (%)")
+        ax.set_ylim(-2, 102)
+    fig.axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    fig.suptitle(title)
+    _save(fig, path)
