@@ -29,9 +29,9 @@ def brute_decile(values: list[float], k: int) -> float:
     return sorted(values)[math.floor((len(values) - 1) * k / 10)]
 
 
-def brute_force(records: list[Record], matrix: np.ndarray) -> list[tuple]:
+def brute_force(records: list[Record], matrix: np.ndarray, one: int = ONE) -> list[tuple]:
     """Loop over the images: largest box (first of equals), its area fraction and centre distance by hand, the bin
-    as the lowest k whose upper edge the value does not exceed, then count."""
+    as the lowest k whose upper edge the value does not exceed, then count (``one``: the 1-crop's row)."""
     geometry = {}
     for i, r in enumerate(records):
         best = None
@@ -50,9 +50,9 @@ def brute_force(records: list[Record], matrix: np.ndarray) -> list[tuple]:
         for k in range(len(edges) - 1):
             members = [i for i, g in geometry.items()
                        if min(j for j in range(len(edges) - 1) if g[a] <= edges[j + 1]) == k]  # fmt: skip
-            one = sum(bool(matrix[ONE, i]) for i in members)
+            right = sum(bool(matrix[one, i]) for i in members)
             best = sum(bool(matrix[:, i].any()) for i in members)
-            out.append((axis, k, len(members), one, best))
+            out.append((axis, k, len(members), right, best))
     return out
 
 
