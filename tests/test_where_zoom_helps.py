@@ -125,12 +125,23 @@ def test_the_table_equals_a_brute_force_recount_on_the_demo(tmp_path) -> None:
     assert table_counts(rows) == brute_force(records[::-1], matrix)
 
 
+def test_a_dataset_without_a_box_keeps_its_bins_empty_and_counts_every_image(tmp_path) -> None:
+    records = [record(0, 10, 10, []), record(1, 10, 10, [(20, 20, 30, 30)])]
+    rows, no_box = where_zoom_helps(records, np.ones((len(ORDER), 2), bool), ORDER, ["im0", "im1"])
+    assert no_box == 2 and len(rows) == 14 and {r["n_images"] for r in rows} == {0}
+    assert {(r["lo"], r["hi"], r["acc_max"]) for r in rows if r["axis"] == "size"} == {(None, None, None)}
+    plot_where_zoom_helps([("m", "d", None, rows, no_box)], tmp_path / "f.png", "none")  # draws, nothing to plot
+    assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
 def test_refusals() -> None:
     records = [record(0, 10, 10, [(0, 0, 5, 5)])]
     with pytest.raises(ValueError, match="not in the manifest"):
         where_zoom_helps(records, np.ones((len(ORDER), 1), bool), ORDER, ["other"])
     with pytest.raises(ValueError, match="1-crop transform"):
         where_zoom_helps(records, np.ones((1, 1), bool), [Transform(128, 0, 0)], ["im0"])
+    with pytest.raises(ValueError, match="shape"):
+        where_zoom_helps(records, np.ones((len(ORDER), 2), bool), ORDER, ["im0"])
 
 
 def test_the_table_files_escape_cells_and_count_the_images_without_a_box(tmp_path) -> None:

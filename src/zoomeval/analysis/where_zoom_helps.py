@@ -77,6 +77,9 @@ def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[
     if Transform(*ONE_CROP) not in order:
         raise ValueError("the 1-crop transform is not among the matrix's transforms; where_zoom_helps needs it")
     one = order.index(Transform(*ONE_CROP))
+    if matrix.shape != (len(order), len(image_ids)):
+        raise ValueError(f"a correctness matrix of shape {matrix.shape} for {len(order)} transforms and "
+                         f"{len(image_ids)} images")  # fmt: skip
     by_id = {r.image_id: r for r in records}
     if missing := [i for i in image_ids if i not in by_id]:
         raise ValueError(f"{len(missing)} image(s) of the matrix are not in the manifest, e.g. {missing[:3]}")
@@ -86,14 +89,13 @@ def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[
     distances = np.array([g[1] for g in geometry if g is not None], dtype=float)
     one_crop, any_crop = matrix[one, kept], matrix[:, kept].any(axis=0)
     rows = []
-    for axis, values, edges in (("size", sizes, size_edges(sizes) if sizes.size else None),
-                                ("centre", distances, np.array(CENTRE_EDGES))):  # fmt: skip
-        if edges is None:
-            continue
-        bins = bin_index(values, edges)
+    # without a box there are no deciles: the size bins are kept, empty and without edges (None)
+    for axis, values, edges in (("size", sizes, size_edges(sizes) if sizes.size else [None] * (N_SIZE_BINS + 1)),
+                                ("centre", distances, CENTRE_EDGES)):  # fmt: skip
+        bins = bin_index(values, edges) if values.size else np.zeros(0, dtype=np.int64)
         for k in range(len(edges) - 1):
             inside = bins == k
-            rows.append({"axis": axis, "bin": k, "lo": float(edges[k]), "hi": float(edges[k + 1]),
-                         "n_images": int(inside.sum()), **_accuracy(one_crop[inside], "1crop"),
-                         **_accuracy(any_crop[inside], "max")})  # fmt: skip
+            lo, hi = (None if e is None else float(e) for e in edges[k : k + 2])
+            rows.append({"axis": axis, "bin": k, "lo": lo, "hi": hi, "n_images": int(inside.sum()),
+                         **_accuracy(one_crop[inside], "1crop"), **_accuracy(any_crop[inside], "max")})  # fmt: skip
     return rows, int((~kept).sum())

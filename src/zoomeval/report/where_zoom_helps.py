@@ -5,7 +5,7 @@ model."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -80,6 +80,11 @@ PANELS = (("size", "largest box's area / image area (deciles)"),
           ("centre", "box centre's distance from the image centre / half-diagonal"))  # fmt: skip
 
 
+def _tick(r: Mapping[str, Any]) -> str:
+    edges = "no box" if r["lo"] is None else f"{r['lo']:.2g}-{r['hi']:.2g}"
+    return f"{edges} (n={r['n_images']})"
+
+
 def plot_where_zoom_helps(cells: Sequence[Cell], path: str | os.PathLike[str], title: str) -> None:
     """PNG of one scored dataset: a panel per axis, per model acc_1crop (solid) and acc_max (dashed) per bin with
     their Wilson 95 % intervals as error bars; empty bins are not drawn; each tick says the bin's edges and images."""
@@ -102,8 +107,7 @@ def plot_where_zoom_helps(cells: Sequence[Cell], path: str | os.PathLike[str], t
                 ax.errorbar([r["bin"] + shift for r in shown], ys, yerr=err, fmt=style, marker="o", markersize=3,
                             capsize=2, color=f"C{colour}", label=f"{model} acc_{key}")  # fmt: skip
         first = [r for r in mine if r["model"] == mine[0]["model"]] if mine else []
-        ax.set_xticks([r["bin"] for r in first], [f"{r['lo']:.2g}-{r['hi']:.2g} (n={r['n_images']})" for r in first],
-                      fontsize=7, rotation=35, ha="right")  # fmt: skip
+        ax.set_xticks([r["bin"] for r in first], [_tick(r) for r in first], fontsize=7, rotation=35, ha="right")
         ax.set_xlabel(label)
         ax.set_ylabel("top-1 accuracy (%)")
         ax.set_ylim(-2, 102)
