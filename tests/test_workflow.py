@@ -15,6 +15,7 @@ from snakemake.utils import update_config
 
 from tests.conftest import ROOT, stand_in_data_paths
 from tests.test_cover import authors_greedy, min_cover_size
+from tests.test_where_zoom_helps import brute_force
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import transforms
 
@@ -76,11 +77,36 @@ def check_zoom_policies(workdir, table_a8):
     assert (workdir / "results/figures/demo/zoom_policies.png").stat().st_size > 10_000
 
 
+def check_where_zoom_helps(workdir):
+    """The size/centre table recounted from the manifests' boxes and the prediction files alone, per dataset and
+    model (tests.test_where_zoom_helps.brute_force); its accuracies are those counts over the bin's images."""
+    with open(workdir / "results/table_where_zoom_helps.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    names = {(t.scale, t.row, t.col): k for k, t in enumerate(transforms(SCALES))}
+    cells = list(dict.fromkeys((r["dataset"], r["model"]) for r in rows))
+    assert cells == [("demo", "efficientnet_lite0"), ("demo_clutter", "efficientnet_lite0")]
+    for dataset, model in cells:
+        records = read_manifest(workdir / f"results/datasets/{dataset}/manifest.parquet")
+        index = {r.image_id: i for i, r in enumerate(records)}
+        m = np.zeros((len(names), len(records)), dtype=bool)
+        preds = pl.read_parquet(workdir / f"results/predictions/{dataset}/original/{model}.parquet")
+        for image_id, scale, row, col, pred in preds.select("image_id", "scale", "row", "col", "pred").iter_rows():
+            m[names[(scale, row, col)], index[image_id]] = pred in records[index[image_id]].labels
+        mine = [r for r in rows if (r["dataset"], r["model"]) == (dataset, model)]
+        got = [(r["axis"], int(r["bin"]), int(r["n_images"]), int(r["n_1crop"]), int(r["n_max"])) for r in mine]
+        assert got == brute_force(records, m, names[(256, 1, 1)])
+        for r in mine:
+            n = int(r["n_images"])
+            assert r["acc_1crop"] == (f"{100 * int(r['n_1crop']) / n:.2f}" if n else "")
+            assert r["acc_max"] == (f"{100 * int(r['n_max']) / n:.2f}" if n else "")
+
+
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
     policies = {"folds": 3, "transfer": [["demo", "demo_clutter"]]}
     config = config_writer(tmp_path, scales=SCALES, top_k=3, policies=policies)
     snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv",
-                  "results/table_zoom_policies.csv", "results/figures/demo/zoom_policies.png")  # fmt: skip
+                  "results/table_zoom_policies.csv", "results/figures/demo/zoom_policies.png",
+                  "results/table_where_zoom_helps.csv")  # fmt: skip
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
@@ -146,6 +172,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         assert row["zoom_224_max"] == row["zoom_224_mean"] == ""  # no S = 224 among the scales
         assert all(row[f"{m}_{r}"] for m in ("zoom_in", "zoom_out", "five_crop", "ten_crop") for r in ("max", "mean"))
     check_zoom_policies(tmp_path, rows)
+    check_where_zoom_helps(tmp_path)
     for variant in ("original", "fgset", "bgset"):
         path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
@@ -374,6 +401,9 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     counts = job_counts(out)
     assert (counts["model_figures"], counts["zero_shot_head"]) == (6 * (5 * 3 + 2 + 5), 1)
     assert counts["study_index"] == 1 and "results/study.json" in out  # sealed last, over every metrics file
+    # where zoom helps: one table over ImageNet's boxes (every label set it is scored with), not the box-less datasets
+    assert counts["table_where_zoom_helps"] == 1 and "results/table_where_zoom_helps.md" in out
+    assert counts["where_zoom_helps_figure"] == 5 and "results/figures/imagenet_real/where_zoom_helps.png" in out
     # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
     assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
     assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
@@ -408,6 +438,7 @@ def test_the_imagenet_hard_config_plans_the_cards_table(tmp_path, snakemake_run)
                                    "standard_eval", "analyze", "table_imagenet_hard", "table_a8")} == {
         "fetch_hf": 1, "fetch_weights": 13, "generated_dataset": 1, "zero_shot_head": 4, "predict": 13,
         "standard_eval": 13, "analyze": 13, "table_imagenet_hard": 1, "table_a8": 1}  # fmt: skip
+    assert {"table_where_zoom_helps", "where_zoom_helps_figure"}.isdisjoint(counts)  # no boxes: not requested
     for model in ("vgg16", "vgg19", "efficientnet_l2_ns", "clip_vit_l_14_336", "openclip_vit_bigg_14"):
         assert f"results/analysis/imagenet_hard/original/{model}/metrics.json" in out
     assert "results/zero_shot/ViT-bigG-14.laion2b_s39b_b160k." in out

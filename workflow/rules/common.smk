@@ -181,10 +181,16 @@ def final_outputs():
             for m in MODELS
             for name in ("anchor_grid", "scale_curves", "top_k_locations", "centre_bias")
         ]
+    if BOXED:
+        outputs += [LAYOUT.path("table_where_zoom_helps", ext=ext) for ext in ("csv", "md")]
+        outputs += [LAYOUT.path("where_zoom_helps_figure", scored=s) for s in BOXED]
     outputs += browser_outputs()
     return outputs
 
 
+# The scored datasets whose adapter gives object boxes and that have original images: the where-zoom-helps table's
+# (a dataset without boxes has no object size or position to bin by, so the table is not requested without one).
+BOXED = [s for s, (d, _) in SCORED.items() if ADAPTERS[CFG.datasets[d].adapter].boxes and "original" in variants(d)]
 # The image browser and the hard sets (browser.smk, hard_set.smk) cover the scored datasets with original images.
 BROWSED = [s for s, (d, _) in SCORED.items() if "original" in variants(d)]
 

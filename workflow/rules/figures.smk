@@ -76,3 +76,30 @@ rule dataset_figures:
         CONDA_ENV
     script:
         "../scripts/dataset_figures.py"
+
+
+# Where zoom helps (zoomeval.report.where_zoom_helps): a scored dataset with boxes, its original images' 1-crop and
+# acc_max per model by object size and centre distance (BOXED; `all` requests it only for those).
+rule where_zoom_helps_figure:
+    input:
+        manifest=of_scored("manifest"),
+        matrices=lambda wc: [LAYOUT.path("correct", scored=wc.scored, variant="original", model=m) for m in MODELS],
+        metrics=lambda wc: [LAYOUT.path("metrics", scored=wc.scored, variant="original", model=m) for m in MODELS],
+    output:
+        report(
+            LAYOUT.path("where_zoom_helps_figure"),
+            caption="../report/where_zoom_helps.rst",
+            category="Figures",
+            subcategory="{scored}",
+            labels={"model": "all", "variant": "original", "figure": "where zoom helps"},
+        ),
+    log:
+        LAYOUT.log("where_zoom_helps_figure"),
+    wildcard_constraints:
+        scored=_alternation(BOXED),
+    conda:
+        CONDA_ENV
+    params:
+        models=MODELS,
+    script:
+        "../scripts/where_zoom_helps_figure.py"
