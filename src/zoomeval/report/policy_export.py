@@ -33,6 +33,16 @@ def study_settings(directory: Path) -> PoliciesConfig:
     return load_config(load_config_file(path), check_paths=False).policies
 
 
+def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
+    """The only model with a policies document for ``scored``/``variant``; refused where there are several or none."""
+    folder = directory / layout.path("policies", scored=scored, variant=variant, model="x").rsplit("/", 1)[0]
+    models = sorted(p.stem for p in folder.glob("*.json"))
+    if len(models) != 1:
+        raise ValueError(f"--model: {folder} holds policies of {len(models)} models ({', '.join(models) or 'none'}); "
+                         "name one")  # fmt: skip
+    return models[0]
+
+
 def _rule(name: str, budget: int, policy: Any) -> tuple[dict[str, Any], list[int]]:
     """The rule of ``name`` at ``budget`` with its fitted parameters, and its views (transform indices) in order."""
     if name == "cascade":
