@@ -15,7 +15,7 @@ import zoomeval
 from tests.conftest import ROOT, run_snakemake, write_config
 from zoomeval.analysis.policies import apply, fit
 from zoomeval.analysis.policy_eval import budgets_for, read_views
-from zoomeval.cli import main
+from zoomeval.cli import main, study_settings
 from zoomeval.core.config import InferenceSettings
 from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
@@ -24,8 +24,8 @@ from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, load_model
 from zoomeval.inference.recompute import recorded_spec
-from zoomeval.inference.zoom_tta import study_classifier
-from zoomeval.report.policy_export import export_policy, study_settings
+from zoomeval.report.policy_export import export_policy
+from zoomeval.report.zoom_tta import study_classifier
 
 LAYOUT6 = run_layout(6)
 SCALES = [64, 256]

@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
         return compare_studies
     if name == "ZoomTTA":
-        from zoomeval.inference.zoom_tta import ZoomTTA
+        from zoomeval.report.zoom_tta import ZoomTTA
 
         return ZoomTTA
     raise AttributeError(f"module 'zoomeval' has no attribute {name!r}")

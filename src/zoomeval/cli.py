@@ -305,10 +305,21 @@ def add_policy(commands: argparse._SubParsersAction) -> None:
     export.set_defaults(run=_policy_export)
 
 
+def study_settings(directory: Path) -> object:
+    """The ``policies`` settings of the study in ``directory`` (its ``config/config.yaml``, else ``config.yaml``)."""
+    from zoomeval.registries import load_config
+
+    path = next((p for p in (directory / "config" / "config.yaml", directory / "config.yaml") if p.is_file()), None)
+    if path is None:
+        raise ValueError(f"{directory}: no config/config.yaml nor config.yaml: the study's policy settings are unknown")
+    return load_config(load_config_file(path), check_paths=False).policies
+
+
 def _policy_export(args: argparse.Namespace) -> int:
+    from zoomeval.core.cells import terminal_text
     from zoomeval.core.io import write_json
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.policy_export import export_policy, study_model, study_settings
+    from zoomeval.report.policy_export import export_policy, study_model
 
     layout, folder = run_layout(_limit(args)), Path(args.directory)
     model = args.model or study_model(folder, layout, args.fit, args.variant)
@@ -318,7 +329,7 @@ def _policy_export(args: argparse.Namespace) -> int:
     write_json(output, document)
     held = document["held_out"]
     shown = f"held out ({held['protocol']}): {held['acc']:.2f} % in {held['passes']:.2f} passes" if held else ""
-    print(f"{output}: {args.policy}, {len(document['views'])} views; {shown}")
+    print(terminal_text(f"{output}: {args.policy}, {len(document['views'])} views; {shown}"))
     return 0
 
 

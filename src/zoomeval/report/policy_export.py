@@ -1,5 +1,5 @@
 """``zoomeval policy export``: one fitted label-free zoom policy of a study as a small versioned file that
-:class:`zoomeval.inference.zoom_tta.ZoomTTA` applies to new images.
+:class:`zoomeval.report.zoom_tta.ZoomTTA` applies to new images.
 
 The policy is fitted again on every image of the scored dataset by :func:`zoomeval.analysis.policies.fit`, with the
 study's ``policies`` settings and budgets (the policies job's own), from the correctness matrix and prediction file
@@ -19,18 +19,7 @@ from zoomeval.analysis.policy_eval import budgets_for, read_views
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.io import read_json, read_metadata
-from zoomeval.inference.zoom_tta import KIND, RULES, SCHEMA_VERSION
-
-
-def study_settings(directory: Path) -> PoliciesConfig:
-    """The ``policies`` settings of the study in ``directory`` (its ``config/config.yaml``, else ``config.yaml``)."""
-    from zoomeval.core.strict_yaml import load_config_file
-    from zoomeval.registries import load_config
-
-    path = next((p for p in (directory / "config" / "config.yaml", directory / "config.yaml") if p.is_file()), None)
-    if path is None:
-        raise ValueError(f"{directory}: no config/config.yaml nor config.yaml: the study's policy settings are unknown")
-    return load_config(load_config_file(path), check_paths=False).policies
+from zoomeval.report.zoom_tta import KIND, RULES, SCHEMA_VERSION
 
 
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
