@@ -131,6 +131,19 @@ def test_another_model_is_refused(study):
         zoomeval.ZoomTTA(renormalised, document)
 
 
+@pytest.mark.parametrize("change", [{"kind": "zoom_policies"}, {"schema_version": 2}, {"views": [[256, 1]]},
+                                    {"rule": {"name": "cascade", "tau": 0.5}}, {"rule": {"name": "oracle"}},
+                                    {"views": "256"}, {"model": {}}])  # fmt: skip
+def test_a_malformed_policy_file_is_refused_naming_it(study, tmp_path, change):
+    document = export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=study_settings(study))
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({**document, **change}))
+    classifier = Classifier(recorded_spec(document["model"]["entry"]), InferenceSettings(device="cpu"), None)
+    with pytest.raises(ValueError, match=f"^{path}: ") as error:
+        zoomeval.ZoomTTA(classifier, path)
+    assert "\n" not in str(error.value)
+
+
 def run_cli(args: list[str]) -> int:
     try:
         return main(args)

@@ -22,6 +22,16 @@ from zoomeval.core.io import read_json, read_metadata
 from zoomeval.report.zoom_tta import KIND, RULES, SCHEMA_VERSION
 
 
+def _read(path: Path, *keys: str) -> Any:
+    """The value at ``keys`` of the JSON document ``path``, refused naming the file and key where there is none."""
+    value = read_json(path)
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise ValueError(f"{path}: no {'.'.join(keys)}: not a zoomeval result this version reads")
+        value = value[key]
+    return value
+
+
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
     """The only model with a policies document for ``scored``/``variant``; refused where there are several or none."""
     folder = directory / layout.path("policies", scored=scored, variant=variant, model="x").rsplit("/", 1)[0]
@@ -62,8 +72,9 @@ def export_policy(directory: Path, layout: Any, scored: str, variant: str, model
     if name not in RULES:
         raise ValueError(f"--policy: {name!r} is none of {', '.join(RULES)}")
     where = {"scored": scored, "variant": variant, "model": model}
-    metrics = read_json(directory / layout.path("metrics", **where))
-    recorded = metrics["inputs"]["predictions"]
+    recorded = _read(directory / layout.path("metrics", **where), "inputs", "predictions")
+    if not isinstance(recorded, dict) or not {"path", "sha256"} <= recorded.keys():
+        raise ValueError(f"{directory / layout.path('metrics', **where)}: inputs.predictions names no file and sha256")
     predictions = directory / recorded["path"]
     if (actual := sha256_file(predictions)) != recorded["sha256"]:
         raise ValueError(f"{predictions}: sha256 {actual}, not the {recorded['sha256']} the analysis read; "
@@ -73,14 +84,21 @@ def export_policy(directory: Path, layout: Any, scored: str, variant: str, model
     if budget not in budgets:
         raise ValueError(f"--budget: {budget} is none of the study's budgets {budgets}")
     rule, chosen = _rule(name, budget, fit(views, budgets, settings.selector_rows, settings.seed))
-    document = read_json(directory / layout.path("policies", **where))
-    held = [r for r in document["rows"] if r["policy"] == name and r["budget"] == budget]
-    meta = read_metadata(predictions)
+    path = directory / layout.path("policies", **where)
+    rows, protocol = _read(path, "rows"), _read(path, "protocol")
+    held = [r for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget]  # fmt: skip
+    try:
+        meta = read_metadata(predictions)
+        model, dataset = _model(meta), meta["dataset"]
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"{predictions}: its metadata has no {error}: not a prediction file this version "
+                         "reads") from None
     digest = hashlib.sha256("\n".join(image_ids).encode()).hexdigest()
     return {"kind": KIND, "schema_version": SCHEMA_VERSION, "policy": name, "budget": budget, "rule": rule,
             "views": [[views.order[t].scale, views.order[t].row, views.order[t].col] for t in chosen],
-            "model": _model(meta),
-            "fitted_on": {"dataset": meta["dataset"], **where, "n_images": views.n_images, "image_ids_sha256": digest,
+            "model": model,
+            "fitted_on": {"dataset": dataset, **where, "n_images": views.n_images, "image_ids_sha256": digest,
                           "predictions": recorded["path"], "predictions_sha256": recorded["sha256"],
                           "budgets": budgets, "seed": settings.seed, "selector_rows": settings.selector_rows},
-            "held_out": {"protocol": document["protocol"], **held[0]} if held else None}  # fmt: skip
+            "held_out": {"protocol": protocol, **held[0]} if held else None}  # fmt: skip

@@ -44,9 +44,26 @@ def read_policy(policy: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str,
     if document.get("kind") != KIND or document.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{where}: not a zoom policy file of schema {SCHEMA_VERSION} (kind {document.get('kind')!r}, "
                          f"schema_version {document.get('schema_version')!r}); export it again")  # fmt: skip
-    if document["rule"]["name"] not in RULES:
-        raise ValueError(f"{where}: rule {document['rule']['name']!r} is none of {', '.join(RULES)}")
+    if not _well_formed(document):
+        raise ValueError(f"{where}: its views, rule ({', '.join(RULES)}) or model are malformed; export it again")
     return document
+
+
+#: The fitted parameters each rule reads, and what the wrapper reads of the model.
+_RULE_KEYS = {"max_conf": set(), "vote": set(), "cascade": {"tau", "length"},
+              "selector": {"mean", "scale", "coef", "intercept"}}  # fmt: skip
+_MODEL_KEYS = {"weights_sha256", "mean", "std", "crop_size", "crop_backend"}
+
+
+def _well_formed(document: Mapping[str, Any]) -> bool:
+    """Whether a policy document has views of three integers, a known rule with its parameters and its model's key."""
+    try:
+        views, rule, model = document["views"], document["rule"], document["model"]
+        return (bool(views) and all(len(v) == 3 and all(isinstance(x, int) for x in v) for v in views)
+                and _RULE_KEYS.get(rule["name"], {"?"}) <= rule.keys() and _MODEL_KEYS <= model.keys()
+                and model["crop_backend"] in ("pil", "torch"))  # fmt: skip
+    except (KeyError, TypeError, AttributeError):
+        return False
 
 
 def check_model(classifier: Classifier, document: Mapping[str, Any]) -> None:
