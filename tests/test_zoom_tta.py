@@ -13,7 +13,7 @@ import yaml
 
 import zoomeval
 from tests.conftest import ROOT, run_snakemake, write_config
-from zoomeval.analysis.policies import apply, fit
+from zoomeval.analysis.policies import apply, choose_cascade, fit
 from zoomeval.analysis.policy_eval import budgets_for, read_views
 from zoomeval.cli import main, study_settings
 from zoomeval.core.config import InferenceSettings
@@ -79,6 +79,24 @@ def test_the_wrapper_answers_every_image_as_the_policy_does_on_the_studys_predic
             np.testing.assert_allclose([a.confidence for a in answers], views.conf[rows, view], rtol=1e-5, atol=0)
             stopped_early += name == "cascade" and min(passes) < len(document["views"])
     assert stopped_early  # some cascade stopped before its last view on some image: early stopping was exercised
+
+
+@pytest.mark.parametrize("tau, passes", [(0.0, [1] * 6), (None, [3] * 6)])
+def test_a_cascade_whose_every_image_stops_at_once_or_never_runs_only_those_passes(study, images, tau, passes):
+    views, _, _ = study_choices(study)
+    document = export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=study_settings(study))
+    order = [[256, 1, 1], [64, 0, 0], [256, 2, 2]]
+    document = {**document, "views": order, "rule": {"name": "cascade", "tau": tau, "length": 3}}
+    tta = zoomeval.ZoomTTA(study_classifier(document, study / "resources"), document)
+    runs = []
+    tta.crops = lambda image, wanted, crops=tta.crops: runs.append(list(wanted)) or crops(image, wanted)
+    answers = tta(images)
+    chosen = [views.order.index(Transform(*v)) for v in order]
+    view, expected = choose_cascade(views, chosen, np.inf if tau is None else tau, 3)
+    assert [a.passes for a in answers] == expected.tolist() == passes
+    assert [views.order.index(Transform(*a.view)) for a in answers] == view.tolist()
+    assert sum(map(len, runs)) == sum(passes)  # no crop cut, no pass run, beyond each image's stop
+    assert tta([]) == []
 
 
 def test_the_crops_it_runs_are_the_predict_jobs_pixel_for_pixel(study, images):

@@ -102,6 +102,8 @@ class ZoomTTA:
     def _run(self, images: Sequence[Image.Image], pairs: list[tuple[int, int]], pred: np.ndarray,
              conf: np.ndarray) -> None:  # fmt: skip
         """Fill ``pred``/``conf`` at each ``(image, view)`` of ``pairs``, in batches of the classifier's size."""
+        if not pairs:
+            return
         by_image: dict[int, list[int]] = {}
         for i, v in pairs:
             by_image.setdefault(i, []).append(v)
