@@ -89,7 +89,7 @@ def test_a_cascade_whose_every_image_stops_at_once_or_never_runs_only_those_pass
     document = {**document, "views": order, "rule": {"name": "cascade", "tau": tau, "length": 3}}
     tta = zoomeval.ZoomTTA(study_classifier(document, study / "resources"), document)
     runs = []
-    tta.crops = lambda image, wanted, crops=tta.crops: runs.append(list(wanted)) or crops(image, wanted)
+    tta.crops = lambda image, wanted, cut, crops=tta.crops: runs.append(list(wanted)) or crops(image, wanted, cut)
     answers = tta(images)
     chosen = [views.order.index(Transform(*v)) for v in order]
     view, expected = choose_cascade(views, chosen, np.inf if tau is None else tau, 3)

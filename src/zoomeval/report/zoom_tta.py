@@ -92,22 +92,25 @@ class ZoomTTA:
         self.views = [tuple(int(x) for x in v) for v in self.policy["views"]]
         self.size, self.backend = int(self.policy["model"]["crop_size"]), self.policy["model"]["crop_backend"]
 
-    def crops(self, image: Image.Image, views: Sequence[int]) -> np.ndarray:
+    def crops(self, image: Image.Image, views: Sequence[int], cut: dict[int, np.ndarray] | None = None) -> np.ndarray:
         """``(len(views), size, size, 3)`` uint8: the views (positions in the policy's order) of ``image``, each
-        scale resized once and cut as the predict job cuts it."""
-        scales = sorted({self.views[v][0] for v in views})
-        cut = {s: all_crops(image, [s], self.size, self.backend) for s in scales}  # one scale: the 9 anchors in order
+        scale resized once and cut as the predict job cuts it (kept in ``cut``, by scale, for a cascade's next
+        round)."""
+        cut = {} if cut is None else cut
+        for s in {self.views[v][0] for v in views} - cut.keys():
+            cut[s] = all_crops(image, [s], self.size, self.backend)  # one scale: its 9 anchors in order
         return np.stack([cut[self.views[v][0]][3 * self.views[v][1] + self.views[v][2]] for v in views])
 
     def _run(self, images: Sequence[Image.Image], pairs: list[tuple[int, int]], pred: np.ndarray,
-             conf: np.ndarray) -> None:  # fmt: skip
-        """Fill ``pred``/``conf`` at each ``(image, view)`` of ``pairs``, in batches of the classifier's size."""
+             conf: np.ndarray, cut: dict[int, dict[int, np.ndarray]]) -> None:  # fmt: skip
+        """Fill ``pred``/``conf`` at each ``(image, view)`` of ``pairs``, in batches of the classifier's size
+        (``cut``: each image's resized scales so far)."""
         if not pairs:
             return
         by_image: dict[int, list[int]] = {}
         for i, v in pairs:
             by_image.setdefault(i, []).append(v)
-        crops = np.concatenate([self.crops(images[i], views) for i, views in by_image.items()])
+        crops = np.concatenate([self.crops(images[i], views, cut.setdefault(i, {})) for i, views in by_image.items()])
         order = [(i, v) for i, views in by_image.items() for v in views]
         step = self.classifier.settings.batch_size
         with torch.inference_mode():
@@ -120,14 +123,17 @@ class ZoomTTA:
         """Each image's :class:`Answer`, batched across images."""
         n, k, rule = len(images), len(self.views), self.policy["rule"]
         pred, conf = np.zeros((n, k), np.int64), np.zeros((n, k), np.float32)  # views never run stay 0
+        cut: dict[int, dict[int, np.ndarray]] = {}
         if rule["name"] == "cascade":
             tau = np.inf if rule["tau"] is None else float(rule["tau"])
             active = np.arange(n)
             for v in range(k):  # a round per view, over the images still below tau
-                self._run(images, [(int(i), v) for i in active], pred, conf)
+                self._run(images, [(int(i), v) for i in active], pred, conf, cut)
                 active = active[conf[active, v].astype(np.float64) < tau]
+                for i in set(cut) - set(active.tolist()):
+                    del cut[i]  # a stopped image's resized scales are not needed again
         else:
-            self._run(images, [(i, v) for i in range(n) for v in range(k)], pred, conf)
+            self._run(images, [(i, v) for i in range(n) for v in range(k)], pred, conf, cut)
         chosen, passes = self.choose(Views(pred, conf, None, [Transform(*v) for v in self.views]))
         return [Answer(int(pred[i, c]), float(conf[i, c]), self.views[c], int(passes[i]))
                 for i, c in enumerate(chosen)]  # fmt: skip
