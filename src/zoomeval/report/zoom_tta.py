@@ -115,8 +115,12 @@ class ZoomTTA:
         step = self.classifier.settings.batch_size
         with torch.inference_mode():
             for start in range(0, len(order), step):
-                columns = self.classifier.columns(self.classifier.logits(torch.from_numpy(crops[start : start + step])))
-                for (i, v), p, c in zip(order[start : start + step], columns["pred"], columns["conf"], strict=True):
+                batch = order[start : start + step]
+                logits = self.classifier.logits(torch.from_numpy(crops[start : start + step]))
+                self.classifier.check_finite(self.classifier.finite(logits).cpu().numpy(),
+                                             lambda r, b=batch: f"view {self.views[b[r][1]]} of image {b[r][0]}")
+                columns = self.classifier.columns(logits)
+                for (i, v), p, c in zip(batch, columns["pred"], columns["conf"], strict=True):
                     pred[i, v], conf[i, v] = p, c
 
     def __call__(self, images: Sequence[Image.Image]) -> list[Answer]:
