@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Study", "__version__", "compare_studies"]
+__all__ = ["Study", "ZoomTTA", "__version__", "compare_studies"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from zoomeval.report.reader import compare_studies
 
         return compare_studies
+    if name == "ZoomTTA":
+        from zoomeval.report.zoom_tta import ZoomTTA
+
+        return ZoomTTA
     raise AttributeError(f"module 'zoomeval' has no attribute {name!r}")

@@ -243,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     board.set_defaults(run=_leaderboard)
     add_export(commands)
     add_audit(commands)
+    add_policy(commands)
     run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET",
@@ -288,6 +289,50 @@ def add_audit(commands: argparse._SubParsersAction) -> None:
                        help="the audit's precision (default fp32)")
     audit.add_argument("--limit", type=int, metavar="N", help="audit the study's run limited to N images")
     audit.set_defaults(run=_audit)
+
+
+def add_policy(commands: argparse._SubParsersAction) -> None:
+    policy = commands.add_parser("policy", help="take a study's fitted label-free zoom policy away as a file")
+    actions = policy.add_subparsers(dest="action", required=True)
+    export = actions.add_parser("export", help="write one fitted policy (views, rule, model, held-out accuracy) "
+                                "as a versioned JSON file that zoomeval.ZoomTTA applies")  # fmt: skip
+    export.add_argument("directory", metavar="DIR", type=directory)
+    export.add_argument("--policy", required=True, choices=["cascade", "max_conf", "vote", "selector"])
+    export.add_argument("--budget", required=True, type=int, metavar="K", help="forward passes (views) per image")
+    export.add_argument("--fit", required=True, metavar="DATASET", help="the scored dataset to fit it on (all images)")
+    export.add_argument("--model", metavar="NAME", help="the study's model (default: its only one)")
+    export.add_argument("--variant", default="original", help="the image variant (default: original)")
+    export.add_argument("--limit", type=int, metavar="N", help="the study's run limited to N images")
+    export.add_argument("-o", "--output", metavar="FILE", help="default: <policy>-<budget>.<model>.<DATASET>.json")
+    export.set_defaults(run=_policy_export)
+
+
+def study_settings(directory: Path) -> object:
+    """The ``policies`` settings of the study in ``directory`` (its ``config/config.yaml``, else ``config.yaml``)."""
+    from zoomeval.registries import load_config
+
+    path = next((p for p in (directory / "config" / "config.yaml", directory / "config.yaml") if p.is_file()), None)
+    if path is None:
+        raise ValueError(f"{directory}: no config/config.yaml nor config.yaml: the study's policy settings are unknown")
+    return load_config(load_config_file(path), check_paths=False).policies
+
+
+def _policy_export(args: argparse.Namespace) -> int:
+    from zoomeval.core.cells import terminal_text
+    from zoomeval.core.io import write_json
+    from zoomeval.core.layout import run_layout
+    from zoomeval.report.policy_export import export_policy, study_model
+
+    layout, folder = run_layout(_limit(args)), Path(args.directory)
+    model = args.model or study_model(folder, layout, args.fit, args.variant)
+    document = export_policy(folder, layout, args.fit, args.variant, model, args.policy, args.budget,
+                             study_settings(folder))  # fmt: skip
+    output = args.output or f"{args.policy}-{args.budget}.{model}.{args.fit}.json"
+    write_json(output, document)
+    held = document["held_out"]
+    shown = f"held out ({held['protocol']}): {held['acc']:.2f} % in {held['passes']:.2f} passes" if held else ""
+    print(terminal_text(f"{output}: {args.policy}, {len(document['views'])} views; {shown}"))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
