@@ -29,7 +29,6 @@ import platform
 import resource
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
-from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetch_weights, weights_folder
+from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetched_weights
 from zoomeval.inference.predict import run_shard
 from zoomeval.inference.tables import BASE_FIELDS
 
@@ -297,10 +296,7 @@ def _classifier(config: dict[str, Any], args: argparse.Namespace, settings: Infe
         module = torchvision.models.get_model(spec.architecture, weights=None)
         loaded = LoadedModel(module.eval(), None, spec.mean or IMAGENET_MEAN, spec.std or IMAGENET_STD)
         return Classifier(spec, settings, None, loaded=loaded), spec
-    folder = weights_folder(spec, args.resources)
-    if folder is not None and not Path(folder).is_dir():
-        fetch_weights(spec, Path(folder))
-    return Classifier(spec, settings, None, None if folder is None else Path(folder)), spec
+    return Classifier(spec, settings, None, fetched_weights(spec, args.resources)), spec
 
 
 if __name__ == "__main__":

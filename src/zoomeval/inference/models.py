@@ -118,6 +118,17 @@ def weights_folder(spec: ModelSpec, resources: str) -> str | None:
     return f"{resources}/weights/{spec.source}/{spec.architecture}.{local_sha256(spec, resources) or spec.weights}"
 
 
+def fetched_weights(spec: ModelSpec, resources: str) -> Path | None:
+    """``spec``'s weights folder under ``resources`` (:func:`weights_folder`), downloaded there first if it is
+    missing; None: its source fetches nothing. For a process outside the workflow (an audit, a wrapper, a bench)."""
+    folder = weights_folder(spec, resources)
+    if folder is None:
+        return None
+    if not Path(folder).is_dir():
+        fetch_weights(spec, Path(folder))
+    return Path(folder)
+
+
 def head_name(spec: ModelSpec, resources: str) -> str | None:
     """The name of the derived file every job of ``spec`` reads (open_clip: its zero-shot head); None: none."""
     head = MODEL_SOURCES.get(spec.source).head

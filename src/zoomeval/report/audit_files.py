@@ -119,15 +119,12 @@ def _loaded(spec: Any, weights: Path | None, head: Path | None) -> Any:
 def _weights(directory: Path, spec: Any, auditor: Auditor) -> tuple[Path | None, Path | None]:
     """The weights folder of ``spec`` under the auditor's resources (fetched there if missing, as the workflow's
     fetch_weights job would) and the study's derived head file, if its source has one."""
-    from zoomeval.inference.models import fetch_weights, head_name, weights_folder
+    from zoomeval.inference.models import fetched_weights, head_name
 
     resources = str(auditor.resources or directory / "resources")
-    folder = weights_folder(spec, resources)
-    if folder is not None and not Path(folder).is_dir():
-        fetch_weights(spec, Path(folder))
     head = head_name(spec, resources)
     head_path = directory / auditor.layout.path("zero_shot_head", head=head) if head else None
-    return (Path(folder) if folder else None), head_path
+    return fetched_weights(spec, resources), head_path
 
 
 def _masks(directory: Path, meta: dict[str, Any], auditor: Auditor) -> dict[str, bytes] | None:

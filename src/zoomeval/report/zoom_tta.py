@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -162,14 +161,12 @@ def study_classifier(document: Mapping[str, Any], resources: str | os.PathLike[s
     config entry (:func:`zoomeval.inference.recompute.recorded_spec`), the weights under ``resources`` (fetched
     there if missing) checked against their sha256, the study's class set and precision."""
     from zoomeval.core.config import InferenceSettings
-    from zoomeval.inference.models import fetch_weights, weights_folder
+    from zoomeval.inference.models import fetched_weights
     from zoomeval.inference.recompute import recorded_spec
 
     model = document["model"]
     spec = recorded_spec(model["entry"])
-    folder = weights_folder(spec, str(resources))
-    if folder is not None and not Path(folder).is_dir():
-        fetch_weights(spec, Path(folder))
+    folder = fetched_weights(spec, str(resources))
     settings = InferenceSettings(batch_size=batch_size, device=device, num_workers=0, precision=model["precision"],
                                  resize_backend="pil", channels_last=bool(model["channels_last"]))  # fmt: skip
-    return Classifier(spec, settings, model["class_indices"], Path(folder) if folder else None)
+    return Classifier(spec, settings, model["class_indices"], folder)
