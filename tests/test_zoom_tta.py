@@ -149,6 +149,14 @@ def test_another_model_is_refused(study):
         zoomeval.ZoomTTA(renormalised, document)
 
 
+def test_a_config_edited_since_the_policies_job_is_refused(study):
+    """The refit must be the table's: a seed that is not the one the policies document records is refused."""
+    edited = dataclasses.replace(study_settings(study), seed=study_settings(study).seed + 1)
+    with pytest.raises(ValueError, match=r"^policies.seed: \d+ in the study's config, \d+ in .*policies.*: the config "
+                       "changed since its policies job ran"):  # fmt: skip
+        export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=edited)
+
+
 @pytest.mark.parametrize("change", [{"kind": "zoom_policies"}, {"schema_version": 2}, {"views": [[256, 1]]},
                                     {"rule": {"name": "cascade", "tau": 0.5}}, {"rule": {"name": "oracle"}},
                                     {"views": "256"}, {"model": {}}])  # fmt: skip

@@ -79,13 +79,16 @@ def export_policy(directory: Path, layout: Any, scored: str, variant: str, model
     if (actual := sha256_file(predictions)) != recorded["sha256"]:
         raise ValueError(f"{predictions}: sha256 {actual}, not the {recorded['sha256']} the analysis read; "
                          "run the study again")
+    path = directory / layout.path("policies", **where)
+    rows, protocol = _read(path, "rows"), _read(path, "protocol")
+    if (seed := _read(path, "seed")) != settings.seed:  # the config was edited since: not the table's fit
+        raise ValueError(f"policies.seed: {settings.seed} in the study's config, {seed} in {path}: the config changed "
+                         "since its policies job ran; run the study again (zoomeval run)")
     views, image_ids = read_views(directory / layout.path("correct", **where), predictions)
     budgets = budgets_for(settings.budgets, len(views.order))
     if budget not in budgets:
         raise ValueError(f"--budget: {budget} is none of the study's budgets {budgets}")
     rule, chosen = _rule(name, budget, fit(views, budgets, settings.selector_rows, settings.seed))
-    path = directory / layout.path("policies", **where)
-    rows, protocol = _read(path, "rows"), _read(path, "protocol")
     held = [r for r in (rows if isinstance(rows, list) else [])
             if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget]  # fmt: skip
     try:
