@@ -13,10 +13,12 @@ import yaml
 
 import zoomeval
 from tests.conftest import ROOT, run_snakemake, write_config
+from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.policies import apply, choose_cascade, fit
-from zoomeval.analysis.policy_eval import budgets_for, read_views
+from zoomeval.analysis.policy_eval import budgets_for, cross_validate, read_views, transfer_document
 from zoomeval.cli import main, study_settings
 from zoomeval.core.config import InferenceSettings
+from zoomeval.core.io import write_json
 from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import Transform, transforms
@@ -30,6 +32,7 @@ from zoomeval.report.zoom_tta import study_classifier
 LAYOUT6 = run_layout(6)
 SCALES = [64, 256]
 WHERE = {"scored": "demo", "variant": "original", "model": "lite0"}
+RULE_NAMES = ("cascade", "max_conf", "vote", "selector")
 pytestmark = pytest.mark.workflow
 
 
@@ -52,6 +55,12 @@ def images(study: Path) -> list:
     return [crops.decoded(i) for i in range(len(records))]
 
 
+@pytest.fixture(scope="module")
+def image_ids(study: Path) -> list[str]:
+    """The ids of the ``images`` fixture's images, in its order."""
+    return [r.image_id for r in read_manifest(study / LAYOUT6.path("manifest", dataset="demo"))]
+
+
 def study_choices(study: Path):
     """The policies fitted on every image of the study's matrix, applied to its stored predictions."""
     views, _ = read_views(study / LAYOUT6.path("correct", **WHERE),
@@ -67,7 +76,7 @@ def test_the_wrapper_answers_every_image_as_the_policy_does_on_the_studys_predic
                                                 settings=study_settings(study)), study / "resources")  # fmt: skip
     rows = np.arange(views.n_images)
     stopped_early = 0
-    for name in ("cascade", "max_conf", "vote", "selector"):
+    for name in RULE_NAMES:
         for budget in budgets:
             document = export_policy(study, LAYOUT6, **WHERE, name=name, budget=budget, settings=study_settings(study))
             answers = zoomeval.ZoomTTA(classifier, document)(images)
@@ -182,9 +191,86 @@ def run_cli(args: list[str]) -> int:
     (["--policy", "cascade", "--budget", "4", "--fit", "nowhere"], "--model: "),
     (["--policy", "oracle", "--budget", "4", "--fit", "demo"], "--policy: invalid choice"),
     (["--policy", "vote", "--budget", "4", "--fit", "demo", "--model", "nobody"], "no such file"),
+    (["--policy", "vote", "--budget", "4", "--fit", "demo", "--fold", "3"], "--fold: 3 is no fold of"),
 ])  # fmt: skip
 def test_bad_arguments_are_one_line_exit_2(study, tmp_path, capsys, args, message):
     code = run_cli(["policy", "export", str(study), *args, "--limit", "6", "-o", str(tmp_path / "p.json")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and message.lower() in err.lower() and len(err.splitlines()) == 1, err
+    assert err.startswith("zoomeval policy export: ")  # the subcommand that refused it
     assert not (tmp_path / "p.json").exists()
+
+
+def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validation_did(study, images, image_ids):
+    """Item 3: fold K's file on fold K's images gives the cross-validation's choices, passes and labels there, so the
+    folds together give the table row's count of right answers, for every rule and budget."""
+    settings = study_settings(study)
+    views, budgets, _ = study_choices(study)
+    choices, folds, _ = cross_validate(views, budgets, settings.folds, settings.seed, settings.selector_rows)
+    document = json.loads((study / LAYOUT6.path("policies", **WHERE)).read_text())
+    rows = {(r["policy"], r["budget"]): r for r in document["rows"]}
+    classifier = study_classifier(document_of(study, "max_conf", 1), study / "resources")
+    right = {key: 0 for key in rows if key[0] in RULE_NAMES}
+    for fold, held_ids in enumerate(document["folds"]):
+        held = [image_ids.index(i) for i in held_ids]
+        assert held == np.flatnonzero(folds == fold).tolist()  # the policies job's folds are the ones dealt here
+        for name in RULE_NAMES:
+            for budget in budgets:
+                exported = document_of(study, name, budget, fold=fold)
+                assert exported["fitted_on"]["fold"] == fold and exported["fitted_on"]["n_images"] == 6 - len(held)
+                assert exported["held_out"]["fold"] == fold and exported["held_out"]["n_images"] == len(held)
+                answers = zoomeval.ZoomTTA(classifier, exported)([images[i] for i in held])
+                view, passes = choices[name, budget]
+                got = [views.order.index(Transform(*a.view)) for a in answers]
+                assert got == view[held].tolist(), (fold, name, budget)
+                assert [a.passes for a in answers] == passes[held].tolist(), (fold, name, budget)
+                assert [a.label for a in answers] == views.pred[held, got].tolist()
+                right[name, budget] += int(views.correct[held, got].sum())
+    assert right == {key: rows[key]["n_correct"] for key in right}
+
+
+def document_of(study: Path, name: str, budget: int, **options):
+    return export_policy(study, LAYOUT6, **WHERE, name=name, budget=budget, settings=study_settings(study), **options)
+
+
+@pytest.mark.parametrize("fold", [None, 1])
+@pytest.mark.parametrize("edit", [{"budgets": [1, 2]}, {"selector_rows": 2}, {"folds": 2}])
+def test_a_config_whose_settings_no_longer_give_the_jobs_fits_is_refused(study, fold, edit):
+    """Budgets, the selector's sample and the folds are not recorded as such: the refit is compared with the fits the
+    policies document records (fold 0's for an all-image export)."""
+    edited = dataclasses.replace(study_settings(study), **edit)
+    message = "images are not those policies.folds" if "folds" in edit else "fitted here is not the one its policies"
+    with pytest.raises(ValueError, match=message):
+        export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=2, settings=edited, fold=fold)
+
+
+@pytest.fixture
+def transferred(study: Path):
+    """A transfer document from the demo into itself, as the transfer job writes it (the 6-image study has one scored
+    dataset; a second under another name would cost a second study run), removed afterwards."""
+    matrix = study / LAYOUT6.path("correct", **WHERE)
+    predictions = study / LAYOUT6.path("predictions", dataset="demo", variant="original", model="lite0")
+    metrics = read_metrics(study / LAYOUT6.path("metrics", **WHERE))
+    document = transfer_document((matrix, predictions), (matrix, predictions), metrics, "demo", study_settings(study))
+    path = study / LAYOUT6.path("policy_transfer", source="demo", **WHERE)
+    write_json(path, document)
+    yield path, document
+    path.unlink()
+
+
+def test_the_all_image_fit_is_the_transfer_jobs_and_answers_its_target_as_the_table_does(study, images, transferred):
+    path, document = transferred
+    views, _, _ = study_choices(study)
+    classifier = study_classifier(document_of(study, "max_conf", 1), study / "resources")
+    for name in RULE_NAMES:
+        exported = document_of(study, name, 4)
+        row = next(r for r in document["rows"] if r["policy"] == name and r["budget"] == 4)
+        assert exported["transferred"] == [{"scored": "demo", "protocol": "transfer:demo", **row}]
+        answers = zoomeval.ZoomTTA(classifier, exported)(images)  # every image of the target
+        got = [views.order.index(Transform(*a.view)) for a in answers]
+        assert int(views.correct[np.arange(6), got].sum()) == row["n_correct"], name
+    tampered = json.loads(path.read_text())
+    tampered["fitted"][0]["cascade"]["4"]["length"] += 1
+    write_json(path, tampered)
+    with pytest.raises(ValueError, match=f"^{path}: the transfer's policy fitted here is not the one its policies job"):
+        document_of(study, "vote", 4)
