@@ -3,6 +3,7 @@ the wrapper, recomputing every view it runs, answers each image exactly as the p
 prediction matrix, for every policy and budget; its crops are the predict job's, pixel for pixel; another model is
 refused; bad arguments are one line, exit 2."""
 
+import csv
 import dataclasses
 import json
 from pathlib import Path
@@ -17,6 +18,7 @@ from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.policies import apply, choose_cascade, fit
 from zoomeval.analysis.policy_eval import budgets_for, cross_validate, read_views, transfer_document
 from zoomeval.cli import main, study_settings
+from zoomeval.core.classes import wnids
 from zoomeval.core.config import InferenceSettings
 from zoomeval.core.io import write_json
 from zoomeval.core.layout import run_layout
@@ -27,6 +29,7 @@ from zoomeval.inference.crops import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, load_model
 from zoomeval.inference.recompute import recorded_spec
 from zoomeval.report.policy_export import export_policy
+from zoomeval.report.policy_predict import open_image
 from zoomeval.report.zoom_tta import study_classifier
 
 LAYOUT6 = run_layout(6)
@@ -274,3 +277,69 @@ def test_the_all_image_fit_is_the_transfer_jobs_and_answers_its_target_as_the_ta
     write_json(path, tampered)
     with pytest.raises(ValueError, match=f"^{path}: the transfer's policy fitted here is not the one its policies job"):
         document_of(study, "vote", 4)
+
+
+@pytest.fixture(scope="module")
+def policy_file(study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("policy") / "cascade-4.json"
+    write_json(path, document_of(study, "cascade", 4))
+    return path
+
+
+def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(study, images, policy_file, tmp_path,
+                                                                                monkeypatch, capsys):  # fmt: skip
+    """zoomeval predict: files as named, then a folder's image files recursively in sorted order (hidden ones and
+    other files left out); each row the wrapper's answer; a path a spreadsheet would run is written as text."""
+    folder = tmp_path / "images"
+    (folder / "sub").mkdir(parents=True)
+    (folder / ".hidden.jpg").write_bytes(b"not read")
+    (folder / "notes.txt").write_text("not an image")
+    named = {folder / "sub" / "b.png": 1, folder / "a.jpg": 2, tmp_path / "=cmd.jpg": 0}
+    for path, i in named.items():
+        images[i].save(path, quality=100) if path.suffix == ".jpg" else images[i].save(path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["predict", "--policy", str(policy_file), "--study", str(study), "=cmd.jpg", "images",
+                 "-o", "out.csv", "--batch-size", "5"]) == 0  # fmt: skip
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[0] == "path,label,wnid,class_name,confidence,scale,row,col,passes"
+    order = [tmp_path / "=cmd.jpg", folder / "a.jpg", folder / "sub" / "b.png"]
+    assert [line.split(",")[0] for line in lines[1:]] == ["'=cmd.jpg", "images/a.jpg", "images/sub/b.png"]
+    tta = zoomeval.ZoomTTA(study_classifier(json.loads(policy_file.read_text()), study / "resources"), policy_file)
+    answers = tta([open_image(p) for p in order])  # the saved files (JPEG re-encodes), decoded as predict does
+    for line, answer in zip(lines[1:], answers, strict=True):
+        cells = next(csv.reader([line]))
+        assert cells[1:3] == [str(answer.label), wnids()[answer.label]] and cells[5:] == [
+            *map(str, answer.view), str(answer.passes)]  # fmt: skip
+        assert float(cells[4]) == pytest.approx(answer.confidence, rel=1e-5)
+    png, own = lines[3].split(","), tta([images[1]])[0]  # PNG is lossless: the study's own image, answered alike
+    assert (int(png[1]), [int(x) for x in png[5:8]]) == (own.label, list(own.view))
+    assert main(["predict", "--policy", str(policy_file), "--study", str(study), "images/a.jpg"]) == 0
+    assert capsys.readouterr().out.splitlines() == [lines[0], lines[2]]  # CSV on stdout without -o
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "nowhere.jpg: no such file or folder"),
+    ("junk", "junk.jpg: not an image this reads"),
+    ("policy", "policy.json: not a JSON document"),
+    ("weights", "no such folder: the policy's weights are not under"),
+    ("device", "--device: 'gpu0' is no torch device"),
+    ("empty", "no image files"),
+])  # fmt: skip
+def test_predict_refuses_a_bad_input_in_one_line_exit_2(study, policy_file, tmp_path, capsys, monkeypatch, case,
+                                                        message):  # fmt: skip
+    # the demo's weights ship in the package (its source fetches nothing): a source that keeps them in a folder
+    monkeypatch.setattr("zoomeval.inference.models.weights_folder",
+                        lambda spec, resources: None if case != "weights" else f"{resources}/weights/x/y.tag")
+    (tmp_path / "junk.jpg").write_text("not a JPEG")
+    (tmp_path / "policy.json").write_text("{")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "resources").mkdir()
+    policy = tmp_path / "policy.json" if case == "policy" else policy_file
+    weights = ["--resources", str(tmp_path / "resources")] if case == "weights" else ["--study", str(study)]
+    image = {"missing": "nowhere.jpg", "empty": str(tmp_path / "empty")}.get(case, str(tmp_path / "junk.jpg"))
+    device = ["--device", "gpu0"] if case == "device" else []
+    out = tmp_path / "out.csv"
+    code = run_cli(["predict", "--policy", str(policy), *weights, *device, image, "-o", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("zoomeval predict: ") and message in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
