@@ -5,11 +5,13 @@ refused; bad arguments are one line, exit 2."""
 
 import csv
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 import zoomeval
@@ -59,6 +61,45 @@ def images(study: Path) -> list:
 
 
 @pytest.fixture(scope="module")
+def classifier(study: Path) -> Classifier:
+    """The study's classifier, each distinct crop's logits computed once for the module: the rule tests run the same
+    views of the same images for every rule, budget and fold (the logits of a crop do not depend on the rule)."""
+    loaded = study_classifier(document_of(study, "max_conf", 1), study / "resources")
+    memo: dict[bytes, torch.Tensor] = {}
+    real = loaded.logits
+
+    def logits(crops: torch.Tensor) -> torch.Tensor:
+        keys = [hashlib.sha256(crop.numpy().tobytes()).digest() for crop in crops]
+        new = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in memo}.items())
+        if new:
+            for (key, _), row in zip(new, real(crops[[i for _, i in new]]), strict=True):
+                memo[key] = row
+        return torch.stack([memo[k] for k in keys])
+
+    loaded.logits = logits
+    return loaded
+
+
+@pytest.fixture
+def fit_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export's fits memoised for a test that exports every rule at every budget from the same study: each fit
+    (a fold's, the all-image one) runs once, not once per file (each takes a quarter of a second)."""
+    import zoomeval.report.policy_export as export
+
+    fits: dict = {}
+
+    def once(key: tuple, run) -> object:
+        if key not in fits:
+            fits[key] = run()
+        return fits[key]
+
+    real = export.fold_fit
+    monkeypatch.setattr(export, "fit", lambda views, *args: once(("all", *map(str, args)), lambda: fit(views, *args)))
+    monkeypatch.setattr(export, "fold_fit", lambda views, folds, k, *args: once(
+        (k, folds.tobytes(), *map(str, args)), lambda: real(views, folds, k, *args)))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
 def image_ids(study: Path) -> list[str]:
     """The ids of the ``images`` fixture's images, in its order."""
     return [r.image_id for r in read_manifest(study / LAYOUT6.path("manifest", dataset="demo"))]
@@ -72,11 +113,10 @@ def study_choices(study: Path):
     return views, budgets, apply(fit(views, budgets, 200_000, 0), views.unlabelled(), budgets)
 
 
-def test_the_wrapper_answers_every_image_as_the_policy_does_on_the_studys_predictions(study, images):
+def test_the_wrapper_answers_every_image_as_the_policy_does_on_the_studys_predictions(study, images, classifier,
+                                                                                     fit_once):  # fmt: skip
     views, budgets, choices = study_choices(study)
     assert budgets == [1, 2, 4, 9, 18]
-    classifier = study_classifier(export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=1,
-                                                settings=study_settings(study)), study / "resources")  # fmt: skip
     rows = np.arange(views.n_images)
     stopped_early = 0
     for name in RULE_NAMES:
@@ -204,7 +244,8 @@ def test_bad_arguments_are_one_line_exit_2(study, tmp_path, capsys, args, messag
     assert not (tmp_path / "p.json").exists()
 
 
-def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validation_did(study, images, image_ids):
+def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validation(study, images, image_ids,
+                                                                                    classifier, fit_once):  # fmt: skip
     """Item 3: fold K's file on fold K's images gives the cross-validation's choices, passes and labels there, so the
     folds together give the table row's count of right answers, for every rule and budget."""
     settings = study_settings(study)
@@ -212,7 +253,6 @@ def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validati
     choices, folds, _ = cross_validate(views, budgets, settings.folds, settings.seed, settings.selector_rows)
     document = json.loads((study / LAYOUT6.path("policies", **WHERE)).read_text())
     rows = {(r["policy"], r["budget"]): r for r in document["rows"]}
-    classifier = study_classifier(document_of(study, "max_conf", 1), study / "resources")
     right = {key: 0 for key in rows if key[0] in RULE_NAMES}
     for fold, held_ids in enumerate(document["folds"]):
         held = [image_ids.index(i) for i in held_ids]
@@ -261,10 +301,10 @@ def transferred(study: Path):
     path.unlink()
 
 
-def test_the_all_image_fit_is_the_transfer_jobs_and_answers_its_target_as_the_table_does(study, images, transferred):
+def test_the_all_image_fit_is_the_transfer_jobs_and_answers_its_target_as_the_table_does(study, images, classifier,
+                                                                                         transferred):  # fmt: skip
     path, document = transferred
     views, _, _ = study_choices(study)
-    classifier = study_classifier(document_of(study, "max_conf", 1), study / "resources")
     for name in RULE_NAMES:
         exported = document_of(study, name, 4)
         row = next(r for r in document["rows"] if r["policy"] == name and r["budget"] == 4)
