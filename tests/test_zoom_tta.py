@@ -261,7 +261,8 @@ def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validati
             for budget in budgets:
                 exported = document_of(study, name, budget, fold=fold)
                 assert exported["fitted_on"]["fold"] == fold and exported["fitted_on"]["n_images"] == 6 - len(held)
-                assert exported["held_out"]["fold"] == fold and exported["held_out"]["n_images"] == len(held)
+                assert exported["held_out"]["fold"] == fold and exported["held_out"]["fold_images"] == len(held)
+                assert exported["held_out"]["n_images"] == 6  # the row: every fold's images
                 answers = zoomeval.ZoomTTA(classifier, exported)([images[i] for i in held])
                 view, passes = choices[name, budget]
                 got = [views.order.index(Transform(*a.view)) for a in answers]

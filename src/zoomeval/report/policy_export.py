@@ -174,8 +174,9 @@ def export_policy(directory: Path, layout: Any, scored: str, variant: str, model
                          "reads") from None
     calibration = study.ids if held is None else study.ids[~held]
     row = _held_row(study.document, study.path, name, budget)
-    fold_images = {} if held is None else {"fold": fold, "n_images": int(held.sum()),
-                                           "image_ids_sha256": _digest(study.ids[held].tolist())}  # fmt: skip
+    # the row is every fold's; a fold's file also names its own held-out images
+    fold_images = {} if held is None else {"fold": fold, "fold_images": int(held.sum()),
+                                           "fold_image_ids_sha256": _digest(study.ids[held].tolist())}  # fmt: skip
     return {"kind": KIND, "schema_version": SCHEMA_VERSION, "policy": name, "budget": budget, "rule": rule,
             "views": [[study.views.order[t].scale, study.views.order[t].row, study.views.order[t].col]
                       for t in chosen], "model": model_key,
