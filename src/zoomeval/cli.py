@@ -367,7 +367,8 @@ def _policy_export(args: argparse.Namespace) -> int:
     write_json(output, document)
     held = document["held_out"]
     shown = f"held out ({held['protocol']}): {held['acc']:.2f} % in {held['passes']:.2f} passes" if held else ""
-    print(terminal_text(f"{output}: {args.policy}, {len(document['views'])} views; {shown}"))
+    whose = "" if args.fold is None else f"fold {args.fold}'s "  # its row is every fold's
+    print(terminal_text(f"{output}: {whose}{args.policy}, {len(document['views'])} views; {shown}"))
     return 0
 
 
