@@ -1,6 +1,7 @@
 """The zoomeval command: init writes a study directory, run checks and runs one with a progress display, list
-shows what the registries and the model libraries hold, leaderboard merges studies into one table and audit
-recomputes a sample of a study's rows. Each subcommand is a thin call into the package."""
+shows what the registries and the model libraries hold, leaderboard merges studies into one table, audit
+recomputes a sample of a study's rows, policy export takes a fitted zoom policy away as a file and predict applies
+one to images. Each subcommand is a thin call into the package."""
 
 from __future__ import annotations
 
