@@ -1,3 +1,15 @@
+"""``zoomeval policy export``: one fitted label-free zoom policy of a study as a small versioned file that
+:class:`zoomeval.report.zoom_tta.ZoomTTA` applies to new images.
+
+The policy is fitted again by :func:`zoomeval.analysis.policies.fit`, with the study's ``policies`` settings and
+budgets (the policies job's own), from the correctness matrix and prediction file the study's analysis read (the
+file's sha256 checked against the one the analysis recorded): on every image of the scored dataset (the policy a
+transfer job fits on its source), or with ``fold`` on the other folds' images, exactly as the cross-validation
+fitted that fold's policy (:func:`zoomeval.analysis.policy_eval.fold_fit`). Every refit is compared with the record
+the policies documents keep of the job's own fit (a fold's, a transfer's; for an all-image export also fold 0's,
+as the check that the settings still give the job's fits) and refused where they differ. The same inputs give the
+same file. The held-out accuracy it records is the study's row for that policy and budget."""
+
 from __future__ import annotations
 
 import hashlib
@@ -73,9 +85,9 @@ class _Study(NamedTuple):
     settings: PoliciesConfig
 
 
-def _checked(policy: Policy, study: _Study, record: Any, where: Path, what: str) -> Policy:
-    """``policy`` where it is, as recorded, the one the study's policies job fitted (``record``, in ``where``)."""
-    extra = {key: record[key] for key in ("fold", "n_calibration") if isinstance(record, dict) and key in record}
+def _checked(policy: Policy, study: _Study, record: Any, where: Path, what: str, **extra: int) -> Policy:
+    """``policy`` where it is, as recorded (with ``extra``), the one the study's policies job fitted (``record``, in
+    ``where``)."""
     if json.loads(json.dumps(policy_record(policy, study.views, **extra))) != record:
         raise ValueError(f"{where}: {what} fitted here is not the one its policies job fitted: the config's policies "
                          "settings (budgets, selector_rows, folds) or the study's inputs changed since; run the study "
@@ -87,7 +99,9 @@ def _fold(study: _Study, fold: int) -> tuple[Policy, np.ndarray]:
     """Cross-validation fold ``fold``'s policy (fitted on the other folds' images), checked against its record, and
     which images the fold held out."""
     fitted, path, settings = _get(study.document, study.path, "fitted"), study.path, study.settings
-    if not isinstance(fitted, list) or not 0 <= fold < len(fitted):
+    if not isinstance(fitted, list):
+        raise ValueError(f"{path}: fitted is not a list: not a zoomeval result this version reads")
+    if not 0 <= fold < len(fitted):
         why = study.document.get("not_fitted") or f"its folds are 0..{len(fitted) - 1}"
         raise ValueError(f"--fold: {fold} is no fold of {path} ({why})")
     folds = assign_folds(study.views.n_images, settings.folds, settings.seed)
@@ -98,7 +112,8 @@ def _fold(study: _Study, fold: int) -> tuple[Policy, np.ndarray]:
                          f"{settings.seed} deal out here: the config or the study's images changed since its "
                          "policies job ran; run the study again (zoomeval run)")  # fmt: skip
     policy = fold_fit(study.views, folds, fold, study.budgets, settings.selector_rows, settings.seed)
-    return _checked(policy, study, fitted[fold], path, f"fold {fold}'s policy"), held
+    _checked(policy, study, fitted[fold], path, f"fold {fold}'s policy", fold=fold, n_calibration=int((~held).sum()))
+    return policy, held
 
 
 def _transferred(directory: Path, layout: Any, where: dict[str, str], study: _Study, policy: Policy, name: str,
@@ -110,7 +125,7 @@ def _transferred(directory: Path, layout: Any, where: dict[str, str], study: _St
     for path in sorted(directory.glob(pattern)):
         fitted = _get(document := read_json(path), path, "fitted")
         record = fitted[0] if isinstance(fitted, list) and fitted else None
-        _checked(policy, study, record, path, "the transfer's policy")
+        _checked(policy, study, record, path, "the transfer's policy", n_calibration=study.views.n_images)
         row = _held_row(document, path, name, budget)
         out += [{"scored": path.parent.parent.name, **row}] if row else []
     return out
