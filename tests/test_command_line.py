@@ -150,6 +150,12 @@ REFUSALS = [
                                                      "original/m/metrics.json: not a JSON document ('utf-8' codec"),
     ("leaderboard", ["leaderboard", "{tmp}/array"], "zoomeval leaderboard: {tmp}/array/results/analysis/demo/"
                                                     "original/m/metrics.json: not a metrics document"),
+    ("policy export", ["policy", "export", "{tmp}/array", "--policy", "vote", "--budget", "4", "--fit", "demo"],
+     "zoomeval policy export: --model: {tmp}/array/results/policies/demo/original holds policies of 0 models"),
+    ("predict", ["predict", "--policy", "{tmp}/file", "--resources", "{tmp}/checkout", "{tmp}/nosuch.jpg"],
+     "zoomeval predict: {tmp}/nosuch.jpg: no such file or folder"),
+    ("predict", ["predict", "--policy", "{tmp}/file", "--resources", "{tmp}/checkout", "{tmp}/checkout"],
+     "zoomeval predict: no image files (.jpeg, .jpg, .png) under {tmp}/checkout"),
 ]  # fmt: skip
 
 

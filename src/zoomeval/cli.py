@@ -1,6 +1,7 @@
 """The zoomeval command: init writes a study directory, run checks and runs one with a progress display, list
-shows what the registries and the model libraries hold, leaderboard merges studies into one table and audit
-recomputes a sample of a study's rows. Each subcommand is a thin call into the package."""
+shows what the registries and the model libraries hold, leaderboard merges studies into one table, audit
+recomputes a sample of a study's rows, policy export takes a fitted zoom policy away as a file and predict applies
+one to images. Each subcommand is a thin call into the package."""
 
 from __future__ import annotations
 
@@ -244,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
     add_export(commands)
     add_audit(commands)
     add_policy(commands)
+    add_predict(commands)
     run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET",
@@ -303,8 +305,42 @@ def add_policy(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--model", metavar="NAME", help="the study's model (default: its only one)")
     export.add_argument("--variant", default="original", help="the image variant (default: original)")
     export.add_argument("--limit", type=int, metavar="N", help="the study's run limited to N images")
-    export.add_argument("-o", "--output", metavar="FILE", help="default: <policy>-<budget>.<model>.<DATASET>.json")
+    export.add_argument("--fold", type=int, metavar="K", help="cross-validation fold K's own policy, fitted on the "
+                        "other folds' images (default: fitted on every image)")  # fmt: skip
+    export.add_argument("-o", "--output", metavar="FILE",
+                        help="default: <policy>-<budget>.<model>.<DATASET>[.fold<K>].json")
     export.set_defaults(run=_policy_export)
+
+
+def add_predict(commands: argparse._SubParsersAction) -> None:
+    predict = commands.add_parser("predict", help="apply an exported zoom policy to image files and folders: a CSV "
+                                  "row per image (class, confidence, the view that answered, passes)")  # fmt: skip
+    predict.add_argument("images", nargs="+", metavar="IMAGE", help="image files, and folders searched recursively")
+    predict.add_argument("--policy", required=True, metavar="FILE", help="a file of zoomeval policy export")
+    weights = predict.add_mutually_exclusive_group(required=True)
+    weights.add_argument("--study", type=directory, metavar="DIR",
+                         help="the study the policy came from (its weights under DIR/resources)")
+    weights.add_argument("--resources", type=directory, metavar="DIR", help="the folder holding the weights/ folder")
+    predict.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
+    predict.add_argument("--batch-size", type=int, default=64, metavar="N", help="crops per forward pass (default 64)")
+    predict.add_argument("-o", "--output", metavar="FILE.csv", help="default: CSV on stdout")
+    predict.set_defaults(run=_predict)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from zoomeval.core.cells import terminal_text
+    from zoomeval.core.io import csv_text, write_text
+    from zoomeval.report.policy_predict import COLUMNS, image_paths, policy_wrapper, predict_rows
+
+    paths = image_paths(args.images)
+    resources = args.resources or args.study / "resources"
+    text = csv_text(COLUMNS, predict_rows(policy_wrapper(args.policy, resources, args.device, args.batch_size), paths))
+    if args.output:
+        write_text(args.output, text)
+        print(terminal_text(f"{args.output}: {len(paths)} images"), file=sys.stderr)
+    else:
+        print(terminal_text(text), end="")
+    return 0
 
 
 def study_settings(directory: Path) -> object:
@@ -326,12 +362,14 @@ def _policy_export(args: argparse.Namespace) -> int:
     layout, folder = run_layout(_limit(args)), Path(args.directory)
     model = args.model or study_model(folder, layout, args.fit, args.variant)
     document = export_policy(folder, layout, args.fit, args.variant, model, args.policy, args.budget,
-                             study_settings(folder))  # fmt: skip
-    output = args.output or f"{args.policy}-{args.budget}.{model}.{args.fit}.json"
+                             study_settings(folder), args.fold)  # fmt: skip
+    fold = "" if args.fold is None else f".fold{args.fold}"
+    output = args.output or f"{args.policy}-{args.budget}.{model}.{args.fit}{fold}.json"
     write_json(output, document)
     held = document["held_out"]
     shown = f"held out ({held['protocol']}): {held['acc']:.2f} % in {held['passes']:.2f} passes" if held else ""
-    print(terminal_text(f"{output}: {args.policy}, {len(document['views'])} views; {shown}"))
+    whose = "" if args.fold is None else f"fold {args.fold}'s "  # its row is every fold's
+    print(terminal_text(f"{output}: {whose}{args.policy}, {len(document['views'])} views; {shown}"))
     return 0
 
 
@@ -343,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         return 128 + signal.SIGPIPE
     except (ValueError, OSError) as exc:  # a bad input: one line naming it, no traceback
-        print(f"zoomeval {args.command}: {_message(exc)}", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # `policy export`
+        print(f"zoomeval {command}: {_message(exc)}", file=sys.stderr)
         return 2
 
 

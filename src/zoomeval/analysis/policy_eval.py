@@ -52,6 +52,11 @@ def assign_folds(n_images: int, n_folds: int, seed: int) -> np.ndarray:
     return folds
 
 
+def fold_fit(views: Views, folds: np.ndarray, fold: int, budgets: Sequence[int], max_rows: int, seed: int) -> Policy:
+    """Fold ``fold``'s policy (``folds``: each image's, :func:`assign_folds`): fitted on the other folds' images."""
+    return fit(views.subset(np.flatnonzero(folds != fold)), budgets, max_rows, seed)
+
+
 def cross_validate(views: Views, budgets: Sequence[int], n_folds: int, seed: int, max_rows: int
                    ) -> tuple[Choices, np.ndarray, list[Policy]]:  # fmt: skip
     """Each image's choices when its fold is the test set and the others calibrate, the folds and each fold's
@@ -61,7 +66,7 @@ def cross_validate(views: Views, budgets: Sequence[int], n_folds: int, seed: int
     fitted = []
     for fold in range(int(folds.max()) + 1):
         test = np.flatnonzero(folds == fold)
-        policy = fit(views.subset(np.flatnonzero(folds != fold)), budgets, max_rows, seed)
+        policy = fold_fit(views, folds, fold, budgets, max_rows, seed)
         fitted.append(policy)
         for key, (view, passes) in apply(policy, views.subset(test).unlabelled(), budgets).items():
             chosen, spent = out.setdefault(key, (np.zeros(views.n_images, np.int64), np.zeros(views.n_images)))

@@ -1,30 +1,38 @@
 """``zoomeval policy export``: one fitted label-free zoom policy of a study as a small versioned file that
 :class:`zoomeval.report.zoom_tta.ZoomTTA` applies to new images.
 
-The policy is fitted again on every image of the scored dataset by :func:`zoomeval.analysis.policies.fit`, with the
-study's ``policies`` settings and budgets (the policies job's own), from the correctness matrix and prediction file
-the study's analysis read (the file's sha256 checked against the one the analysis recorded): the same inputs give
-the same file. The held-out accuracy it records is the study's row for that policy and budget (cross-validated:
-each fold fitted on the other images, not this all-image fit)."""
+The policy is fitted again by :func:`zoomeval.analysis.policies.fit`, with the study's ``policies`` settings and
+budgets (the policies job's own), from the correctness matrix and prediction file the study's analysis read (the
+file's sha256 checked against the one the analysis recorded): on every image of the scored dataset (the policy a
+transfer job fits on its source), or with ``fold`` on the other folds' images, exactly as the cross-validation
+fitted that fold's policy (:func:`zoomeval.analysis.policy_eval.fold_fit`). Every refit is compared with the record
+the policies documents keep of the job's own fit (a fold's, a transfer's; for an all-image export also fold 0's,
+as the check that the settings still give the job's fits) and refused where they differ. The same inputs give the
+same file. The held-out accuracy it records is the study's row for that policy and budget."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from zoomeval.analysis.policies import FEATURES, fit
-from zoomeval.analysis.policy_eval import budgets_for, read_views
+import numpy as np
+
+from zoomeval.analysis.policies import FEATURES, Policy, Views, fit
+from zoomeval.analysis.policy_eval import assign_folds, budgets_for, fold_fit, policy_record, read_views
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.io import read_json, read_metadata
 from zoomeval.report.zoom_tta import KIND, RULES, SCHEMA_VERSION
 
 
-def _read(path: Path, *keys: str) -> Any:
-    """The value at ``keys`` of the JSON document ``path``, refused naming the file and key where there is none."""
-    value = read_json(path)
+def _get(document: Any, path: Path, *keys: str) -> Any:
+    """The value at ``keys`` of ``document`` (read from ``path``), refused naming the file and key where there is
+    none."""
+    value = document
     for key in keys:
         if not isinstance(value, dict) or key not in value:
             raise ValueError(f"{path}: no {'.'.join(keys)}: not a zoomeval result this version reads")
@@ -66,42 +74,129 @@ def _model(meta: dict[str, Any]) -> dict[str, Any]:
             "class_set": meta.get("class_set"), "class_indices": meta.get("class_indices"), "entry": entry}  # fmt: skip
 
 
-def export_policy(directory: Path, layout: Any, scored: str, variant: str, model: str, name: str, budget: int,
-                  settings: PoliciesConfig) -> dict[str, Any]:  # fmt: skip
-    """The policy file's document of policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``."""
-    if name not in RULES:
-        raise ValueError(f"--policy: {name!r} is none of {', '.join(RULES)}")
-    where = {"scored": scored, "variant": variant, "model": model}
-    recorded = _read(directory / layout.path("metrics", **where), "inputs", "predictions")
+class _Study(NamedTuple):
+    """What an export reads of a study: its scored views and image ids, budgets, policies document and where."""
+
+    views: Views
+    ids: np.ndarray
+    budgets: list[int]
+    document: dict[str, Any]
+    path: Path
+    settings: PoliciesConfig
+
+
+def _checked(policy: Policy, study: _Study, record: Any, where: Path, what: str, **extra: int) -> Policy:
+    """``policy`` where it is, as recorded (with ``extra``), the one the study's policies job fitted (``record``, in
+    ``where``)."""
+    if json.loads(json.dumps(policy_record(policy, study.views, **extra))) != record:
+        raise ValueError(f"{where}: {what} fitted here is not the one its policies job fitted: the config's policies "
+                         "settings (budgets, selector_rows, folds) or the study's inputs changed since; run the study "
+                         "again (zoomeval run)")  # fmt: skip
+    return policy
+
+
+def _fold(study: _Study, fold: int) -> tuple[Policy, np.ndarray]:
+    """Cross-validation fold ``fold``'s policy (fitted on the other folds' images), checked against its record, and
+    which images the fold held out."""
+    fitted, path, settings = _get(study.document, study.path, "fitted"), study.path, study.settings
+    if not isinstance(fitted, list):
+        raise ValueError(f"{path}: fitted is not a list: not a zoomeval result this version reads")
+    if not 0 <= fold < len(fitted):
+        why = study.document.get("not_fitted") or f"its folds are 0..{len(fitted) - 1}"
+        raise ValueError(f"--fold: {fold} is no fold of {path} ({why})")
+    folds = assign_folds(study.views.n_images, settings.folds, settings.seed)
+    held = folds == fold
+    recorded = _get(study.document, path, "folds")
+    if not isinstance(recorded, list) or len(recorded) != len(fitted) or study.ids[held].tolist() != recorded[fold]:
+        raise ValueError(f"{path}: fold {fold}'s images are not those policies.folds {settings.folds} and seed "
+                         f"{settings.seed} deal out here: the config or the study's images changed since its "
+                         "policies job ran; run the study again (zoomeval run)")  # fmt: skip
+    policy = fold_fit(study.views, folds, fold, study.budgets, settings.selector_rows, settings.seed)
+    _checked(policy, study, fitted[fold], path, f"fold {fold}'s policy", fold=fold, n_calibration=int((~held).sum()))
+    return policy, held
+
+
+def _transferred(directory: Path, layout: Any, where: dict[str, str], study: _Study, policy: Policy, name: str,
+                 budget: int) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of ``name`` at ``budget`` of every transfer from the scored dataset (``policy``, fitted on all its
+    images, checked against each transfer's record), with the dataset each moved to."""
+    pattern = layout.path("policy_transfer", source=where["scored"], **{**where, "scored": "*"})
+    out = []
+    for path in sorted(directory.glob(pattern)):
+        fitted = _get(document := read_json(path), path, "fitted")
+        record = fitted[0] if isinstance(fitted, list) and fitted else None
+        _checked(policy, study, record, path, "the transfer's policy", n_calibration=study.views.n_images)
+        row = _held_row(document, path, name, budget)
+        out += [{"scored": path.parent.parent.name, **row}] if row else []
+    return out
+
+
+def _held_row(document: dict[str, Any], path: Path, name: str, budget: int) -> dict[str, Any] | None:
+    """The row of ``name`` at ``budget`` of a policies document, with its protocol (None: it has none)."""
+    rows = _get(document, path, "rows")
+    held = [r for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget]  # fmt: skip
+    return {"protocol": _get(document, path, "protocol"), **held[0]} if held else None
+
+
+def _study(directory: Path, layout: Any, where: dict[str, str], settings: PoliciesConfig) -> tuple[_Study, dict]:
+    """The study's views and policies document for ``where``, and the prediction file the analysis read (refused
+    where it changed since, or where the config's seed is not the job's)."""
+    recorded = _get(read_json(metrics := directory / layout.path("metrics", **where)), metrics, "inputs", "predictions")
     if not isinstance(recorded, dict) or not {"path", "sha256"} <= recorded.keys():
-        raise ValueError(f"{directory / layout.path('metrics', **where)}: inputs.predictions names no file and sha256")
+        raise ValueError(f"{metrics}: inputs.predictions names no file and sha256")
     predictions = directory / recorded["path"]
     if (actual := sha256_file(predictions)) != recorded["sha256"]:
         raise ValueError(f"{predictions}: sha256 {actual}, not the {recorded['sha256']} the analysis read; "
                          "run the study again")
-    path = directory / layout.path("policies", **where)
-    rows, protocol = _read(path, "rows"), _read(path, "protocol")
-    if (seed := _read(path, "seed")) != settings.seed:  # the config was edited since: not the table's fit
+    document = read_json(path := directory / layout.path("policies", **where))
+    if (seed := _get(document, path, "seed")) != settings.seed:  # the config was edited since: not the table's fit
         raise ValueError(f"policies.seed: {settings.seed} in the study's config, {seed} in {path}: the config changed "
                          "since its policies job ran; run the study again (zoomeval run)")
     views, image_ids = read_views(directory / layout.path("correct", **where), predictions)
     budgets = budgets_for(settings.budgets, len(views.order))
-    if budget not in budgets:
-        raise ValueError(f"--budget: {budget} is none of the study's budgets {budgets}")
-    rule, chosen = _rule(name, budget, fit(views, budgets, settings.selector_rows, settings.seed))
-    held = [r for r in (rows if isinstance(rows, list) else [])
-            if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget]  # fmt: skip
+    return _Study(views, np.asarray(image_ids), budgets, document, path, settings), recorded
+
+
+def _digest(ids: Sequence[str]) -> str:
+    """The sha256 of image ids in order, one a line."""
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
+
+
+def export_policy(directory: Path, layout: Any, scored: str, variant: str, model: str, name: str, budget: int,
+                  settings: PoliciesConfig, fold: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The policy file's document of policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``: fitted on
+    every image, or with ``fold`` cross-validation fold ``fold``'s own policy."""
+    if name not in RULES:
+        raise ValueError(f"--policy: {name!r} is none of {', '.join(RULES)}")
+    where = {"scored": scored, "variant": variant, "model": model}
+    study, recorded = _study(directory, layout, where, settings)
+    if budget not in study.budgets:
+        raise ValueError(f"--budget: {budget} is none of the study's budgets {study.budgets}")
+    if fold is None:
+        policy, held = fit(study.views, study.budgets, settings.selector_rows, settings.seed), None
+        if study.document.get("fitted"):
+            _fold(study, 0)  # the config's settings still give the policies job's fits
+        transferred = _transferred(directory, layout, where, study, policy, name, budget)
+    else:
+        (policy, held), transferred = _fold(study, fold), []
+    rule, chosen = _rule(name, budget, policy)
     try:
-        meta = read_metadata(predictions)
-        model, dataset = _model(meta), meta["dataset"]
+        meta = read_metadata(predictions := directory / recorded["path"])
+        model_key, dataset = _model(meta), meta["dataset"]
     except (KeyError, TypeError) as error:
         raise ValueError(f"{predictions}: its metadata has no {error}: not a prediction file this version "
                          "reads") from None
-    digest = hashlib.sha256("\n".join(image_ids).encode()).hexdigest()
+    calibration = study.ids if held is None else study.ids[~held]
+    row = _held_row(study.document, study.path, name, budget)
+    # the row is every fold's; a fold's file also names its own held-out images
+    fold_images = {} if held is None else {"fold": fold, "fold_images": int(held.sum()),
+                                           "fold_image_ids_sha256": _digest(study.ids[held].tolist())}  # fmt: skip
     return {"kind": KIND, "schema_version": SCHEMA_VERSION, "policy": name, "budget": budget, "rule": rule,
-            "views": [[views.order[t].scale, views.order[t].row, views.order[t].col] for t in chosen],
-            "model": model,
-            "fitted_on": {"dataset": dataset, **where, "n_images": views.n_images, "image_ids_sha256": digest,
-                          "predictions": recorded["path"], "predictions_sha256": recorded["sha256"],
-                          "budgets": budgets, "seed": settings.seed, "selector_rows": settings.selector_rows},
-            "held_out": {"protocol": protocol, **held[0]} if held else None}  # fmt: skip
+            "views": [[study.views.order[t].scale, study.views.order[t].row, study.views.order[t].col]
+                      for t in chosen], "model": model_key,
+            "fitted_on": {"dataset": dataset, **where, "fold": fold, "n_images": len(calibration),
+                          "image_ids_sha256": _digest(calibration.tolist()), "predictions": recorded["path"],
+                          "predictions_sha256": recorded["sha256"], "budgets": study.budgets, "seed": settings.seed,
+                          "selector_rows": settings.selector_rows},
+            "held_out": None if row is None else {**row, **fold_images}, "transferred": transferred}  # fmt: skip

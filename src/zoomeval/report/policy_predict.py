@@ -1,0 +1,90 @@
+"""``zoomeval predict --policy FILE IMAGES...``: an exported zoom policy (:mod:`zoomeval.report.policy_export`)
+applied by :class:`zoomeval.report.zoom_tta.ZoomTTA` to image files and folders, one CSV row per image."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from zoomeval.core.classes import description, wnids
+from zoomeval.core.config import ConfigError
+from zoomeval.core.images import to_rgb
+from zoomeval.datasets.files import IMAGE_SUFFIXES, image_files
+from zoomeval.report.zoom_tta import ZoomTTA, read_policy, study_classifier
+
+#: The columns of ``zoomeval predict``'s CSV: the image, its class (ImageNet-1k index, wnid and name), confidence,
+#: the view that answered and the forward passes spent.
+COLUMNS = ("path", "label", "wnid", "class_name", "confidence", "scale", "row", "col", "passes")
+#: Images decoded and answered per call of the wrapper (a call holds each image's resized scales until it answers).
+IMAGES_PER_CALL = 128
+
+
+def image_paths(items: Sequence[str]) -> list[Path]:
+    """Each named file, then every image file under each named folder (recursively, sorted, hidden ones left out),
+    in the order given."""
+    out: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            out += image_files(path)
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise ValueError(f"{item}: no such file or folder")
+    if not out:
+        raise ValueError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) under {', '.join(items)}")
+    return out
+
+
+def open_image(path: Path) -> Image.Image:
+    """``path`` decoded as the study decodes its images (8-bit RGB, :func:`zoomeval.core.images.to_rgb`); a file that
+    is no such image is refused naming it."""
+    try:
+        with Image.open(path) as raw:
+            return to_rgb(raw)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"{path}: not an image this reads ({type(exc).__name__}: {exc})") from None
+
+
+#: What :func:`zoomeval.report.zoom_tta.study_classifier` reads of a policy file's model, beyond the wrapper's keys.
+_LOADER_KEYS = ("entry", "precision", "channels_last", "class_indices")
+
+
+def policy_wrapper(policy: str | os.PathLike[str], resources: str | os.PathLike[str], device: str,
+                   batch_size: int) -> ZoomTTA:  # fmt: skip
+    """The wrapper of the policy file ``policy`` around its model, with the weights under ``resources`` (a study's
+    resources folder), which must hold them already: a command run on new images fetches nothing."""
+    from zoomeval.core.devices import resolve_device
+    from zoomeval.inference.models import weights_folder
+    from zoomeval.inference.recompute import recorded_spec
+
+    document = read_policy(policy)
+    if missing := [key for key in _LOADER_KEYS if key not in document["model"]]:
+        raise ValueError(f"{policy}: its model has no {', '.join(missing)}; export it again")
+    if batch_size < 1:
+        raise ValueError(f"--batch-size: {batch_size} is no number of crops; give N >= 1")
+    try:
+        resolve_device(device, "--device")
+    except ConfigError:
+        raise
+    except (RuntimeError, ValueError):  # torch's refusal of a string that names no device
+        raise ValueError(f"--device: {device!r} is no torch device (cpu, cuda, cuda:N, auto)") from None
+    if (folder := weights_folder(recorded_spec(document["model"]["entry"]), str(resources))) is not None:
+        if not Path(folder).is_dir():
+            raise ValueError(f"{folder}: no such folder: the policy's weights are not under {resources} (give the "
+                             "study the policy came from, --study DIR, or the folder holding them, --resources DIR)")
+    return ZoomTTA(study_classifier(document, resources, device, batch_size), document)
+
+
+def predict_rows(tta: ZoomTTA, paths: Sequence[Path], per_call: int = IMAGES_PER_CALL) -> Iterator[list[Any]]:
+    """One row of :data:`COLUMNS` per image of ``paths``, in order, answered ``per_call`` images at a time."""
+    for start in range(0, len(paths), per_call):
+        part = paths[start : start + per_call]
+        for path, answer in zip(part, tta([open_image(p) for p in part]), strict=True):
+            label = answer.label
+            yield [str(path), label, wnids()[label], description(label), answer.confidence, *answer.view,
+                   answer.passes]  # fmt: skip
