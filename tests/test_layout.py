@@ -72,6 +72,35 @@ def test_stages_import_only_core_and_earlier_stages() -> None:
     assert wrong == []
 
 
+#: A stage after core, named in a module of core: an import, or a string that reaches one (``module:NAME``).
+LATER_STAGE = re.compile(r"zoomeval\.(?:analysis|inference|masks|report|datasets|run)\b")
+
+
+def later_stages_named(source: str) -> list[str]:
+    """The later stages ``source`` names in its code or its strings; docstrings and comments aside (a cross-reference
+    in prose is no dependency)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(
+            node, clean=False
+        ) is not None:
+            node.body[0] = ast.Pass()
+    return [match[0] for match in LATER_STAGE.finditer(ast.unparse(tree))]
+
+
+def test_core_names_no_later_stage_in_code_or_strings() -> None:
+    """Core's modules neither import a later stage nor name one in a string for someone to import later (each
+    stage declares its outputs' columns to the layout instead, :func:`zoomeval.core.layout.declare`)."""
+    named = {p.name: later_stages_named(p.read_text()) for p in sorted((PACKAGE / "core").glob("*.py"))}
+    assert {name: found for name, found in named.items() if found} == {}
+
+
+def test_the_core_check_sees_strings_and_imports_but_not_prose() -> None:
+    source = ('"""See :mod:`zoomeval.report.tables`."""\nimport zoomeval.masks.boxes\n# zoomeval.inference.tta\n'
+              'X = "zoomeval.report.tables:COLUMNS"\ndef f():\n    """zoomeval.run."""\n    return f"zoomeval.{X}"\n')
+    assert later_stages_named(source) == ["zoomeval.masks", "zoomeval.report"]
+
+
 def test_the_import_check_sees_a_late_import(tmp_path: Path) -> None:
     """Control: an import inside a function counts."""
     module = tmp_path / "m.py"

@@ -33,13 +33,15 @@ from zoomeval.analysis.label_sets import left_out_of, relabel
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.analysis.metrics import read_greedy
 from zoomeval.core.io import write_text
-from zoomeval.core.layout import relative_to
+from zoomeval.core.layout import declare, relative_to
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
 from zoomeval.report.left_out import why
 
 #: Version of the index and page documents. 2: the index says what the dataset's scoring left out (``left_out``).
 BROWSER_SCHEMA_VERSION = 2
+declare("browser_catalogue", schema_version=BROWSER_SCHEMA_VERSION)
+declare("browser_data", schema_version=BROWSER_SCHEMA_VERSION)
 #: Images per page shard: a page of the browser loads the shards its images fall in.
 SHARD_IMAGES = 100
 

@@ -24,10 +24,11 @@ from zoomeval import __version__
 from zoomeval.analysis.label_sets import left_out_of, relabel
 from zoomeval.core.classes import description
 from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.layout import declare
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.report.browser_data import Correctness
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 
 #: 2: the metadata records what the set leaves out of the dataset (``left_out``); version 1 files are still read.
@@ -48,6 +49,8 @@ HF_FEATURES = {
     "english_label": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
 }
 SUMMARY_COLUMNS = ["name", "origin", "n_images", "n_hard", "percent_hard", "share_of_hard"]
+declare("hard", HARD_SCHEMA, HARD_SCHEMA_VERSION)
+declare("hard_summary", [*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS])
 
 
 def unsolved(correctness: Correctness, variant: str = "original") -> np.ndarray:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from zoomeval.analysis.class_groups import SOURCE as GROUPS_SOURCE
 from zoomeval.analysis.multilabel_scores import MultilabelScores
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.core.layout import declare
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import ANCHORS, _percent, markdown_table, percent_interval
 
 SLICES = ("objects", "organisms", "no_dogs")
@@ -19,6 +20,7 @@ COLUMNS = [
     "acc_multilabel", "acc_multilabel_top_k", "acc_multilabel_max", "n_imagenet_m", "acc_imagenet_m",
     *(f"{prefix}_{name}" for name in SLICES for prefix in ("n", "acc")), "notes", "n_scales",
 ]  # fmt: skip
+declare("table_multilabel", [*COLUMNS, *LEFT_OUT_COLUMNS])
 NO_TOP5 = "acc_top5: the predictions were stored without top5 (set inference.store_top5: true)"
 NO_IMAGENET_M = "acc_imagenet_m: no ImageNet-M image in this dataset (its 68 images are ImageNet val images)"
 #: Shankar et al. 2020's effects (ImageNet val, 72 models; val -> V2 for models and humans), as (effect, number).

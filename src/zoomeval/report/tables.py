@@ -15,9 +15,10 @@ from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import markdown_cell
 from zoomeval.core.classes import NUM_CLASSES
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import declare
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
-from zoomeval.report.left_out import append_left_out, append_left_out_by_dataset, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, append_left_out_by_dataset, left_out_note
 
 #: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
 #: model's resolved arch.tag, beside its config name in ``model``) and n_scales (the scales searched) after it.
@@ -259,6 +260,8 @@ TABLE_AGGREGATION_COLUMNS = [
     "model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES),
     "acc_standard",
 ]  # fmt: skip
+declare("table_a8", [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS, *PROVENANCE_COLUMNS])
+declare("table_aggregation", [*TABLE_AGGREGATION_COLUMNS, *LEFT_OUT_COLUMNS])
 
 
 def _aggregation_values(m: Metrics) -> list[float | None]:

@@ -12,9 +12,10 @@ from typing import Any
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, SCHEMA_VERSION, where_zoom_helps
+from zoomeval.core.layout import declare
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import read_manifest
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 
 #: Version 1 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
@@ -22,6 +23,7 @@ COLUMNS = [
     "model", "variant", "dataset", "axis", "bin", "lo", "hi", "n_images", "n_1crop", "acc_1crop", "acc_1crop_lo",
     "acc_1crop_hi", "n_max", "acc_max", "acc_max_lo", "acc_max_hi",
 ]  # fmt: skip
+declare("table_where_zoom_helps", [*COLUMNS, *LEFT_OUT_COLUMNS], SCHEMA_VERSION)
 #: One scored dataset and model: (model, dataset, what its metrics leave out, the analysis's rows, images with no box).
 Cell = tuple[str, str, LeftOut | None, list[dict[str, Any]], int]
 _EDGES = {"lo", "hi"}  # fractions, 6 decimals; the accuracies are percentages, 2 decimals

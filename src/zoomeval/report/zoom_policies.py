@@ -15,8 +15,9 @@ import numpy as np
 from zoomeval.analysis.policies import POLICIES
 from zoomeval.analysis.policy_eval import SCHEMA_VERSION, UNPAIRED, row
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import declare
 from zoomeval.core.left_out import LeftOut
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import markdown_table
 
 #: Version 2 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
@@ -25,6 +26,7 @@ COLUMNS = [
     "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
     "n_right_to_wrong", "n_wrong_to_right", "mcnemar_p",
 ]  # fmt: skip
+declare("table_zoom_policies", [*COLUMNS, *LEFT_OUT_COLUMNS], SCHEMA_VERSION)
 #: The level below which a McNemar p-value makes a gain over the 1-crop significant (the figure's filled markers).
 ALPHA = 0.05
 #: The policies drawn with their 95 % bands (the others' intervals are in the table; more bands would hide the lines).
