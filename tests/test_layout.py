@@ -20,7 +20,7 @@ STAGES = ("core", "datasets", "masks", "inference", "analysis", "report")
 MAX_FUNCTION_LINES = 50
 #: The modules above the stages, which wire them (no stage imports one): zoomeval.run is `zoomeval run`.
 ABOVE_STAGES = (
-    "zoomeval.registries", "zoomeval.study", "zoomeval.cli", "zoomeval.__main__", "zoomeval.preflight",
+    "zoomeval.registries", "zoomeval.study_dir", "zoomeval.cli", "zoomeval.__main__", "zoomeval.preflight",
     "zoomeval.run", "zoomeval.run.launch", "zoomeval.run.display", "zoomeval.run.events", "zoomeval.run.lock",
     "zoomeval.run.logger_plugin", "zoomeval.run.overall", "zoomeval.run.plan", "zoomeval.run.summary",
     "zoomeval.run.targets",
@@ -52,7 +52,7 @@ def stage(module: str) -> str | None:
 
 def test_every_module_belongs_to_a_stage_or_wires_them() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "cli.py", "preflight.py", "registries.py", "study.py"]
+    assert top == ["__init__.py", "__main__.py", "cli.py", "preflight.py", "registries.py", "study_dir.py"]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted([*STAGES, "run"])
 

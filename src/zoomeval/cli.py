@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from zoomeval import __version__, study
+from zoomeval import __version__, study_dir
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.registries import REGISTRIES
@@ -54,7 +54,7 @@ def registry_rows(kind: str) -> list[tuple[str, str]]:
         sets = REGISTRIES.label_sets.values()
         return [(s.name, first_paragraph(inspect.getdoc(s.relabel) or s.source)) for s in sets]
     if kind == "presets":
-        return [(name, study.preset_summary(name)) for name in study.PRESETS]
+        return [(name, study_dir.preset_summary(name)) for name in study_dir.PRESETS]
     raise ValueError(f"unknown kind {kind!r}; expected one of {[*REGISTRY_KINDS, 'models']}")
 
 
@@ -64,17 +64,17 @@ def _print_rows(rows: Iterable[tuple[str, ...]]) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    root, folder = Path(args.workflow) if args.workflow else study.CHECKOUT, Path(args.directory)
+    root, folder = Path(args.workflow) if args.workflow else study_dir.CHECKOUT, Path(args.directory)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file; give a new directory for the study")
-    written = study.init_study(folder, args.preset, root)
+    written = study_dir.init_study(folder, args.preset, root)
     print(f"wrote {', '.join(map(str, written))}")
     print("next:")
     print(f"  cd {shlex.quote(args.directory)}")
-    if todo := list(study.placeholders(load_config_file(written[1]))):
+    if todo := list(study_dir.placeholders(load_config_file(written[1]))):
         print("  edit config/config.yaml; these keys name files you provide:")
         print("\n".join(f"    {key}: {value}" for key, value in todo))
-    print("\n".join(f"  {step}" for step in study.run_steps(args.preset, root)))
+    print("\n".join(f"  {step}" for step in study_dir.run_steps(args.preset, root)))
     return 0
 
 
@@ -185,7 +185,7 @@ class Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
         commit = workflow_commit() or "unknown (not a git checkout)"
-        print(f"zoomeval {__version__}, commit {commit}, workflow in {study.CHECKOUT}")
+        print(f"zoomeval {__version__}, commit {commit}, workflow in {study_dir.CHECKOUT}")
         parser.exit(0)
 
 
@@ -214,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="write a study directory that uses this workflow as a Snakemake module")
     init.add_argument("directory")
-    init.add_argument("--preset", default="demo", choices=list(study.PRESETS))
+    init.add_argument("--preset", default="demo", choices=list(study_dir.PRESETS))
     init.add_argument("--workflow", help="the zoomeval checkout to use (default: the one installed)")
     init.set_defaults(run=_init)
     listing = commands.add_parser("list", help="list adapters, sources, label sets, presets, or a source's models")
