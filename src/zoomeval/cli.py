@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from zoomeval import __version__, study_dir
+from zoomeval.core.layout import Layout, limited_root
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.registries import REGISTRIES
@@ -234,7 +235,7 @@ def parser() -> argparse.ArgumentParser:
                        help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)")
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
     board.add_argument("--limit", type=int, metavar="N",
-                       help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
+                       help=f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})")
     board.add_argument("--audit", type=int, metavar="N",
                        help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails")
     board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
@@ -248,12 +249,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET",
                      help="`study` (default: every table and the sealed study.json), `all` (also the figures, "
-                     "browser and hard sets) or a path of the results layout, e.g. results/table_tta.csv")
-    run.add_argument("--limit", type=int, metavar="N", help="the first N images of each dataset, in results/limit-N")
+                     "browser and hard sets) or a path of the results layout, e.g. "
+                     f"{Layout().path('table_tta', ext='csv')}")
+    run.add_argument("--limit", type=int, metavar="N",
+                     help=f"the first N images of each dataset, in {limited_root('N')}")
     run.add_argument("--cores", type=cores, metavar="N", help="cores for Snakemake, N >= 1 (default: all this process "
                      "may use)")
     run.add_argument("--report", action="store_true", help="write Snakemake's report of the targets after the run "
-                     "(results/report.html)")
+                     f"({Layout().path('report')})")
     run.set_defaults(run=_run)
     return top
 

@@ -323,7 +323,13 @@ def run_layout(limit: int | None) -> Layout:
     ``results/limit-N`` would be ``results/logs``, inside the full run's results."""
     if limit is None:
         return Layout()
-    return Layout(f"{RESULTS}/{_LIMITED}{limit}", logs=f"{LOGS}/{_LIMITED}{limit}")
+    return Layout(limited_root(limit), logs=f"{LOGS}/{_LIMITED}{limit}")
+
+
+def limited_root(limit: int | str) -> str:
+    """The results root of a run limited to ``limit`` images, ``results/limit-N`` (``limit`` may be a placeholder
+    such as ``"N"``, for a help text)."""
+    return f"{RESULTS}/{_LIMITED}{limit}"
 
 
 def limit_of(layout: Layout) -> int | None:
