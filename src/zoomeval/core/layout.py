@@ -4,7 +4,9 @@ template with Snakemake-style ``{wildcards}``, with its parser; and every job's 
 The rule files, the leaderboard, the study index, the browser and the generated output reference
 (``docs/reference/outputs.md``) all take their paths from here; nothing else spells out a ``results/`` path.
 A study's results root is ``results`` and its logs lie beside it (``logs``); a limited smoke-test run (config key
-``limit``) keeps its own of each, ``results/limit-N`` and ``logs/limit-N`` (:func:`run_layout`).
+``limit``) keeps its own of each, ``results/limit-N`` and ``logs/limit-N`` (:func:`run_layout`). Each stage declares
+its own outputs' columns and schema versions here (:func:`declare`, when its module is imported), so core imports
+and names no later stage.
 """
 
 from __future__ import annotations
