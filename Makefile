@@ -18,7 +18,7 @@ demo: $(STAMP)
 	cat results/table_a8.md
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests workflow/scripts
+	$(BIN)/ruff check src tests workflow/scripts tools
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint
 	$(BIN)/python -m pytest -q

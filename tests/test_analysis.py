@@ -259,7 +259,8 @@ def test_label_sets_registry_names_and_scored_names():
         scored_name("v", "reall")
     with pytest.raises(ValueError, match="unknown label set"):
         relabel(RECORDS, "reall")
-    with pytest.raises(ValueError, match="'multilabel' reads Shankar et al.'s .*/multilabel.parquet; give its path"):
+    where = "labels/<dataset>/multilabel.parquet under the results root"  # the limited run's root too
+    with pytest.raises(ValueError, match=f"'multilabel' reads Shankar et al.'s .* from {where}; give its path"):
         relabel(RECORDS, "multilabel")
     # a dataset whose records carry ReaL labels on some images only is scored; one without any is refused
     some = [replace(RECORDS[0], real_labels=[5]), *RECORDS[1:]]

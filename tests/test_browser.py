@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from tests.chromium import CHROMIUM, Chromium
+from tests.conftest import LAYOUT
 from tests.test_analysis import prediction_table
 from zoomeval.analysis.matrix import read_matrix, write_matrix
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
@@ -153,7 +154,8 @@ def test_index_and_pages_hold_the_matrices(built):
     assert index["origins"] == ["alpha", "beta"] and index["origin"] == [0, 0, 0, 1, 1]
     assert index["one_crop"] == ORDER.index(Transform(256, 1, 1))
     assert index["schema_version"] == 2 and index["left_out"] == {
-        "n_bad": 1, "n_unscored": 0, "why": "1 bad (1 unreadable, listed in results/datasets/toy/bad_images.csv)"}
+        "n_bad": 1, "n_unscored": 0,
+        "why": f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='toy')})"}
     # m1 original: image 0 by 256 and 224 (neither flag), 2 by two zoom-outs, 3 by two zoom-ins
     assert index["codes"][0][0] == [8, 0, 8 + 2, 8 + 1, 0]
     assert index["codes"][1][1] == [0, 4 + 2, 0, 0, 0]  # m2 fgset
@@ -223,7 +225,7 @@ def test_hard_set_reads_back_through_the_imagenet_hard_adapter(built, tmp_path):
     ]
     assert lefts == {"toy": LeftOut("toy", bad, {})}
     write_summary([path], tmp_path / "s.csv", tmp_path / "s.md")
-    why = "1 bad (1 unreadable, listed in results/datasets/toy/bad_images.csv)"
+    why = f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='toy')})"
     assert (tmp_path / "s.csv").read_text().splitlines()[1:2] == [f'toy,alpha,3,1,33.33,50.00,1,0,"{why}"']
     assert f"toy: {why}." in (tmp_path / "s.md").read_text()
 
@@ -276,7 +278,7 @@ def shown_on_all_pages(chrome: Chromium) -> list[str]:
 def test_first_page_loads_without_errors(page):
     assert page.evaluate("document.getElementById('status').textContent") == (
         "5 of 5 images · page 1 of 3 · left out of toy: 1 bad (1 unreadable, listed in "
-        "results/datasets/toy/bad_images.csv)")  # fmt: skip
+        f"{LAYOUT.path('bad_images', dataset='toy')})")  # fmt: skip
     assert page.evaluate("[...document.querySelectorAll('article.card')].map(a => a.dataset.image)") == ["img0", "img1"]
     page.wait_for("[...document.images].every(i => i.complete)")
     # two thumbnails and the crops of image 0 (both models solve it; nothing solves image 1)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from zoomeval import study
+from zoomeval import study_dir
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
@@ -19,7 +19,7 @@ def listed(*args: str) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     ("kind", "registry"),
-    [("adapters", ADAPTERS), ("sources", MODEL_SOURCES), ("label-sets", LABEL_SETS), ("presets", study.PRESETS)],
+    [("adapters", ADAPTERS), ("sources", MODEL_SOURCES), ("label-sets", LABEL_SETS), ("presets", study_dir.PRESETS)],
 )
 def test_list_prints_every_entry_of_a_registry_in_its_order(kind, registry) -> None:
     rows = listed(kind)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from zoomeval import __version__, cli, study
+from zoomeval import __version__, cli, study_dir
 from zoomeval.core.provenance import CHECKOUT, workflow_commit
 
 MARKUP = re.compile(r"``|:\w+:`")
@@ -31,8 +31,8 @@ def test_version_gives_the_version_and_the_checkouts_commit() -> None:
 
 
 def test_plain_removes_restructuredtext_roles_and_literals() -> None:
-    text = "``init`` writes; see :mod:`zoomeval.study` and :class:`~zoomeval.core.manifest.Record`."
-    assert cli.plain(text) == "init writes; see zoomeval.study and Record."
+    text = "``init`` writes; see :mod:`zoomeval.study_dir` and :class:`~zoomeval.core.manifest.Record`."
+    assert cli.plain(text) == "init writes; see zoomeval.study_dir and Record."
 
 
 @pytest.mark.parametrize("args", [["--help"], ["init", "--help"], ["list", "--help"], ["leaderboard", "--help"],
@@ -73,7 +73,7 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[1:3] == ["next:", f"  cd '{tmp_path}/my study'\"'\"'s dir'"]
-    steps = study.run_steps(preset)
+    steps = study_dir.run_steps(preset)
     assert lines[-len(steps) :] == [f"  {step}" for step in steps]
     # the run command the preset's page gives
     run = steps[1].split("   #")[0]
@@ -89,14 +89,14 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
 def test_each_presets_steps_run_its_own_targets_and_read_the_seal_where_they_build_it() -> None:
     """The preset commands' targets, less the tables the default target builds: Table A8 (gpu), the ImageNet-Hard
     table (imagenet-hard); `all` (paper) and Table 5 (tta) stay."""
-    assert [study.preset_targets(p) for p in ("demo", "gpu", "imagenet-hard", "paper", "tta")] == [
+    assert [study_dir.preset_targets(p) for p in ("demo", "gpu", "imagenet-hard", "paper", "tta")] == [
         [], [], [], ["all"], ["results/table_tta.csv"]]  # fmt: skip
-    assert study.run_steps("tta") == [
+    assert study_dir.run_steps("tta") == [
         "zoomeval run . results/table_tta.csv --limit 2   # a smoke test: the first 2 images of each dataset, in "
         "results/limit-2",
         "zoomeval run . results/table_tta.csv   # the preflight, then results/table_tta.csv",
     ]
-    assert study.run_steps("paper")[1:] == [
+    assert study_dir.run_steps("paper")[1:] == [
         "zoomeval run . all   # the preflight, then the study: its tables, sealed in results/study.json and the rest "
         "of `all`",
         "zoomeval leaderboard .   # its results, read through the seal",

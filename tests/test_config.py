@@ -18,8 +18,9 @@ import yaml
 from snakemake.utils import update_config
 
 from tests.conftest import ROOT
+from tests.test_docs import docs
 from zoomeval.analysis.label_sets import LABEL_SETS
-from zoomeval.core import devices, docs
+from zoomeval.core import devices
 from zoomeval.core.config import (
     BrowserConfig,
     Config,

@@ -1,11 +1,12 @@
 """The docs site (mkdocs.yml, docs/): it builds with warnings as errors (broken links and anchors included), its
 home page and a how-to guide open in headless Chromium without errors, and its generated reference pages are those
-the schema and the rules give (zoomeval.core.docs)."""
+the schema and the rules give (tools/docs.py)."""
 
 from __future__ import annotations
 
 import functools
 import http.server
+import importlib.util
 import os
 import re
 import subprocess
@@ -19,10 +20,12 @@ import yaml
 from tests.chromium import CHROMIUM, Chromium
 from tests.conftest import ROOT
 from zoomeval.analysis.metrics import METRICS_SCHEMA_VERSION
-from zoomeval.core import docs
 from zoomeval.report.left_out import LEFT_OUT_COLUMNS
 from zoomeval.report.tables import PROVENANCE_COLUMNS, TABLE_A8_COLUMNS
 
+spec = importlib.util.spec_from_file_location("docs", ROOT / "tools" / "docs.py")
+docs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(docs)
 ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
@@ -96,7 +99,7 @@ def test_pages_open_in_chromium_without_errors(served, tmp_path, page, heading):
 
 def test_the_generated_reference_pages_are_up_to_date(capsys):
     """docs/reference/config.md, config/README.md, docs/reference/rules.md and docs/reference/outputs.md are what
-    the schema, the rules and the results layout generate; after editing any, run `python -m zoomeval.core.docs`."""
+    the schema, the rules and the results layout generate; after editing any, run `python tools/docs.py`."""
     assert docs.main(["--check", "--root", str(ROOT)]) == 0, capsys.readouterr().err
 
 
@@ -106,7 +109,7 @@ def test_the_site_builds_from_another_directory_with_the_readmes_snippets(site):
 
 
 def test_pages_show_config_files_as_text_github_shows_too():
-    """A page includes a config file as a copy of its text (refreshed by python -m zoomeval.core.docs), not as a
+    """A page includes a config file as a copy of its text (refreshed by python tools/docs.py), not as a
     snippet line that only the site expands; README.md and CHANGELOG.md stay snippets of the site-only pages."""
     snippets = {m for page in (ROOT / "docs").rglob("*.md") for m in re.findall(r'--8<-- "([^":]+)', page.read_text())}
     assert snippets == {"README.md", "CHANGELOG.md"}

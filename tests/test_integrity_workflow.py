@@ -20,7 +20,7 @@ import torch
 import torchvision
 from PIL import Image
 
-from tests.conftest import run_snakemake, write_config
+from tests.conftest import LAYOUT, run_snakemake, write_config
 from tests.test_adapters import image_bytes, write_hard_shard
 from zoomeval.core.manifest import read_manifest
 from zoomeval.inference.sources import embedded
@@ -137,7 +137,7 @@ def rows_of(path):
 
 
 def bad_note(dataset: str) -> str:
-    return f"1 bad (1 unreadable, listed in results/datasets/{dataset}/bad_images.csv)"
+    return f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset=dataset)})"
 
 
 @pytest.mark.parametrize("table", [t for t in TABLES if t.endswith(".csv")])

@@ -20,7 +20,7 @@ STAGES = ("core", "datasets", "masks", "inference", "analysis", "report")
 MAX_FUNCTION_LINES = 50
 #: The modules above the stages, which wire them (no stage imports one): zoomeval.run is `zoomeval run`.
 ABOVE_STAGES = (
-    "zoomeval.registries", "zoomeval.study", "zoomeval.cli", "zoomeval.__main__", "zoomeval.preflight",
+    "zoomeval.registries", "zoomeval.study_dir", "zoomeval.cli", "zoomeval.__main__", "zoomeval.preflight",
     "zoomeval.run", "zoomeval.run.launch", "zoomeval.run.display", "zoomeval.run.events", "zoomeval.run.lock",
     "zoomeval.run.logger_plugin", "zoomeval.run.overall", "zoomeval.run.plan", "zoomeval.run.summary",
     "zoomeval.run.targets",
@@ -52,7 +52,7 @@ def stage(module: str) -> str | None:
 
 def test_every_module_belongs_to_a_stage_or_wires_them() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "cli.py", "preflight.py", "registries.py", "study.py"]
+    assert top == ["__init__.py", "__main__.py", "cli.py", "preflight.py", "registries.py", "study_dir.py"]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted([*STAGES, "run"])
 
@@ -70,6 +70,35 @@ def test_stages_import_only_core_and_earlier_stages() -> None:
             elif own and stage(target) and STAGES.index(stage(target)) > STAGES.index(own):
                 wrong.append(f"{name} ({own}) imports {target} ({stage(target)})")
     assert wrong == []
+
+
+#: A stage after core, named in a module of core: an import, or a string that reaches one (``module:NAME``).
+LATER_STAGE = re.compile(r"zoomeval\.(?:analysis|inference|masks|report|datasets|run)\b")
+
+
+def later_stages_named(source: str) -> list[str]:
+    """The later stages ``source`` names in its code or its strings; docstrings and comments aside (a cross-reference
+    in prose is no dependency)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(
+            node, clean=False
+        ) is not None:
+            node.body[0] = ast.Pass()
+    return [match[0] for match in LATER_STAGE.finditer(ast.unparse(tree))]
+
+
+def test_core_names_no_later_stage_in_code_or_strings() -> None:
+    """Core's modules neither import a later stage nor name one in a string for someone to import later (each
+    stage declares its outputs' columns to the layout instead, :func:`zoomeval.core.layout.declare`)."""
+    named = {p.name: later_stages_named(p.read_text()) for p in sorted((PACKAGE / "core").glob("*.py"))}
+    assert {name: found for name, found in named.items() if found} == {}
+
+
+def test_the_core_check_sees_strings_and_imports_but_not_prose() -> None:
+    source = ('"""See :mod:`zoomeval.report.tables`."""\nimport zoomeval.masks.boxes\n# zoomeval.inference.tta\n'
+              'X = "zoomeval.report.tables:COLUMNS"\ndef f():\n    """zoomeval.run."""\n    return f"zoomeval.{X}"\n')
+    assert later_stages_named(source) == ["zoomeval.masks", "zoomeval.report"]
 
 
 def test_the_import_check_sees_a_late_import(tmp_path: Path) -> None:

@@ -535,7 +535,7 @@ def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path
 
 def test_study_reads_a_sealed_study_through_the_leaderboards_checks(tmp_path) -> None:
     """zoomeval.Study refuses a prediction file changed after sealing with the leaderboard's line, or warns of it."""
-    from zoomeval.report.reader import Study
+    from zoomeval.report.study import Study
 
     a = study(tmp_path / "a")
     assert Study(a).problems == [] and len(Study(a).predictions("demo", "original", "r50").collect()) == N * 27

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from tests.conftest import LAYOUT
 from tests.multilabel_fixture import ANNOTATIONS, v2_id, val
 from tests.test_analysis import prediction_table
 from tests.test_tables import wilson
@@ -192,7 +193,7 @@ def test_every_table_cell_by_hand(tmp_path):
     assert list(rows[0]) == [*COLUMNS, "n_bad", "n_unscored", "left_out"]
     unscored = "not scored (not annotated by Shankar et al., or problematic)"
     assert [(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows] == [
-        ("1", "2", f"1 bad (1 unreadable, listed in results/datasets/imagenet/bad_images.csv) and 2 {unscored}"),
+        ("1", "2", f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='imagenet')}) and 2 {unscored}"),
         ("0", "1", f"1 {unscored}"),
     ]  # val: 7 images, 5 scored (one problematic, one not annotated); V2: c is not annotated
     rows = [{k: v for k, v in r.items() if k in COLUMNS} for r in rows]

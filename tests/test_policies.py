@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import LAYOUT, ROOT
 from zoomeval.analysis import policies as P
 from zoomeval.analysis import policy_eval
 from zoomeval.analysis.matrix import write_matrix
@@ -245,7 +245,7 @@ def test_the_table_and_figure_show_every_point_with_its_interval(tmp_path):
         reader = csv.DictReader(fh)
         cells = list(reader)
     assert reader.fieldnames == [*COLUMNS, "n_bad", "n_unscored", "left_out"]
-    why = "1 bad (1 unreadable, listed in results/datasets/d/bad_images.csv)"
+    why = f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='d')})"
     assert {(c["n_bad"], c["n_unscored"], c["left_out"]) for c in cells} == {("1", "0", why)}  # every row says it
     assert f"d: {why}." in (tmp_path / "t.md").read_text()
     one = next(c for c in cells if c["policy"] == "one_crop")

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import LAYOUT, ROOT
 from tests.test_adapters import (
     GOLDFINCH,
     STINGRAY,
@@ -120,7 +120,7 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     assert left == {
         "imagenet": ("0", "0", "none"), "imagenet_real": ("0", "1", "1 not scored (no ReaL label)"),
         "imagenet_in_real": ("0", "0", "none"), "imagenet_a": ("0", "0", "none"), "objectnet": ("0", "0", "none"),
-        "hard": ("1", "0", "1 bad (1 unreadable, listed in results/datasets/hard/bad_images.csv)"),
+        "hard": ("1", "0", f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='hard')})"),
     }  # fmt: skip
     # the subset policy restricts pred to each dataset's classes
     a = pq.read_table(tmp_path / "results/predictions/imagenet_a/original/efficientnet_lite0.parquet")

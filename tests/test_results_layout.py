@@ -8,9 +8,11 @@ import re
 import tokenize
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from tests.conftest import ROOT, run_snakemake, write_config
+from zoomeval.core import layout
 from zoomeval.core.layout import JOB_LOGS, OUTPUTS, WILDCARDS, Layout, cases_of, relative_to
 
 #: The files that wire the workflow: every path under the results or logs root they use comes from the layout.
@@ -134,3 +136,16 @@ def test_the_demo_writes_where_the_layout_says(tmp_path: Path) -> None:
     assert len(files) > 50
     unmatched = [f for f in files if all(Layout().parse(name, f) is None for name in OUTPUTS)]
     assert unmatched == []
+
+
+def test_a_stage_declares_an_outputs_columns_once(monkeypatch) -> None:
+    """A stage declares its output's columns (Arrow fields by name) and schema version to the layout; the same
+    declaration again (a module imported twice) is fine, a different one or an undeclared output is refused."""
+    monkeypatch.setattr(layout, "DECLARED", {})
+    layout.declare("hard", pa.schema([("image", pa.binary()), ("label", pa.int64())]), 2)
+    layout.declare("hard", ["image", "label"], 2)
+    assert layout.DECLARED == {"hard": layout.Declared(("image", "label"), 2)}
+    with pytest.raises(ValueError, match="output 'hard' is declared twice, differently"):
+        layout.declare("hard", ["image"], 2)
+    with pytest.raises(KeyError, match="the layout has no output 'table_9'"):
+        layout.declare("table_9", ["a"])

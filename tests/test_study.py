@@ -14,7 +14,7 @@ import yaml
 from PIL import Image
 
 from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
-from zoomeval import study
+from zoomeval import study_dir
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_yaml
 
@@ -25,9 +25,9 @@ def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_config_of_the_checkout_is_a_preset_and_the_reverse() -> None:
-    assert sorted(files[0] for files in study.PRESETS.values() if len(files) == 1) == sorted(
+    assert sorted(files[0] for files in study_dir.PRESETS.values() if len(files) == 1) == sorted(
         p.name for p in (ROOT / "config").glob("*.yaml"))  # fmt: skip
-    assert study.preset_summary("demo").startswith("The embedded demo")
+    assert study_dir.preset_summary("demo").startswith("The embedded demo")
 
 
 def test_init_writes_the_module_snakefile_the_preset_and_the_profiles(tmp_path: Path) -> None:
@@ -59,9 +59,9 @@ def test_the_gpu_preset_is_the_imagenet_recipe_with_the_gpu_overlay(tmp_path: Pa
 
 def test_an_unknown_preset_or_a_folder_without_the_workflow_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"unknown preset 'papr'; expected one of \['demo', 'paper'"):
-        study.init_study(tmp_path / "s", "papr")
+        study_dir.init_study(tmp_path / "s", "papr")
     with pytest.raises(FileNotFoundError, match="holds no zoomeval workflow"):
-        study.init_study(tmp_path / "s", "demo", root=tmp_path)
+        study_dir.init_study(tmp_path / "s", "demo", root=tmp_path)
     assert not (tmp_path / "s").exists()
 
 
@@ -181,7 +181,7 @@ def test_the_checkout_path_enters_the_study_files_as_a_literal(tmp_path: Path, n
     written = {}
     for label, folder in (("plain", "plain"), ("hostile", name)):
         root = fake_checkout(tmp_path / label, folder)
-        study.init_study(tmp_path / f"{label}-study", "gpu", root=root)
+        study_dir.init_study(tmp_path / f"{label}-study", "gpu", root=root)
         texts = [(tmp_path / f"{label}-study" / f).read_text() for f in ("Snakefile", "config/config.yaml")]
         for relative in ("Snakefile", "src", "config/imagenet_val.yaml", "config/overlays/gpu.yaml", ""):
             texts = [t.replace(repr(str(root.resolve() / relative)), f"<{relative}>") for t in texts]
@@ -197,7 +197,7 @@ def test_the_checkout_path_enters_the_study_files_as_a_literal(tmp_path: Path, n
 def test_a_checkout_path_holding_code_plans_without_running_it(tmp_path: Path) -> None:
     """Before: the path was pasted between double quotes, so this folder name ran `touch pwned` at `snakemake -n`."""
     root = fake_checkout(tmp_path, 'a"+str(__import__("os").system("touch pwned"))[:0]+"b')
-    study.init_study(tmp_path / "s", "demo", root=root)
+    study_dir.init_study(tmp_path / "s", "demo", root=root)
     plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "results/table_a8.csv"], cwd=tmp_path / "s",
                           capture_output=True, text=True)  # fmt: skip
     assert plan.returncode == 0, plan.stderr[-3000:]
@@ -217,7 +217,7 @@ def test_a_study_config_that_is_a_template_or_an_alias_bomb_is_refused_by_a_dry_
     tmp_path: Path, text: str, message: str
 ) -> None:
     """Refused before Snakemake's configfile directive renders it (the marker is never created) or expands it."""
-    study.init_study(tmp_path / "s", "demo")
+    study_dir.init_study(tmp_path / "s", "demo")
     (tmp_path / "s" / "config" / "config.yaml").write_text(text)
     plan = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=tmp_path / "s", capture_output=True,
                           text=True)  # fmt: skip

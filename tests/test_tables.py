@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 from scipy.stats import binomtest
 
+from tests.conftest import LAYOUT
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.left_out import LeftOut
 from zoomeval.report.imagenet_hard import write_table_imagenet_hard
@@ -114,7 +115,7 @@ def test_aggregation_table_uses_the_papers_vit_b32_row(tmp_path):
 
 BAD = LeftOut("imagenet", {"unreadable": 2, "over max_resized_pixels": 1}, {})
 REAL = LeftOut("imagenet", BAD.bad, {"no ReaL label": 5})
-FILE = "listed in results/datasets/imagenet/bad_images.csv"
+FILE = f"listed in {LAYOUT.path('bad_images', dataset='imagenet')}"
 
 
 def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
@@ -136,6 +137,16 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
     assert (f"max_resized_pixels): imagenet: {why}; imagenet_a: none; imagenet_real: {why} and 5 not scored "
             "(no ReaL label).\n") in notes  # fmt: skip
+
+
+@pytest.mark.parametrize("write", [write_table_a8, write_table_1, write_table_aggregation])
+def test_a_limited_runs_tables_name_its_own_bad_images_file(tmp_path, write):
+    """A run limited to 2 images lists its bad images in its own results root: its tables name that file."""
+    write([replace(METRICS[0], n_excluded=3, left_out=BAD)], tmp_path / "t.csv", tmp_path / "t.md", limit=2)
+    for path in (tmp_path / "t.csv", tmp_path / "t.md"):
+        text = path.read_text()
+        assert "listed in results/limit-2/datasets/imagenet/bad_images.csv)" in text
+        assert "listed in results/datasets/" not in text
 
 
 @pytest.mark.parametrize(("variants", "title"), [

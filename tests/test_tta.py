@@ -10,6 +10,7 @@ import skimage.data
 import torch
 from PIL import Image
 
+from tests.conftest import LAYOUT
 from tests.test_config import refusal, validated
 from zoomeval.core.config import MemoSettings, ModelSpec
 from zoomeval.core.io import read_metadata, write_parquet
@@ -149,7 +150,7 @@ def test_table_5_rows_means_differences_and_the_papers_numbers(tmp_path) -> None
     left_out = {"in": LeftOut("in", {"unreadable": 1}), "ina": LeftOut("ina")}
     write_table_tta(results, adapters, {"r50": "resnet50"}, tmp_path / "t.csv", tmp_path / "t.md", left_out)
     table = list(csv.DictReader((tmp_path / "t.csv").open()))
-    why = "in: 1 bad (1 unreadable, listed in results/datasets/in/bad_images.csv); ina: none"
+    why = f"in: 1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='in')}); ina: none"
     assert table[3] == {
         "method": "memo_rrc", "model": "r50", "in": "72.00", "ina": "14.00", "mean": "43.00", "std": "41.01",
         "diff_baseline": "3.00", "seconds_per_image": "1.000", "paper_in": "77.50", "paper_ina": "1.31",

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from tests.conftest import ROOT, stand_in_data_paths
+from tests.conftest import LAYOUT, ROOT, stand_in_data_paths
 from tests.test_cover import authors_greedy, min_cover_size
 from tests.test_where_zoom_helps import brute_force
 from zoomeval.core.manifest import read_manifest
@@ -460,7 +460,7 @@ def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_r
     assert [line.split(",")[0] for line in bad] == ["image_id", "n01440764/cut", "n01440764/empty"]
     with open(tmp_path / "results/table_a8.csv") as fh:
         (row,) = list(csv.DictReader(fh))
-    why = "2 bad (2 unreadable, listed in results/datasets/mine/bad_images.csv)"
+    why = f"2 bad (2 unreadable, listed in {LAYOUT.path('bad_images', dataset='mine')})"
     assert (row["n_images"], row["n_bad"], row["n_unscored"], row["left_out"]) == ("2", "2", "0", why)
     assert f"mine: {why}." in (tmp_path / "results/table_a8.md").read_text()
 

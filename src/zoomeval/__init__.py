@@ -11,11 +11,11 @@ __all__ = ["Study", "ZoomTTA", "__version__", "compare_studies"]
 def __getattr__(name: str) -> Any:
     # zoomeval.Study is imported on first use: importing zoomeval (every job, every DAG build) stays free of polars.
     if name == "Study":
-        from zoomeval.report.reader import Study
+        from zoomeval.report.study import Study
 
         return Study
     if name == "compare_studies":
-        from zoomeval.report.reader import compare_studies
+        from zoomeval.report.study import compare_studies
 
         return compare_studies
     if name == "ZoomTTA":

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from zoomeval import __version__, study
+from zoomeval import __version__, study_dir
+from zoomeval.core.layout import Layout, limited_root
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.registries import REGISTRIES
@@ -55,7 +56,7 @@ def registry_rows(kind: str) -> list[tuple[str, str]]:
         sets = REGISTRIES.label_sets.values()
         return [(s.name, first_paragraph(inspect.getdoc(s.relabel) or s.source)) for s in sets]
     if kind == "presets":
-        return [(name, study.preset_summary(name)) for name in study.PRESETS]
+        return [(name, study_dir.preset_summary(name)) for name in study_dir.PRESETS]
     raise ValueError(f"unknown kind {kind!r}; expected one of {[*REGISTRY_KINDS, 'models']}")
 
 
@@ -65,17 +66,17 @@ def _print_rows(rows: Iterable[tuple[str, ...]]) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    root, folder = Path(args.workflow) if args.workflow else study.CHECKOUT, Path(args.directory)
+    root, folder = Path(args.workflow) if args.workflow else study_dir.CHECKOUT, Path(args.directory)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file; give a new directory for the study")
-    written = study.init_study(folder, args.preset, root)
+    written = study_dir.init_study(folder, args.preset, root)
     print(f"wrote {', '.join(map(str, written))}")
     print("next:")
     print(f"  cd {shlex.quote(args.directory)}")
-    if todo := list(study.placeholders(load_config_file(written[1]))):
+    if todo := list(study_dir.placeholders(load_config_file(written[1]))):
         print("  edit config/config.yaml; these keys name files you provide:")
         print("\n".join(f"    {key}: {value}" for key, value in todo))
-    print("\n".join(f"  {step}" for step in study.run_steps(args.preset, root)))
+    print("\n".join(f"  {step}" for step in study_dir.run_steps(args.preset, root)))
     return 0
 
 
@@ -186,7 +187,7 @@ class Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
         commit = workflow_commit() or "unknown (not a git checkout)"
-        print(f"zoomeval {__version__}, commit {commit}, workflow in {study.CHECKOUT}")
+        print(f"zoomeval {__version__}, commit {commit}, workflow in {study_dir.CHECKOUT}")
         parser.exit(0)
 
 
@@ -215,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="write a study directory that uses this workflow as a Snakemake module")
     init.add_argument("directory")
-    init.add_argument("--preset", default="demo", choices=list(study.PRESETS))
+    init.add_argument("--preset", default="demo", choices=list(study_dir.PRESETS))
     init.add_argument("--workflow", help="the zoomeval checkout to use (default: the one installed)")
     init.set_defaults(run=_init)
     listing = commands.add_parser("list", help="list adapters, sources, label sets, presets, or a source's models")
@@ -235,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
                        help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)")
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
     board.add_argument("--limit", type=int, metavar="N",
-                       help="read each study's run limited to N images (zoomeval run --limit N: results/limit-N)")
+                       help=f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})")
     board.add_argument("--audit", type=int, metavar="N",
                        help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails")
     board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
@@ -250,12 +251,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET",
                      help="`study` (default: every table and the sealed study.json), `all` (also the figures, "
-                     "browser and hard sets) or a path of the results layout, e.g. results/table_tta.csv")
-    run.add_argument("--limit", type=int, metavar="N", help="the first N images of each dataset, in results/limit-N")
+                     "browser and hard sets) or a path of the results layout, e.g. "
+                     f"{Layout().path('table_tta', ext='csv')}")
+    run.add_argument("--limit", type=int, metavar="N",
+                     help=f"the first N images of each dataset, in {limited_root('N')}")
     run.add_argument("--cores", type=cores, metavar="N", help="cores for Snakemake, N >= 1 (default: all this process "
                      "may use)")
     run.add_argument("--report", action="store_true", help="write Snakemake's report of the targets after the run "
-                     "(results/report.html)")
+                     f"({Layout().path('report')})")
     run.set_defaults(run=_run)
     return top
 

@@ -64,6 +64,8 @@ rule browser_data:
     conda:
         CONDA_ENV
     params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
         models=MODELS,
         variants=lambda wc: variants(SCORED[wc.scored][0]),
         dataset=lambda wc: SCORED[wc.scored][0],

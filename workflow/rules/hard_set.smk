@@ -34,5 +34,8 @@ rule hard_summary:
         LAYOUT.log("hard_summary"),
     conda:
         CONDA_ENV
+    params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
     script:
         "../scripts/hard_summary.py"

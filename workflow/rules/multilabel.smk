@@ -52,6 +52,8 @@ rule table_multilabel:
     conda:
         CONDA_ENV
     params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
         rows=MULTILABEL_TABLE,
     script:
         "../scripts/table_multilabel.py"

@@ -87,6 +87,8 @@ rule table_zoom_policies:
     conda:
         CONDA_ENV
     params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
         memo_passes=CFG.tta.views * CFG.tta.steps + 1,
     script:
         "../scripts/table_zoom_policies.py"

@@ -88,6 +88,8 @@ rule table_where_zoom_helps:
     conda:
         CONDA_ENV
     params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
         cells=[[s, m] for s in BOXED for m in MODELS],
     script:
         "../scripts/table_where_zoom_helps.py"
@@ -136,6 +138,8 @@ rule table_imagenet_hard:
     conda:
         CONDA_ENV
     params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
         models={m: CFG.models[m].entry() for m in MODELS},
     script:
         "../scripts/table_imagenet_hard.py"

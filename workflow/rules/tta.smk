@@ -56,6 +56,8 @@ rule table_tta:
     conda:
         CONDA_ENV
     params:
+        # the left-out column names the bad images' files under the run's results root (a limited run's own)
+        limit=CFG.limit,
         paper_models=dict(CFG.tta.paper_models),
         datasets=TTA_DATASETS,
     script:

@@ -24,5 +24,6 @@ with to_file(sm.log[0]):
         predictions_shown=browser.predictions_shown,
         labels_path=sm.input.labels or None,  # only label sets with a labels file have one
         bad=bad_kinds(sm.input.bad_images),
+        limit=sm.params.limit,
     )
     logging.info("%d images in %s", n, sm.output[0])

@@ -3,4 +3,4 @@ from zoomeval.report.hard_set import write_summary
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
-    write_summary(sm.input.hard_sets, sm.output.csv, sm.output.md)
+    write_summary(sm.input.hard_sets, sm.output.csv, sm.output.md, sm.params.limit)

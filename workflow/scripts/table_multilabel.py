@@ -23,4 +23,4 @@ with to_file(sm.log[0]):
             )
         )
     adapters = {row["dataset"]: row["adapter"] for row in sm.params.rows}
-    write_table_multilabel(scores, adapters, sm.output.csv, sm.output.md)
+    write_table_multilabel(scores, adapters, sm.output.csv, sm.output.md, sm.params.limit)

@@ -6,4 +6,4 @@ with to_file(sm.log[0]):
     # one (manifest, matrix, metrics) per (scored dataset, model), in the order of params.cells
     files = zip(sm.params.cells, sm.input.manifests, sm.input.matrices, sm.input.metrics, strict=True)
     cells = [read_cell(model, scored, *paths) for (scored, model), *paths in files]
-    write_table_where_zoom_helps(cells, sm.output.csv, sm.output.md)
+    write_table_where_zoom_helps(cells, sm.output.csv, sm.output.md, sm.params.limit)

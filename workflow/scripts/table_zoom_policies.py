@@ -6,4 +6,4 @@ sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     documents = [read_json(path) for path in sm.input.documents]
     memo = memo_rows(sm.input.tta, documents, sm.params.memo_passes) if sm.input.tta else []
-    write_table_zoom_policies(documents, memo, sm.output.csv, sm.output.md)
+    write_table_zoom_policies(documents, memo, sm.output.csv, sm.output.md, sm.params.limit)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from zoomeval.core.config import scored_name as core_scored_name
+from zoomeval.core.layout import OUTPUTS
 from zoomeval.core.left_out import LeftOut, left_out
 from zoomeval.core.registry import Registry
 from zoomeval.datasets import multilabel
@@ -83,8 +84,9 @@ def relabel(records: list[Record], label_set: str, labels_path: str | os.PathLik
     if entry.needs and all(getattr(r, entry.needs) is None for r in records):
         raise ValueError(f"label set {label_set!r} needs {entry.source}, which this dataset does not have")
     if entry.labels_file and labels_path is None:
-        raise ValueError(f"label set {label_set!r} reads {entry.source} from results/labels/<dataset>/"
-                         f"{entry.labels_file}; give its path")  # fmt: skip
+        where = OUTPUTS["labels"].template.format(dataset="<dataset>", labels_file=entry.labels_file)
+        raise ValueError(f"label set {label_set!r} reads {entry.source} from {where} under the results root; give "
+                         "its path")  # fmt: skip
     scored = entry.relabel(records, labels_path) if entry.labels_file else entry.relabel(records)
     if records and not scored:
         raise ValueError(f"label set {label_set!r} leaves none of the dataset's {len(records)} images to score; "

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from zoomeval.core.io import read_json, write_json
+from zoomeval.core.layout import declare
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import Transform
 
@@ -19,6 +20,7 @@ from zoomeval.core.zoom import Transform
 #: replaced by ``node_limit`` (a work limit: the same cover on any machine). Older versions are still read, without
 #: what they lack.
 METRICS_SCHEMA_VERSION = 6
+declare("metrics", schema_version=METRICS_SCHEMA_VERSION)
 
 
 @dataclass(frozen=True, kw_only=True)

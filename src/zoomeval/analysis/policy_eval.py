@@ -17,9 +17,12 @@ from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.config import PoliciesConfig
+from zoomeval.core.layout import declare
 
 #: Version of the policies document and of results/table_zoom_policies.csv (2: the paired comparison with the 1-crop).
 SCHEMA_VERSION = 2
+declare("policies", schema_version=SCHEMA_VERSION)
+declare("policy_transfer", schema_version=SCHEMA_VERSION)
 #: Forward passes per image of the aggregation methods the table shows beside the policies.
 AGGREGATION_PASSES = {"five_crop": 5, "ten_crop": 10}
 Z95 = 1.959963984540054

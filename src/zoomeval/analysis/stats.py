@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from zoomeval import __version__
 from zoomeval.core.io import read_metadata, write_csv, write_parquet
+from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 
 COUNT_METHODS = ("bbox", "sam_auto")
@@ -27,6 +28,8 @@ OBJECT_COUNTS_SCHEMA = pa.schema([("image_id", pa.string()), ("method", pa.strin
 
 MANN_WHITNEY_COLUMNS = ["dataset1", "dataset2", "n1", "n2", "median1", "median2", "mean1", "mean2", "U", "p_value",
                         "rank_biserial"]  # fmt: skip
+declare("object_counts", OBJECT_COUNTS_SCHEMA, OBJECT_COUNTS_SCHEMA_VERSION)
+declare("mann_whitney", MANN_WHITNEY_COLUMNS)
 # Medians of integer counts are multiples of 0.5 and U a multiple of 0.5, so these formats are exact there;
 # p-values span many orders of magnitude, hence significant digits rather than decimals.
 _CSV_FORMATS: dict[str, Callable[[Any], str]] = {

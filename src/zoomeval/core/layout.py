@@ -4,7 +4,9 @@ template with Snakemake-style ``{wildcards}``, with its parser; and every job's 
 The rule files, the leaderboard, the study index, the browser and the generated output reference
 (``docs/reference/outputs.md``) all take their paths from here; nothing else spells out a ``results/`` path.
 A study's results root is ``results`` and its logs lie beside it (``logs``); a limited smoke-test run (config key
-``limit``) keeps its own of each, ``results/limit-N`` and ``logs/limit-N`` (:func:`run_layout`).
+``limit``) keeps its own of each, ``results/limit-N`` and ``logs/limit-N`` (:func:`run_layout`). Each stage declares
+its own outputs' columns and schema versions here (:func:`declare`, when its module is imported), so core imports
+and names no later stage.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -29,118 +32,162 @@ _VALUE = re.compile(WILDCARD_VALUE)
 #: A limited run's results and logs roots are this prefix and its limit under the default roots.
 _LIMITED = "limit-"
 
-# Where an output's columns and schema version are declared: ``module:NAME`` of the stage that writes it (named, not
-# imported: core imports no later stage; the reference page resolves them, zoomeval.core.docs).
-_TABLES = "zoomeval.report.tables"
-_LEFT_OUT = "zoomeval.report.left_out:LEFT_OUT_COLUMNS"
-_PREDICTION_COLUMNS = ("zoomeval.inference.tables:BASE_FIELDS", "zoomeval.inference.tables:TOP5_FIELDS")
-
 
 @dataclass(frozen=True)
 class Output:
-    """One output: its template under the results root and what it holds (one line, for the reference); where its
-    columns (in order, ``module:NAME`` each) and its schema version are declared, if they are."""
+    """One output: its template under the results root and what it holds (one line, for the reference)."""
 
     name: str
     template: str
     what: str
-    columns: tuple[str, ...] = ()
-    schema_version: str | None = None
 
     @property
     def wildcards(self) -> tuple[str, ...]:
         return tuple(_FIELD.findall(self.template))
 
 
-def _outputs(*entries: tuple[object, ...]) -> dict[str, Output]:
-    return {entry[0]: Output(*entry) for entry in entries}
+def _outputs(table: str) -> dict[str, Output]:
+    """The outputs of a text table: a line ``name template`` each, then what it holds on the indented line below."""
+    entries: list[list[str]] = []
+    for line in table.strip().splitlines():
+        if line.startswith(" "):
+            entries[-1].append(line.strip())
+        else:
+            entries.append(line.split())
+    return {name: Output(name, template, " ".join(what)) for name, template, *what in entries}
 
 
 #: Every output, by name. Templates are relative to the results root.
-OUTPUTS = _outputs(
-    ("dataset", "datasets/{dataset}", "a dataset's folder: its manifest, bad images and written images"),
-    ("manifest", "datasets/{dataset}/manifest.parquet", "one row per image: id, path, labels, size, boxes",
-     ("zoomeval.core.manifest:SCHEMA",), "zoomeval.core.manifest:SCHEMA_VERSION"),
-    ("bad_images", "datasets/{dataset}/bad_images.csv", "the images that could not be decoded, with the error"),
-    ("images", "datasets/{dataset}/images", "images an adapter writes (the demo, ImageNet-Hard)"),
-    ("labels", "labels/{dataset}/{labels_file}", "a label set's per-image labels (multilabel.parquet)",
-     (), "zoomeval.datasets.multilabel:LABELS_SCHEMA_VERSION"),
-    ("masks", "masks/{dataset}/{method}.parquet", "object masks per image (bbox, sam_box or sam_auto)",
-     (), "zoomeval.masks.boxes:MASKS_SCHEMA_VERSION"),
-    ("contact_sheet", "masks/{dataset}/{method}_contact_sheet.png", "the masks over a sample of images"),
-    ("zero_shot_head", "zero_shot/{head}.safetensors", "an open_clip model's zero-shot classifier head",
-     (), "zoomeval.inference.zero_shot:HEAD_SCHEMA_VERSION"),
-    ("predictions", "predictions/{dataset}/{variant}/{model}.parquet",
-     "top-k per image and zoom transform (top5 columns with inference.store_top5)",
-     _PREDICTION_COLUMNS, "zoomeval.inference.tables:SCHEMA_VERSION"),
-    ("aggregates", "predictions/{dataset}/{variant}/{model}.aggregates.parquet", "views averaged per image",
-     ("zoomeval.inference.aggregation:FIELDS",), "zoomeval.inference.aggregation:SCHEMA_VERSION"),
-    ("predictions_part", "predictions/{dataset}/{variant}/{model}.part{part}.parquet",
-     "one part of a prediction job (inference.parts > 1; temporary, merged into predictions)"),
-    ("aggregates_part", "predictions/{dataset}/{variant}/{model}.part{part}.aggregates.parquet",
-     "one part's aggregates (temporary, merged into aggregates)"),
-    ("standard", "standard/{dataset}/{model}.parquet", "the standard (resize + centre crop) evaluation",
-     ("zoomeval.inference.standard_eval:FIELDS", "zoomeval.inference.tables:TOP5_FIELDS"),
-     "zoomeval.inference.standard_eval:SCHEMA_VERSION"),
-    ("tta", "tta/{dataset}/{method}/{model}.parquet", "test-time augmentation predictions",
-     ("zoomeval.inference.tta:SCHEMA",), "zoomeval.inference.tta:SCHEMA_VERSION"),
-    ("metrics", "analysis/{scored}/{variant}/{model}/metrics.json", "1-crop, upper-bound and cover metrics",
-     (), "zoomeval.analysis.metrics:METRICS_SCHEMA_VERSION"),
-    ("cover", "analysis/{scored}/{variant}/{model}/cover.json", "the greedy and exact set covers"),
-    ("correct", "analysis/{scored}/{variant}/{model}/correct.npz", "the image x transform correctness matrix"),
-    ("policies", "policies/{scored}/{variant}/{model}.json", "label-free zoom policies, cross-validated",
-     (), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
-    ("policy_transfer", "policies/transfer/{source}/{scored}/{variant}/{model}.json", "policies moved across",
-     (), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
-    ("hard", "hard/{scored}.parquet", "the images no transform classifies correctly (ImageNet-Hard's layout)",
-     ("zoomeval.report.hard_set:HARD_SCHEMA",), "zoomeval.report.hard_set:HARD_SCHEMA_VERSION"),
-    ("hard_summary", "hard/summary.{ext}", "the hard sets' composition by origin (csv, md)",
-     ("zoomeval.report.hard_set:SUMMARY_COLUMNS", _LEFT_OUT)),
-    ("object_counts", "stats/object_counts/{dataset}.parquet", "objects per image (Mann-Whitney U's input)",
-     ("zoomeval.analysis.stats:OBJECT_COUNTS_SCHEMA",), "zoomeval.analysis.stats:OBJECT_COUNTS_SCHEMA_VERSION"),
-    ("mann_whitney", "stats/mannwhitney.csv", "Mann-Whitney U between the object counts of dataset pairs",
-     ("zoomeval.analysis.stats:MANN_WHITNEY_COLUMNS",)),
-    ("object_counts_figure", "stats/object_counts.png", "the object counts' distributions, per dataset"),
-    ("anchor_grid", "figures/{scored}/{variant}/{model}/anchor_grid.png", "accuracy per anchor and scale"),
-    ("scale_curves", "figures/{scored}/{variant}/{model}/scale_curves.png", "accuracy against scale, per anchor"),
-    ("top_k_locations", "figures/{scored}/{variant}/{model}/top_k_locations.png", "where the greedy picks lie"),
-    ("centre_bias", "figures/{scored}/{variant}/{model}/centre_bias.png", "the centre anchor's share of the picks"),
-    ("upper_bounds", "figures/{scored}/upper_bounds.png", "1 crop -> top-k -> all transforms, per model"),
-    ("variants_figure", "figures/{scored}/variants.png", "original, object-only and background-only, per model"),
-    ("zoom_policies_figure", "figures/{scored}/zoom_policies.png", "policy accuracy against forward passes"),
-    ("where_zoom_helps_figure", "figures/{scored}/where_zoom_helps.png",
-     "1-crop and acc_max by object size and centre distance, per model"),
-    ("browser", "browser/index.html", "the per-image browser's page (open it in a browser)"),
-    ("browser_assets", "browser/assets", "the page's script, style and class names"),
-    ("browser_catalogue", "browser/catalogue.js", "the scored datasets the page offers",
-     (), "zoomeval.report.browser_data:BROWSER_SCHEMA_VERSION"),
-    ("browser_data", "browser/data/{scored}", "a scored dataset's index and page shards for the browser",
-     (), "zoomeval.report.browser_data:BROWSER_SCHEMA_VERSION"),
-    ("browser_thumbnails", "browser/thumbnails/{dataset}", "a dataset's thumbnails, shared by its label sets"),
-    ("browser_crops", "browser/crops/{scored}", "the crop of each model's first greedy pick that solves an image"),
-    ("table", "{table}.{ext}", "a table as CSV or Markdown (table_a8, table_1, ...: each below)"),
-    ("table_a8", "table_a8.{ext}", "Table A8: upper bounds on original, object-only and background-only images",
-     (f"{_TABLES}:TABLE_A8_COLUMNS", _LEFT_OUT, f"{_TABLES}:PROVENANCE_COLUMNS")),
-    ("table_1", "table_1.{ext}", "Table 1: 1 crop, the top-k cover and all transforms; a column per dataset"),
-    ("table_zoom_groups", "table_zoom_groups.{ext}", "zoom-in, zoom-out and zoom-224 within each greedy cover"),
-    ("table_aggregation", "table_aggregation.{ext}", "the aggregation methods' accuracy on the original images",
-     (f"{_TABLES}:TABLE_AGGREGATION_COLUMNS", _LEFT_OUT)),
-    ("table_imagenet_hard", "table_imagenet_hard.{ext}", "ImageNet-Hard: the standard evaluation beside the card"),
-    ("table_multilabel", "table_multilabel.{ext}", "multi-label accuracy (Shankar et al. 2020) beside top-1",
-     ("zoomeval.report.multilabel_table:COLUMNS", _LEFT_OUT)),
-    ("table_tta", "table_tta.{ext}", "Table 5: test-time adaptation (MEMO) against the standard evaluation"),
-    ("table_zoom_policies", "table_zoom_policies.{ext}", "zoom policies' accuracy against forward passes",
-     ("zoomeval.report.zoom_policies:COLUMNS", _LEFT_OUT), "zoomeval.analysis.policy_eval:SCHEMA_VERSION"),
-    ("table_where_zoom_helps", "table_where_zoom_helps.{ext}", "1-crop and acc_max by object size and centre distance",
-     ("zoomeval.report.where_zoom_helps:COLUMNS", _LEFT_OUT), "zoomeval.analysis.where_zoom_helps:SCHEMA_VERSION"),
-    ("leaderboard", "leaderboard.{ext}", "the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)",
-     ("zoomeval.report.leaderboard:COLUMNS",)),
-    ("report", "report.html", "Snakemake's report of the run's targets (zoomeval run --report)"),
-    ("study_index", "study.json", "the sealed study index: every finished result, its sha256 and key", (),
-     "zoomeval.report.study_index:INDEX_SCHEMA_VERSION"),
-    ("audit", "audit.json", "the last `zoomeval audit`'s record (sample, seed, device, results): for reference only",
-     (), "zoomeval.report.audit:AUDIT_SCHEMA_VERSION"),
-)  # fmt: skip
+OUTPUTS = _outputs("""
+dataset                  datasets/{dataset}
+    a dataset's folder: its manifest, bad images and written images
+manifest                 datasets/{dataset}/manifest.parquet
+    one row per image: id, path, labels, size, boxes
+bad_images               datasets/{dataset}/bad_images.csv
+    the images that could not be decoded, with the error
+images                   datasets/{dataset}/images
+    images an adapter writes (the demo, ImageNet-Hard)
+labels                   labels/{dataset}/{labels_file}
+    a label set's per-image labels (multilabel.parquet)
+masks                    masks/{dataset}/{method}.parquet
+    object masks per image (bbox, sam_box or sam_auto)
+contact_sheet            masks/{dataset}/{method}_contact_sheet.png
+    the masks over a sample of images
+zero_shot_head           zero_shot/{head}.safetensors
+    an open_clip model's zero-shot classifier head
+predictions              predictions/{dataset}/{variant}/{model}.parquet
+    top-k per image and zoom transform (top5 columns with inference.store_top5)
+aggregates               predictions/{dataset}/{variant}/{model}.aggregates.parquet
+    views averaged per image
+predictions_part         predictions/{dataset}/{variant}/{model}.part{part}.parquet
+    one part of a prediction job (inference.parts > 1; temporary, merged into predictions)
+aggregates_part          predictions/{dataset}/{variant}/{model}.part{part}.aggregates.parquet
+    one part's aggregates (temporary, merged into aggregates)
+standard                 standard/{dataset}/{model}.parquet
+    the standard (resize + centre crop) evaluation
+tta                      tta/{dataset}/{method}/{model}.parquet
+    test-time augmentation predictions
+metrics                  analysis/{scored}/{variant}/{model}/metrics.json
+    1-crop, upper-bound and cover metrics
+cover                    analysis/{scored}/{variant}/{model}/cover.json
+    the greedy and exact set covers
+correct                  analysis/{scored}/{variant}/{model}/correct.npz
+    the image x transform correctness matrix
+policies                 policies/{scored}/{variant}/{model}.json
+    label-free zoom policies, cross-validated
+policy_transfer          policies/transfer/{source}/{scored}/{variant}/{model}.json
+    policies moved across
+hard                     hard/{scored}.parquet
+    the images no transform classifies correctly (ImageNet-Hard's layout)
+hard_summary             hard/summary.{ext}
+    the hard sets' composition by origin (csv, md)
+object_counts            stats/object_counts/{dataset}.parquet
+    objects per image (Mann-Whitney U's input)
+mann_whitney             stats/mannwhitney.csv
+    Mann-Whitney U between the object counts of dataset pairs
+object_counts_figure     stats/object_counts.png
+    the object counts' distributions, per dataset
+anchor_grid              figures/{scored}/{variant}/{model}/anchor_grid.png
+    accuracy per anchor and scale
+scale_curves             figures/{scored}/{variant}/{model}/scale_curves.png
+    accuracy against scale, per anchor
+top_k_locations          figures/{scored}/{variant}/{model}/top_k_locations.png
+    where the greedy picks lie
+centre_bias              figures/{scored}/{variant}/{model}/centre_bias.png
+    the centre anchor's share of the picks
+upper_bounds             figures/{scored}/upper_bounds.png
+    1 crop -> top-k -> all transforms, per model
+variants_figure          figures/{scored}/variants.png
+    original, object-only and background-only, per model
+zoom_policies_figure     figures/{scored}/zoom_policies.png
+    policy accuracy against forward passes
+where_zoom_helps_figure  figures/{scored}/where_zoom_helps.png
+    1-crop and acc_max by object size and centre distance, per model
+browser                  browser/index.html
+    the per-image browser's page (open it in a browser)
+browser_assets           browser/assets
+    the page's script, style and class names
+browser_catalogue        browser/catalogue.js
+    the scored datasets the page offers
+browser_data             browser/data/{scored}
+    a scored dataset's index and page shards for the browser
+browser_thumbnails       browser/thumbnails/{dataset}
+    a dataset's thumbnails, shared by its label sets
+browser_crops            browser/crops/{scored}
+    the crop of each model's first greedy pick that solves an image
+table                    {table}.{ext}
+    a table as CSV or Markdown (table_a8, table_1, ...: each below)
+table_a8                 table_a8.{ext}
+    Table A8: upper bounds on original, object-only and background-only images
+table_1                  table_1.{ext}
+    Table 1: 1 crop, the top-k cover and all transforms; a column per dataset
+table_zoom_groups        table_zoom_groups.{ext}
+    zoom-in, zoom-out and zoom-224 within each greedy cover
+table_aggregation        table_aggregation.{ext}
+    the aggregation methods' accuracy on the original images
+table_imagenet_hard      table_imagenet_hard.{ext}
+    ImageNet-Hard: the standard evaluation beside the card
+table_multilabel         table_multilabel.{ext}
+    multi-label accuracy (Shankar et al. 2020) beside top-1
+table_tta                table_tta.{ext}
+    Table 5: test-time adaptation (MEMO) against the standard evaluation
+table_zoom_policies      table_zoom_policies.{ext}
+    zoom policies' accuracy against forward passes
+table_where_zoom_helps   table_where_zoom_helps.{ext}
+    1-crop and acc_max by object size and centre distance
+leaderboard              leaderboard.{ext}
+    the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)
+report                   report.html
+    Snakemake's report of the run's targets (zoomeval run --report)
+study_index              study.json
+    the sealed study index: every finished result, its sha256 and key
+audit                    audit.json
+    the last `zoomeval audit`'s record (sample, seed, device, results): for reference only
+""")
+
+@dataclass(frozen=True)
+class Declared:
+    """What the stage that writes an output declares of it: its columns in order and its schema version."""
+
+    columns: tuple[str, ...] = ()
+    schema_version: int | None = None
+
+
+#: Each output's columns and schema version, as the module that writes it declares them when it is imported
+#: (:func:`declare`): core imports no later stage and names none; the outputs reference imports every stage to read
+#: them (tools/docs.py).
+DECLARED: dict[str, Declared] = {}
+
+
+def declare(name: str, columns: Iterable[object] = (), schema_version: int | None = None) -> None:
+    """Declare output ``name``'s columns (names, or Arrow fields: their names) and schema version, from the module
+    that writes it. Declaring one output differently twice is refused, as is a name the layout does not have."""
+    if name not in OUTPUTS:
+        raise KeyError(f"declare: the layout has no output {name!r}")
+    declared = Declared(tuple(getattr(column, "name", column) for column in columns), schema_version)
+    if DECLARED.setdefault(name, declared) != declared:
+        raise ValueError(f"declare: output {name!r} is declared twice, differently")
+
 
 #: What each wildcard of a template stands for (the output reference's key).
 WILDCARDS = {
@@ -278,7 +325,13 @@ def run_layout(limit: int | None) -> Layout:
     ``results/limit-N`` would be ``results/logs``, inside the full run's results."""
     if limit is None:
         return Layout()
-    return Layout(f"{RESULTS}/{_LIMITED}{limit}", logs=f"{LOGS}/{_LIMITED}{limit}")
+    return Layout(limited_root(limit), logs=f"{LOGS}/{_LIMITED}{limit}")
+
+
+def limited_root(limit: int | str) -> str:
+    """The results root of a run limited to ``limit`` images, ``results/limit-N`` (``limit`` may be a placeholder
+    such as ``"N"``, for a help text)."""
+    return f"{RESULTS}/{_LIMITED}{limit}"
 
 
 def limit_of(layout: Layout) -> int | None:

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from zoomeval import __version__
 from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.layout import declare
 
 #: 3: ``sha256`` per image; the metadata's ``revisions`` (the hub commits of the inputs read from a hub).
 SCHEMA_VERSION = 3
@@ -43,6 +44,7 @@ SCHEMA = pa.schema(
         ("sha256", pa.string()),
     ]
 )
+declare("manifest", SCHEMA, SCHEMA_VERSION)
 
 Box = tuple[int, int, int, int]
 

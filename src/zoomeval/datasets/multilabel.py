@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.core.config import Config, ConfigError, DatasetConfig
+from zoomeval.core.layout import declare
 
 #: The adapters whose image ids can be matched to the annotations' image names, for each label set that reads them
 #: (ImageNet-M's images are ImageNet val images).
@@ -34,6 +35,7 @@ V2_NAME = re.compile(r"[0-9a-f]{40}")
 LABELS_SCHEMA_VERSION = 1
 #: The labels file of a dataset, under ``results/labels/<dataset>/``.
 LABELS_FILE = "multilabel.parquet"
+declare("labels", schema_version=LABELS_SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from zoomeval.core.layout import declare
 from zoomeval.core.zoom import AGGREGATION_METHODS, ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
 
 #: Version of the aggregates Parquet layout (the columns below).
@@ -39,6 +40,7 @@ FIELDS = [
     pa.field("pred_mean", pa.int16()),
     pa.field("conf_mean", pa.float32()),
 ]
+declare("aggregates", FIELDS, SCHEMA_VERSION)
 
 
 def membership(order: Sequence[Transform]) -> tuple[list[str], np.ndarray]:

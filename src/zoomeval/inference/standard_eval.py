@@ -43,6 +43,7 @@ from zoomeval import __version__
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
+from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 from zoomeval.core.progress import ProgressLog
 from zoomeval.core.provenance import workflow_commit
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 #: Version of the standard-evaluation Parquet layout.
 SCHEMA_VERSION = 1
 FIELDS = [pa.field("image_id", pa.string()), *(f for f in BASE_FIELDS if f.name in ("pred", "pred_full", "conf"))]
+declare("standard", FIELDS + TOP5_FIELDS, SCHEMA_VERSION)
 
 
 def eval_transform(spec: ModelSpec, module: torch.nn.Module | None) -> EvalTransform:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoomeval.core.io import write_parquet
+from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
 
@@ -29,6 +30,7 @@ BASE_FIELDS = [
     pa.field("conf", pa.float32()),
 ]
 TOP5_FIELDS = [pa.field("top5", pa.list_(pa.int16(), 5)), pa.field("top5_logit", pa.list_(pa.float32(), 5))]
+declare("predictions", BASE_FIELDS + TOP5_FIELDS, SCHEMA_VERSION)
 #: Float columns compress far better split into byte streams than dictionary-encoded.
 FLOAT_COLUMNS = ["conf", "top5_logit", "conf_max", "conf_mean"]
 

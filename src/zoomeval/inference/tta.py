@@ -32,6 +32,7 @@ from zoomeval import __version__
 from zoomeval.core.config import MemoSettings, ModelSpec
 from zoomeval.core.devices import resolve_device
 from zoomeval.core.images import load_rgb
+from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 from zoomeval.inference.classifier import check_normalisation
 from zoomeval.inference.memo import Memo, batch_norm_layers
@@ -48,6 +49,7 @@ SCHEMA = pa.schema([
     pa.field("image_id", pa.string()), pa.field("pred", pa.int16()), pa.field("pred_full", pa.int16()),
     pa.field("conf", pa.float32()), pa.field("seconds", pa.float32()),
 ])  # fmt: skip
+declare("tta", SCHEMA, SCHEMA_VERSION)
 #: K in the authors' code (``--batch_size`` of ``test_adapt.py``, never overridden); the paper says K = 16.
 AUTHORS_CODE_VIEWS = 64
 

@@ -30,11 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoomeval.core.layout import declare
+
 if TYPE_CHECKING:  # torch and open_clip load only where a head is computed or read, not in the DAG
     import torch
 
 #: Version of the head file's layout and provenance keys.
 HEAD_SCHEMA_VERSION = 1
+declare("zero_shot_head", schema_version=HEAD_SCHEMA_VERSION)
 #: Scale of the cosine similarities (CLIP's recipe; the OpenAI models' learned logit scale is 100 too).
 LOGIT_SCALE = 100.0
 NUM_CLASSES = 1000

@@ -23,6 +23,7 @@ from PIL import Image
 
 from zoomeval import __version__
 from zoomeval.core.io import write_parquet
+from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 
 VARIANTS = ("original", "fgset", "bgset")
@@ -66,6 +67,7 @@ def decode_mask(data: bytes) -> np.ndarray:
 
 
 MASKS_SCHEMA_VERSION = 1
+declare("masks", schema_version=MASKS_SCHEMA_VERSION)
 
 
 def write_box_masks(path: str | os.PathLike[str], records: Sequence[Record], dataset: str) -> None:

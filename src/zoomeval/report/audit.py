@@ -38,12 +38,14 @@ import numpy as np
 from zoomeval import __version__
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import write_json
+from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.verified import read_study
 
 #: Version of audit.json's layout.
 AUDIT_SCHEMA_VERSION = 1
+declare("audit", schema_version=AUDIT_SCHEMA_VERSION)
 #: Rows recomputed per file by default.
 DEFAULT_SAMPLE = 1000
 #: The largest error of one run's logits against exact arithmetic, by precision and device type (see

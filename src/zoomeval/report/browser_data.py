@@ -33,13 +33,15 @@ from zoomeval.analysis.label_sets import left_out_of, relabel
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.analysis.metrics import read_greedy
 from zoomeval.core.io import write_text
-from zoomeval.core.layout import relative_to
+from zoomeval.core.layout import declare, relative_to, run_layout
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
 from zoomeval.report.left_out import why
 
 #: Version of the index and page documents. 2: the index says what the dataset's scoring left out (``left_out``).
 BROWSER_SCHEMA_VERSION = 2
+declare("browser_catalogue", schema_version=BROWSER_SCHEMA_VERSION)
+declare("browser_data", schema_version=BROWSER_SCHEMA_VERSION)
 #: Images per page shard: a page of the browser loads the shards its images fall in.
 SHARD_IMAGES = 100
 
@@ -267,21 +269,24 @@ def write_browser_data(
     shard_images: int = SHARD_IMAGES,
     labels_path: str | None = None,
     bad: Mapping[str, int] | None = None,
+    limit: int | None = None,
 ) -> int:
     """Write ``index.js`` and the page shards of one scored dataset to ``out_dir``; returns the images shown.
 
     ``records`` is the dataset's manifest, ``correctness`` the matrices of every (model, variant) under
     ``label_set``, ``covers`` and ``predictions`` the cover.json and prediction file of each model on the original
     images (``labels_path``: the label set's labels file if it has one; ``bad``: the manifest's bad images by
-    kind). The images shown are the manifest's sample that the label set scores, with the labels it scores them by.
+    kind; ``limit``: the run's, whose bad images' file the page names). The images shown are the manifest's
+    sample that the label set scores, with the labels it scores them by.
     """
     c = correctness
     shown = shown_images(scored, records, label_set, c, max_images, labels_path)
     models = model_details(c, shown, covers, predictions, predictions_shown)
     left = left_out_of(dataset, bad or {}, records, c.image_ids, label_set)
+    why_left = why(left, run_layout(limit))
     index = index_document(c, shown, models, name=scored, dataset=dataset, label_set=label_set,
                            page_size=page_size, shard_images=shard_images,
-                           left_out={"n_bad": left.n_bad, "n_unscored": left.n_unscored, "why": why(left)})  # fmt: skip
+                           left_out={"n_bad": left.n_bad, "n_unscored": left.n_unscored, "why": why_left})  # fmt: skip
     out = Path(out_dir)
     write_text(out / "index.js", script("index", index))
     for shard, start in enumerate(range(0, len(shown.records), shard_images)):

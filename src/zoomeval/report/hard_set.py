@@ -24,10 +24,11 @@ from zoomeval import __version__
 from zoomeval.analysis.label_sets import left_out_of, relabel
 from zoomeval.core.classes import description
 from zoomeval.core.io import read_metadata, write_parquet
+from zoomeval.core.layout import declare, run_layout
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.report.browser_data import Correctness
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 
 #: 2: the metadata records what the set leaves out of the dataset (``left_out``); version 1 files are still read.
@@ -48,6 +49,8 @@ HF_FEATURES = {
     "english_label": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
 }
 SUMMARY_COLUMNS = ["name", "origin", "n_images", "n_hard", "percent_hard", "share_of_hard"]
+declare("hard", HARD_SCHEMA, HARD_SCHEMA_VERSION)
+declare("hard_summary", [*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS])
 
 
 def unsolved(correctness: Correctness, variant: str = "original") -> np.ndarray:
@@ -107,10 +110,12 @@ def summary_rows(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[list[str
 
 
 def write_summary(paths: Sequence[str | os.PathLike[str]], csv_path: str | os.PathLike[str],
-                  md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                  md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+    """The hard sets' composition table; ``limit``: the run's (config limit), whose results root it names."""
     title = "Hard sets: images no configured model solves under any zoom transform (original images)"
-    note = ("n_images: images scored; n_hard: of them, images in results/hard/<name>.parquet; percent_hard: "
-            "n_hard / n_images; share_of_hard: the origin's share of the hard set (its composition).")  # fmt: skip
+    layout = run_layout(limit)
+    note = (f"n_images: images scored; n_hard: of them, images in {layout.path('hard', scored='<name>')}; "
+            "percent_hard: n_hard / n_images; share_of_hard: the origin's share of the hard set (its composition).")
     rows, lefts = summary_rows(paths)
-    header, rows = append_left_out(SUMMARY_COLUMNS, rows, [lefts[row[0]] for row in rows])
-    write_table(csv_path, md_path, title, header, rows, [note, left_out_note(lefts)])
+    header, rows = append_left_out(SUMMARY_COLUMNS, rows, [lefts[row[0]] for row in rows], layout)
+    write_table(csv_path, md_path, title, header, rows, [note, left_out_note(lefts, layout)])

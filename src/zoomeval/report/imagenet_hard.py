@@ -18,6 +18,7 @@ from typing import Any
 
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import run_layout
 from zoomeval.report.left_out import append_left_out, left_out_note
 from zoomeval.report.tables import (
     ANCHORS,
@@ -82,11 +83,12 @@ def card_row(entry: Mapping[str, Any]) -> CardRow | None:
     return next((row for row in CARD if identity(entry) in row.models), None)
 
 
-def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]], intervals: bool = False
-                       ) -> tuple[list[str], list[list[str]]]:  # fmt: skip
+def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]], intervals: bool = False,
+                       limit: int | None = None) -> tuple[list[str], list[list[str]]]:  # fmt: skip
     """Header and rows: one row per (dataset, model) of the original images, then the standard evaluation's
     accuracy per origin (one column per origin, sorted), the scales searched and what the row leaves out
-    (``intervals``: each accuracy with its 95 % Wilson interval over its images, the Markdown's)."""
+    (``intervals``: each accuracy with its 95 % Wilson interval over its images, the Markdown's; ``limit``: the
+    run's, whose results root the left-out column names files under)."""
     original = [m for m in metrics if m.variant == "original"]
     origins = sorted({o for m in original for o in (m.by_origin or {})})
     shown = _with_interval if intervals else lambda m, c: _percent(getattr(m, c))
@@ -103,7 +105,7 @@ def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[
               if o in by_origin else "" for o in origins), str(m.n_transforms // ANCHORS),
         ])  # fmt: skip
     header = [*COLUMNS, *(f"{ORIGIN_PREFIX}{o}" for o in origins), "n_scales"]
-    return append_left_out(header, rows, [m.left_out for m in original])
+    return append_left_out(header, rows, [m.left_out for m in original], run_layout(limit))
 
 
 def _origin_cell(cell: Mapping[str, float | int | None], what: str, intervals: bool) -> str:
@@ -114,10 +116,11 @@ def _origin_cell(cell: Mapping[str, float | int | None], what: str, intervals: b
 
 
 def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]],
-                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str]) -> None:  # fmt: skip
-    header, rows = imagenet_hard_rows(metrics, models)
+                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
+                              limit: int | None = None) -> None:  # fmt: skip
+    header, rows = imagenet_hard_rows(metrics, models, limit=limit)
     write_csv(csv_path, header, rows)
-    _, md_rows = imagenet_hard_rows(metrics, models, intervals=True)
+    _, md_rows = imagenet_hard_rows(metrics, models, intervals=True, limit=limit)
     study = [r for r in md_rows if r[2] == "study"]
     held_out = [r for r in md_rows if r[2] != "study"]
     lines = ["# ImageNet-Hard: top-1 accuracy (%) of the standard evaluation, beside the dataset card", ""]
@@ -139,5 +142,5 @@ def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, M
                      "different image sets.")  # fmt: skip
     used = {row.name: row.note for row in CARD if row.note and any(r[7] == row.name for r in rows)}
     notes += [f"{name}: {note}." for name, note in used.items()]
-    notes.append(left_out_note(lefts([m for m in metrics if m.variant == "original"])))
+    notes.append(left_out_note(lefts([m for m in metrics if m.variant == "original"]), run_layout(limit)))
     write_text(md_path, "\n".join([*lines, *notes, ""]))

@@ -23,7 +23,7 @@ from zoomeval.analysis.comparability import KEY_FIELDS, digest, key_differences,
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
-from zoomeval.core.layout import Layout
+from zoomeval.core.layout import Layout, declare
 from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.tables import class_subsets, markdown_table
 from zoomeval.report.verified import Result, read_study, verify
@@ -40,6 +40,7 @@ COLUMNS = (
     # with --audit N: the rows recomputed from the result's files here, and how many differed (zoomeval.report.audit)
     "audit_rows", "audit_mismatches",
 )  # fmt: skip
+declare("leaderboard", COLUMNS)
 FORMATS = (".csv", ".md", ".html")
 LEFT_APART = "Left apart (--allow-stale): stale, missing, tampered or malformed"
 #: Groups further apart than this many key fields are not noted against each other (their headings differ).

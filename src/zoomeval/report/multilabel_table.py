@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from zoomeval.analysis.class_groups import SOURCE as GROUPS_SOURCE
 from zoomeval.analysis.multilabel_scores import MultilabelScores
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.core.layout import declare, run_layout
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import ANCHORS, _percent, markdown_table, percent_interval
 
 SLICES = ("objects", "organisms", "no_dogs")
@@ -19,6 +20,7 @@ COLUMNS = [
     "acc_multilabel", "acc_multilabel_top_k", "acc_multilabel_max", "n_imagenet_m", "acc_imagenet_m",
     *(f"{prefix}_{name}" for name in SLICES for prefix in ("n", "acc")), "notes", "n_scales",
 ]  # fmt: skip
+declare("table_multilabel", [*COLUMNS, *LEFT_OUT_COLUMNS])
 NO_TOP5 = "acc_top5: the predictions were stored without top5 (set inference.store_top5: true)"
 NO_IMAGENET_M = "acc_imagenet_m: no ImageNet-M image in this dataset (its 68 images are ImageNet val images)"
 #: Shankar et al. 2020's effects (ImageNet val, 72 models; val -> V2 for models and humans), as (effect, number).
@@ -78,15 +80,17 @@ def summary(scores: Sequence[MultilabelScores], adapters: dict[str, str]) -> lis
 
 
 def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[str, str],
-                           csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str]) -> None:  # fmt: skip
+                           csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
+                           limit: int | None = None) -> None:  # fmt: skip
     """The table (one row per model and dataset) as CSV, and as Markdown with its definitions and the summary;
-    ``adapters`` gives each dataset's adapter (which datasets are ImageNet val, which ImageNet-V2)."""
+    ``adapters`` gives each dataset's adapter (which datasets are ImageNet val, which ImageNet-V2); ``limit``: the
+    run's (config limit), whose results root the left-out column names files under."""
     from zoomeval.core.io import write_csv, write_text
 
-    left = [s.left_out for s in scores]
-    header, rows = append_left_out(COLUMNS, [_row(s) for s in scores], left)
+    left, layout = [s.left_out for s in scores], run_layout(limit)
+    header, rows = append_left_out(COLUMNS, [_row(s) for s in scores], left, layout)
     write_csv(csv_path, header, rows)
-    _, md_rows = append_left_out(COLUMNS, [_row(s, intervals=True) for s in scores], left)
+    _, md_rows = append_left_out(COLUMNS, [_row(s, intervals=True) for s in scores], left, layout)
     top_k = sorted({s.top_k for s in scores})
     scales = sorted({s.n_transforms // ANCHORS for s in scores})
     lines = [
@@ -104,7 +108,7 @@ def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[st
         "Each accuracy with its 95 % Wilson interval [low, high] over its images: n_scored, n_imagenet_m or the "
         f"slice's (n_objects, n_organisms, n_no_dogs). n_scales: the scales searched ({', '.join(map(str, scales))}).",
         "",
-        left_out_note({s.dataset: s.left_out for s in scores}),
+        left_out_note({s.dataset: s.left_out for s in scores}, layout),
         "",
         "## Shankar et al. 2020's effects, recomputed for these models",
         "",

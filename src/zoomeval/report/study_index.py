@@ -16,12 +16,13 @@ from zoomeval import __version__
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import read_json, write_json
-from zoomeval.core.layout import Layout, limit_of
+from zoomeval.core.layout import Layout, declare, limit_of
 
 #: The default results layout (a study's ``results`` folder).
 LAYOUT = Layout()
 #: Version of study.json's layout.
 INDEX_SCHEMA_VERSION = 1
+declare("study_index", schema_version=INDEX_SCHEMA_VERSION)
 #: The largest index read (bytes): about 1 KB an entry, so room for a million results, which no study reaches.
 MAX_INDEX_BYTES = 1 << 30
 

@@ -15,9 +15,10 @@ from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import markdown_cell
 from zoomeval.core.classes import NUM_CLASSES
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import declare, run_layout
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
-from zoomeval.report.left_out import append_left_out, append_left_out_by_dataset, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, append_left_out_by_dataset, left_out_note
 
 #: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
 #: model's resolved arch.tag, beside its config name in ``model``) and n_scales (the scales searched) after it.
@@ -141,12 +142,14 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     title = f"Table A8: maximum possible top-1 accuracy (%) on {variant_words(m.variant for m in metrics)} images"
     title = titled(title, metrics, limit)
     left = [m.left_out for m in metrics]
-    header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left)
-    _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left)
+    layout = run_layout(limit)
+    header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left, layout)
+    _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left,
+                                 layout)
     rows = [[*row, *provenance_cells(m)] for row, m in zip(rows, metrics, strict=True)]
     md_rows = [[*row, *provenance_cells(m, 12)] for row, m in zip(md_rows, metrics, strict=True)]
     write_table(csv_path, md_path, title, [*header, *PROVENANCE_COLUMNS], rows,
-                [*notes, PROVENANCE_NOTE, left_out_note(lefts(metrics))], md_rows)  # fmt: skip
+                [*notes, PROVENANCE_NOTE, left_out_note(lefts(metrics), layout)], md_rows)  # fmt: skip
 
 
 #: What a row was computed under, appended to the tables of one row per result: the digest of its comparability key
@@ -207,7 +210,7 @@ def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
                   md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
     header, rows = table_1_rows(metrics)
     left = lefts([m for m in metrics if m.variant == "original"])
-    write_csv(csv_path, *append_left_out_by_dataset(header, rows, left))
+    write_csv(csv_path, *append_left_out_by_dataset(header, rows, left, run_layout(limit)))
     _, md_rows = table_1_rows(metrics, intervals=True)
     title = titled("Table 1: top-1 accuracy (%) with 1 crop, and upper bounds over zoom transforms", metrics, limit)
     lines = [f"# {title}", ""]
@@ -218,7 +221,8 @@ def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
         lines.append("")
     scales = sorted({m.n_transforms // ANCHORS for m in metrics if m.variant == "original"})
     lines += [f"Scales searched: {', '.join(map(str, scales))}. Accuracies with their 95 % Wilson interval [low, high] "
-              "over the dataset's images.", "", STANDARD_NOTE, "", left_out_note(left), ""]  # fmt: skip
+              "over the dataset's images.", "", STANDARD_NOTE, "",
+              left_out_note(left, run_layout(limit)), ""]  # fmt: skip
     write_text(md_path, "\n".join(lines))
 
 
@@ -232,7 +236,7 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
     rows = [[m.model, m.variant, m.dataset, *(f"{m.zoom_groups[c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
              _percent(m.top_k_centre_share)] for m in metrics]  # fmt: skip
-    header, rows = append_left_out(header, rows, [m.left_out for m in metrics])
+    header, rows = append_left_out(header, rows, [m.left_out for m in metrics], run_layout(limit))
     shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
@@ -246,7 +250,7 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
         "neither other group does; top_k_centre_share: share of the first top_k greedy picks at the centre "
         "anchor (uniform: 11.11).",
         "",
-        left_out_note(lefts(metrics)),
+        left_out_note(lefts(metrics), run_layout(limit)),
         "",
     ]
     if shares:
@@ -259,6 +263,8 @@ TABLE_AGGREGATION_COLUMNS = [
     "model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES),
     "acc_standard",
 ]  # fmt: skip
+declare("table_a8", [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS, *PROVENANCE_COLUMNS])
+declare("table_aggregation", [*TABLE_AGGREGATION_COLUMNS, *LEFT_OUT_COLUMNS])
 
 
 def _aggregation_values(m: Metrics) -> list[float | None]:
@@ -281,19 +287,19 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
         rows.append(first + [_percent(v) for v in values])
         shown.append(first + [_percent(v, m.acc_1crop) for v in values])
     left = [m.left_out for m in original]
-    write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left))
+    write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left, run_layout(limit)))
     lines = [
         "# " + titled("Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
                       original, limit),
         "",
-        *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left)),
+        *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left, run_layout(limit))),
         "",
         "zoom_in / zoom_out / zoom_224: every zoom transform with S > 224 / S < 224 / S = 224 (all nine anchors); "
         "five_crop: the four corner 224 crops of the image resized to S = 256 and the 1-crop transform; "
         "ten_crop: those five and their horizontal mirror images. max: the prediction of the view with the "
         "highest softmax probability; mean: the argmax of the mean softmax over the views. " + STANDARD_NOTE,
         "",
-        left_out_note(lefts(original)),
+        left_out_note(lefts(original), run_layout(limit)),
         "",
     ]
     write_text(md_path, "\n".join(lines))

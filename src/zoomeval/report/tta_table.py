@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from zoomeval.core.config import TTA_METHODS as METHODS
 from zoomeval.core.io import read_metadata, write_csv, write_text
+from zoomeval.core.layout import run_layout
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.report.left_out import append_left_out_by_dataset, left_out_note
@@ -141,21 +142,21 @@ def _row(method: str, model: str, datasets: list[str], found: list[TTAResult], p
 
 def write_table_tta(results: Sequence[TTAResult], adapters: dict[str, str], paper_models: dict[str, str],
                     csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                    left_out: Mapping[str, LeftOut]) -> None:  # fmt: skip
-    """``results/table_tta.csv`` and ``.md``; ``adapters`` maps each dataset to its adapter, ``paper_models``
-    (config ``tta.paper_models``) the config's models to the paper's rows and ``left_out`` each dataset to the
-    images its manifest left out (the tta jobs score every image of the manifest)."""
+                    left_out: Mapping[str, LeftOut], limit: int | None = None) -> None:  # fmt: skip
+    """The table's CSV and Markdown; ``adapters`` maps each dataset to its adapter, ``paper_models`` (config
+    ``tta.paper_models``) the config's models to the paper's rows, ``left_out`` each dataset to the images its
+    manifest left out (the tta jobs score every image of it) and ``limit`` is the run's (config ``limit``)."""
     datasets, rows = table_tta_rows(results, adapters, paper_models)
     stats = ["mean", "std", "diff_baseline"]
     header = ["method", "model", *datasets, *stats, "seconds_per_image", *(f"paper_{d}" for d in datasets),
               *(f"paper_{s}" for s in stats), "paper_seconds_per_image"]  # fmt: skip
-    lefts = {d: left_out[d] for d in datasets}
+    lefts, layout = {d: left_out[d] for d in datasets}, run_layout(limit)
     write_csv(csv_path, *append_left_out_by_dataset(header, [
         [row["method"], row["model"], *(_fmt(row["cells"][d]) for d in datasets), *(_fmt(row[s]) for s in stats),
          _fmt(row["seconds_per_image"], 3), *(_fmt(row["paper"][d]) for d in datasets),
          *(_fmt(row[f"paper_{s}"]) for s in stats), _fmt(row["paper_seconds_per_image"], 2)]
         for row in rows
-    ], lefts))  # fmt: skip
+    ], lefts, layout))  # fmt: skip
 
     def both(ours: str, theirs: str) -> str:
         return f"{ours} ({theirs})" if theirs else ours
@@ -185,7 +186,7 @@ def write_table_tta(results: Sequence[TTAResult], adapters: dict[str, str], pape
         + ", ".join(sorted({d for row in rows for d in row["devices"]}))
         + " (the paper's: its Tab. A4, hardware not stated).",
         "",
-        left_out_note(lefts),
+        left_out_note(lefts, layout),
         "",
     ]
     write_text(md_path, "\n".join([*lines, *_settings_lines(rows)]) + "\n")

@@ -12,9 +12,10 @@ from typing import Any
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, SCHEMA_VERSION, where_zoom_helps
+from zoomeval.core.layout import declare, run_layout
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import read_manifest
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 
 #: Version 1 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
@@ -22,6 +23,7 @@ COLUMNS = [
     "model", "variant", "dataset", "axis", "bin", "lo", "hi", "n_images", "n_1crop", "acc_1crop", "acc_1crop_lo",
     "acc_1crop_hi", "n_max", "acc_max", "acc_max_lo", "acc_max_hi",
 ]  # fmt: skip
+declare("table_where_zoom_helps", [*COLUMNS, *LEFT_OUT_COLUMNS], SCHEMA_VERSION)
 #: One scored dataset and model: (model, dataset, what its metrics leave out, the analysis's rows, images with no box).
 Cell = tuple[str, str, LeftOut | None, list[dict[str, Any]], int]
 _EDGES = {"lo", "hi"}  # fractions, 6 decimals; the accuracies are percentages, 2 decimals
@@ -55,11 +57,12 @@ def table_rows(cells: Sequence[Cell]) -> list[dict[str, Any]]:
 
 
 def write_table_where_zoom_helps(cells: Sequence[Cell], csv_path: str | os.PathLike[str],
-                                 md_path: str | os.PathLike[str]) -> None:  # fmt: skip
-    """The CSV and the Markdown (the same cells, every one escaped by the table writer) with the notes."""
+                                 md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+    """The CSV and the Markdown (the same cells, every one escaped by the table writer) with the notes; ``limit``:
+    the run's (config limit), whose results root the left-out column names files under."""
     rows = table_rows(cells)
-    lefts = [r["left"] for r in rows]
-    header, body = append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts)
+    lefts, layout = [r["left"] for r in rows], run_layout(limit)
+    header, body = append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts, layout)
     bands = ", ".join(f"({a}, {b}]" for a, b in zip(CENTRE_EDGES, CENTRE_EDGES[1:], strict=False))
     notes = [
         f"Schema version {SCHEMA_VERSION}. Original images only. Each image's object is its largest box; axis size: "
@@ -69,7 +72,7 @@ def write_table_where_zoom_helps(cells: Sequence[Cell], csv_path: str | os.PathL
         f"distance from the image centre over the half-diagonal, bands {bands} (the first also 0).",
         "acc_1crop: the 1-crop view (S = 256, centre); acc_max: any of the transforms; both in % of the bin's images "
         "with Wilson 95 % intervals (empty for an empty bin); n_1crop, n_max: the images they classify correctly.",
-        left_out_note({r["dataset"]: r["left"] for r in rows}),
+        left_out_note({r["dataset"]: r["left"] for r in rows}, layout),
     ]
     write_table(csv_path, md_path, "Where zoom helps: 1-crop and acc_max by object size and centre distance",
                 header, body, notes)  # fmt: skip

@@ -15,8 +15,9 @@ import numpy as np
 from zoomeval.analysis.policies import POLICIES
 from zoomeval.analysis.policy_eval import SCHEMA_VERSION, UNPAIRED, row
 from zoomeval.core.io import write_csv, write_text
+from zoomeval.core.layout import declare, run_layout
 from zoomeval.core.left_out import LeftOut
-from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import markdown_table
 
 #: Version 2 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
@@ -25,6 +26,7 @@ COLUMNS = [
     "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
     "n_right_to_wrong", "n_wrong_to_right", "mcnemar_p",
 ]  # fmt: skip
+declare("table_zoom_policies", [*COLUMNS, *LEFT_OUT_COLUMNS], SCHEMA_VERSION)
 #: The level below which a McNemar p-value makes a gain over the 1-crop significant (the figure's filled markers).
 ALPHA = 0.05
 #: The policies drawn with their 95 % bands (the others' intervals are in the table; more bands would hide the lines).
@@ -138,8 +140,10 @@ def _interval(value: float | None, lo: float | None, hi: float | None) -> str:
 
 
 def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
-                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str]) -> None:  # fmt: skip
-    """The CSV (:data:`COLUMNS`, percentages and passes with 2 decimals) and a Markdown view with the intervals."""
+                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
+                              limit: int | None = None) -> None:  # fmt: skip
+    """The CSV (:data:`COLUMNS`, percentages and passes with 2 decimals) and a Markdown view with the intervals;
+    ``limit``: the run's (config limit), whose results root the left-out column names files under."""
     rows = table_rows(documents, memo)
     header = ["dataset", "variant", "model", "protocol", "policy", "budget", "passes", "acc [95% CI]",
               "gap_closed [95% CI]", "vs 1-crop: lost, gained (McNemar p)"]  # fmt: skip
@@ -160,9 +164,9 @@ def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequ
         "right and the reverse, on the same images; mcnemar_p: the exact two-sided McNemar test of those discordant "
         "pairs (1 where there are none); empty where the row has no per-image answers (5-/10-crop rules, MEMO).",
     ]
-    lefts = [r["left"] for r in rows]
-    write_csv(csv_path, *append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts))
-    notes.append(left_out_note({r["dataset"]: r["left"] for r in rows}))
+    lefts, layout = [r["left"] for r in rows], run_layout(limit)
+    write_csv(csv_path, *append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts, layout))
+    notes.append(left_out_note({r["dataset"]: r["left"] for r in rows}, layout))
     title = "# Zoom without an oracle: accuracy per forward pass of label-free zoom policies"
     write_text(md_path, "\n".join([title, "", *markdown_table(header, shown), "", *(f"{n}\n" for n in notes)]))
 

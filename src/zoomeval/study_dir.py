@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval import __version__
+from zoomeval.core.layout import LOGS, RESULTS, Layout, run_layout
 from zoomeval.core.provenance import CHECKOUT
 from zoomeval.core.strict_yaml import load_config_file
 
@@ -42,7 +43,7 @@ PRESETS = {
 # that no character of a path (a quote, a backslash, a newline, a brace) can end the string or the comment.
 STUDY_SNAKEFILE = """\
 # A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
-# it here with `zoomeval run` (or e.g. `snakemake --cores 8 study`, `snakemake --cores 8 all`); results/ and logs/
+# it here with `zoomeval run` (or e.g. `snakemake --cores 8 study`, `snakemake --cores 8 all`); {results}/ and {logs}/
 # are this directory's. The config is config/config.yaml (every key: the workflow's config/README.md).
 import sys
 
@@ -135,7 +136,8 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     root_text = repr(str(root.resolve()))
     literal = repr(str(snakefile.resolve()))
     src = repr(str(root.resolve() / "src"))
-    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=literal, src=src))
+    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=literal, src=src,
+                                                    results=RESULTS, logs=LOGS))
     sources = " + ".join(repr(str(c.resolve())) for c in configs)
     header = CONFIG_HEADER.format(preset=preset, source=sources)
     written[1].write_text(header + "\n".join(c.read_text() for c in configs))
@@ -153,8 +155,8 @@ def preset_targets(name: str, root: Path = CHECKOUT) -> list[str]:
     lines = preset_files(name, root)[0].read_text().splitlines()
     found = _COMMAND.findall("\n".join(itertools.takewhile(lambda line: line.startswith("#"), lines)))
     words = shlex.split(found[0], comments=True) if found else []
-    targets = [w for w in words if w == "all" or w.startswith("results/")]
-    return [t for t in targets if Path(t).stem not in _STUDY_TABLES or Path(t).parent != Path("results")]
+    targets = [w for w in words if w == "all" or w.startswith(f"{RESULTS}/")]
+    return [t for t in targets if Path(t).stem not in _STUDY_TABLES or Path(t).parent != Path(RESULTS)]
 
 
 def run_steps(name: str, root: Path = CHECKOUT) -> list[str]:
@@ -162,9 +164,9 @@ def run_steps(name: str, root: Path = CHECKOUT) -> list[str]:
     targets = preset_targets(name, root)
     run = shlex.join(["zoomeval", "run", *([".", *targets] if targets else [])])
     sealed = not targets or targets == ["all"]
-    what = "the study: its tables, sealed in results/study.json" if sealed else " and ".join(targets)
+    what = f"the study: its tables, sealed in {Layout().path('study_index')}" if sealed else " and ".join(targets)
     what += " and the rest of `all`" if targets == ["all"] else ""
-    steps = [f"{run} --limit 2   # a smoke test: the first 2 images of each dataset, in results/limit-2",
+    steps = [f"{run} --limit 2   # a smoke test: the first 2 images of each dataset, in {run_layout(2).root}",
              f"{run}   # the preflight, then {what}"]  # fmt: skip
     return [*steps, "zoomeval leaderboard .   # its results, read through the seal"] if sealed else steps
 
