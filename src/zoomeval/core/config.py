@@ -1,4 +1,4 @@
-"""The workflow config as typed, frozen dataclasses, with every default in one place.
+"""The workflow config as typed, frozen dataclasses, whose defaults are the JSON schema's.
 
 A config is validated first (:mod:`zoomeval.core.validate`: normalisation, the JSON schema, the package's own
 checks) and then resolved once by :func:`resolve`; rules and scripts read the result, never the raw mapping. A key
