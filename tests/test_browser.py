@@ -93,7 +93,8 @@ def write_fixture(root: Path) -> dict:
 
 def read_back(path: Path, image_dir: Path) -> list[Record]:
     """The records of a hard set as the workflow reads a dataset entry ``{adapter: imagenet_hard, parquet: path}``."""
-    entry = DatasetConfig("hard", "imagenet_hard", {"parquet": InputSpec(path=str(path), plain=True)})
+    entry = DatasetConfig("hard", "imagenet_hard", {"parquet": InputSpec(path=str(path), plain=True)},
+                          variants=("original",))
     records, _ = build_records(entry, {"parquet": path}, image_dir)
     return records
 

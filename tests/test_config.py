@@ -3,10 +3,13 @@ the typed config it returns."""
 
 from __future__ import annotations
 
+import ast
 import copy
+import inspect
 import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
@@ -29,16 +32,21 @@ from zoomeval.core.config import (
     DatasetConfig,
     InferenceSettings,
     InputSpec,
+    MemoSettings,
     ModelSpec,
+    PoliciesConfig,
     SamConfig,
     StatsConfig,
     TTAConfig,
 )
+from zoomeval.core.config_schema import key_schema
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
 from zoomeval.core.layout import Layout
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.inference.sources.checkpoint import CheckpointOptions
 from zoomeval.inference.sources.open_clip_models import OpenClipOptions
+from zoomeval.inference.sources.timm_models import TimmOptions
 from zoomeval.masks.sam import MODEL_TYPES
 from zoomeval.registries import load_config
 
@@ -503,7 +511,9 @@ def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
         2**24,
         1800,
     )
-    assert config.cover_node_limit == 1000
+    assert config.cover_node_limit == 1000 and type(config.cover_time_limit) is float  # the schema's type: number
+    assert (config.tta.prior_strength, config.tta.momentum, config.policies.transfer) == (16.0, 0.0, ())
+    assert type(config.tta.prior_strength) is float and config.tta.paper_models == {} and config.sam is None
     assert config.resources == "resources" and config.sam is None and config.stats.pairs == ()
     assert config.inference == InferenceSettings()
     assert (config.inference.batch_size, config.inference.shard_images, config.inference.parts) == (64, 500, 1)
@@ -539,26 +549,65 @@ def field_defaults(cls: type) -> dict[str, Any]:
     return {k: plain(v) for k, v in values.items()}
 
 
-@pytest.mark.parametrize(("section", "cls"), [
-    ((), Config), (("inference",), InferenceSettings), (("browser",), BrowserConfig), (("tta",), TTAConfig),
-    (("sam",), SamConfig), (("sam", "counting"), CountFilter), (("stats",), StatsConfig),
-    (("datasets", "additionalProperties"), DatasetConfig),
-    (("models", "additionalProperties"), (ModelSpec, OpenClipOptions)),  # an entry's keys and open_clip's own
-])  # fmt: skip
-def test_the_schema_declares_the_defaults_the_dataclasses_apply(section, cls) -> None:
-    """The schema's ``default`` of each key (the one declaration the reference is generated from) is the default of
-    its dataclass field, and a field with a plain default has one in the schema or an ``x-default`` saying why not."""
-    node = yaml.safe_load(SCHEMA.read_text())
-    for key in section:
-        node = node["properties"][key] if key in node.get("properties", {}) else node[key]
-    properties = node["properties"]
-    applied = {k: v for c in (cls if isinstance(cls, tuple) else (cls,)) for k, v in field_defaults(c).items()}
+#: Each typed section and the schema of its keys (``*``: a dataset's or model's entry).
+TYPED_SECTIONS = [
+    ((), (Config,)), (("inference",), (InferenceSettings,)), (("browser",), (BrowserConfig,)),
+    (("tta",), (MemoSettings, TTAConfig)), (("policies",), (PoliciesConfig,)), (("sam",), (SamConfig,)),
+    (("sam", "counting"), (CountFilter,)), (("stats",), (StatsConfig,)), (("datasets", "*"), (DatasetConfig,)),
+    (("models", "*"), (ModelSpec, OpenClipOptions, TimmOptions, CheckpointOptions)),  # an entry's keys, its source's
+]  # fmt: skip
+#: Fields that are no key of their section: an entry's name (its key under datasets or models), a dataset's inputs
+#: (keys its adapter declares) and a model's source options (the keys only its source reads, typed by the source).
+NOT_KEYS = {"name", "inputs", "options"}
+
+
+@pytest.mark.parametrize(("section", "classes"), TYPED_SECTIONS)
+def test_the_dataclasses_apply_the_schema_defaults(section, classes) -> None:
+    """The schema's ``default`` of each key is the default of its dataclass field, and a field with a default other
+    than None has one in the schema or an ``x-default`` saying why not."""
+    properties = key_schema(*section)["properties"]
+    applied = {k: v for c in classes for k, v in field_defaults(c).items()}
     declared = {k: v["default"] for k, v in properties.items() if "default" in v}
     assert {k: applied[k] for k in declared if k in applied} == declared
     assert set(declared) <= set(applied)
     # a section's defaults are its keys'; x-default explains a default that depends on other keys
     explained = {k for k, v in properties.items() if "x-default" in v or "properties" in v}
     assert {k for k in applied if k in properties and applied[k] is not None} <= set(declared) | explained
+
+
+@pytest.mark.parametrize(("section", "classes"), TYPED_SECTIONS)
+def test_each_key_and_default_is_declared_in_the_schema_only(section, classes) -> None:
+    """The fields of a typed section are the keys of its schema (a dataset's input keys: its ``inputs``), and the
+    class's source gives no default but ``None`` for a key the schema gives no default (the others come from the
+    schema: ``config_schema.schema_defaults``), so that a default cannot be declared twice and drift."""
+    properties = key_schema(*section)["properties"]
+    inputs = {k for k, v in properties.items() if v.get("$ref") == "#/$defs/input" and section == ("datasets", "*")}
+    assert set(properties) - inputs == {f.name for cls in classes for f in fields(cls)} - NOT_KEYS
+    for cls in classes:
+        assert {f.name for f in fields(cls) if f.name in vars(cls).get("__annotations__", {})} - NOT_KEYS <= set(
+            properties
+        ), cls
+        (body,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+        for statement in body.body:
+            if not isinstance(statement, ast.AnnAssign) or statement.value is None:
+                continue
+            name, value = statement.target.id, statement.value
+            if name in NOT_KEYS:
+                continue
+            keyword_only = isinstance(value, ast.Call) and [k.arg for k in value.keywords] == ["kw_only"]
+            assert keyword_only or (isinstance(value, ast.Constant) and value.value is None), f"{cls.__name__}.{name}"
+            assert "default" not in properties[name], f"{cls.__name__}.{name}"
+
+
+def test_the_schema_defaults_are_typed_as_the_validator_types_a_given_value() -> None:
+    """A number key's integral default is a float, a list a tuple, a mapping a fresh one per instance: the typed
+    config of a key left out equals that of the key given its default (rule params compare reprs)."""
+    tta = {"prior_strength": 16, "lr": 0.00025, "momentum": 0, "paper_models": {}}
+    defaults = {"cover_time_limit": 1800, "tta": tta, "policies": {"budgets": [1, 2, 4, 9, 18, 36, 72, 144, 324]}}
+    given = load_config({**copy.deepcopy(DEMO), **defaults}, check_paths=False)
+    left_out = load_config({**copy.deepcopy(DEMO), "tta": {}, "policies": {}}, check_paths=False)
+    assert repr(given) == repr(left_out)
+    assert TTAConfig().paper_models is not TTAConfig().paper_models
 
 
 def test_the_schema_enums_and_keys_follow_the_registries() -> None:

@@ -94,11 +94,12 @@ def test_build_records_dispatches_through_the_adapter_registry(tmp_path):
     when it writes images."""
     (tmp_path / "n01440764").mkdir()
     Image.new("RGB", (9, 7)).save(tmp_path / "n01440764" / "x.png")
-    folder = DatasetConfig("mine", "imagefolder", {"root": InputSpec(path=str(tmp_path), plain=True)})
+    folder = DatasetConfig("mine", "imagefolder", {"root": InputSpec(path=str(tmp_path), plain=True)},
+                           variants=("original",))
     records, classes = build_records(folder, {"root": tmp_path}, tmp_path / "unused")
     assert [(r.image_id, r.labels, r.width, r.height) for r in records] == [("n01440764/x", [0], 9, 7)]
     assert classes is None and not (tmp_path / "unused").exists()
-    clutter = DatasetConfig("d", "demo", scenes="clutter")
+    clutter = DatasetConfig("d", "demo", scenes="clutter", variants=("original",))
     records, classes = build_records(clutter, {}, tmp_path / "images")
     assert len(records) == 8 and classes is None  # the clutter scenes, not the 12 standard ones
     assert sorted(p.name for p in (tmp_path / "images").iterdir()) == [f"demo_{k:03d}.png" for k in range(8)]

@@ -11,14 +11,12 @@ from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import Config, ConfigError, Registries, resolve
-from zoomeval.core.provenance import CHECKOUT
-from zoomeval.core.validate import validate_config, validated_config
+from zoomeval.core.config_schema import SCHEMA
+from zoomeval.core.validate import refuse_problems, validated_config
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES, check_model
 
 REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LABEL_SETS)
-#: The config's JSON schema, beside the Snakefile.
-SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def load_config(
@@ -28,7 +26,7 @@ def load_config(
     ``catalogues`` (the folder of the cached catalogues) the models' names and widths are checked too, every
     problem listed at once."""
     more = None if catalogues is None else partial(model_name_problems, cache=catalogues)
-    return validate_config(config, schema, REGISTRIES, check_paths, more)
+    return refuse_problems(*validated_config(config, schema, REGISTRIES, check_paths, more))
 
 
 def checked_config(config: dict[str, Any], catalogues: Path, check_paths: bool = True) -> tuple[Config, list[str]]:

@@ -16,13 +16,6 @@ from zoomeval.core.checksums import sha256_file
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
 
-#: The comparability key's fields, in the order notes name them.
-KEY_FIELDS = (
-    "dataset", "images", "class_set", "label_set", "variant", "scales", "anchors", "resize_backend", "model",
-    "weights_sha256", "input_size", "mean", "std", "precision", "compile", "channels_last", "top_k", "zoomeval",
-    "zoomeval_commit", "cover_node_limit", "revisions",
-)  # fmt: skip
-
 
 def digest(value: Any) -> str:
     """sha256 of a JSON value (keys sorted)."""
@@ -43,11 +36,12 @@ def class_set(meta: dict[str, Any]) -> str:
 def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: int, cover_node_limit: int | None
                       ) -> dict[str, Any]:  # fmt: skip
     """The key of a result from its prediction file's metadata ``meta``, the digest of the scored images
-    (:func:`images_digest`), the label set, the greedy picks counted and the exact cover's node limit."""
+    (:func:`images_digest`), the label set, the greedy picks counted and the exact cover's node limit: the one
+    declaration of the key's fields (:data:`KEY_FIELDS`), in the order notes name them."""
     model = meta.get("model") or {}
     arch_tag = f"{model['architecture']}.{model['weights']}" if {"architecture", "weights"} <= model.keys() else None
     order = transforms(list(meta.get("scales") or []))
-    key = {
+    return {
         "dataset": meta.get("dataset"), "images": images, "class_set": class_set(meta), "label_set": label_set,
         "variant": meta.get("variant"), "scales": meta.get("scales"), "anchors": len({(t.row, t.col) for t in order}),
         "resize_backend": meta.get("resize_backend"), "model": arch_tag, "weights_sha256": model.get("weights_sha256"),
@@ -57,7 +51,10 @@ def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: 
         "cover_node_limit": cover_node_limit,
         "revisions": meta.get("dataset_revisions"),  # the hub commit of each input read from a hub, else None
     }  # fmt: skip
-    return {field: key[field] for field in KEY_FIELDS}
+
+
+#: The comparability key's fields, in the order notes name them (those :func:`comparability_key` gives).
+KEY_FIELDS = tuple(comparability_key({}, "", "", 0, None))
 
 
 def file_input(path: str | os.PathLike[str]) -> dict[str, str]:

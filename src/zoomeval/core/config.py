@@ -1,9 +1,10 @@
-"""The workflow config as typed, frozen dataclasses, with every default in one place.
+"""The workflow config as typed, frozen dataclasses, whose defaults are the JSON schema's.
 
 A config is validated first (:mod:`zoomeval.core.validate`: normalisation, the JSON schema, the package's own
-checks) and then resolved once by :func:`resolve`; rules and scripts read the result, never the raw mapping. The
-JSON schema declares each default for the docs but does not apply it (tests/test_config.py checks that the two
-agree): a key the config leaves out takes the default of its dataclass field below. Defaults that depend on the
+checks) and then resolved once by :func:`resolve`; rules and scripts read the result, never the raw mapping. A key
+the config leaves out takes the default of its dataclass field below, which the field takes from the JSON schema's
+``default`` (:func:`~zoomeval.core.config_schema.schema_defaults`): the classes declare no default of their own
+(tests/test_config.py checks it), only ``None`` for a key the schema gives no default. Defaults that depend on the
 dataset's adapter (``variants``, ``count_method``) and the adapter's published zip password come from the adapter
 registry, passed in as :class:`Registries` (core does not import the later stages).
 """
@@ -16,15 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-#: Default ``max_resized_pixels``: 2^24, e.g. 16384 x 1024, which admits any image up to 16:1 at S = 1024
-#: (ImageNet's photos are about 4:3).
-MAX_RESIZED_PIXELS = 1 << 24
-#: Default ``cover_node_limit``: the branch-and-bound nodes HiGHS may explore for each exact cover (the zoom benches'
-#: covers are proven within 11-559 nodes; a hard one of 2,283 reduced images is not within 4,519).
-COVER_NODE_LIMIT = 1000
-#: Default ``cover_time_limit``: seconds, a safety stop only (reaching it stops the analysis job, since a cover cut
-#: short by the clock would depend on the machine's speed).
-COVER_TIME_LIMIT = 1800.0
+from zoomeval.core.config_schema import key_schema, schema_defaults
+
 log = logging.getLogger(__name__)
 Triple = tuple[float, float, float]
 
@@ -72,6 +66,7 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+@schema_defaults("datasets", "*")
 class DatasetConfig:
     """One entry of ``datasets``."""
 
@@ -81,14 +76,14 @@ class DatasetConfig:
     inputs: Mapping[str, InputSpec] = field(default_factory=dict)
     #: the entry's password, else the one the adapter's publishers give out (None: no encrypted zips)
     password: str | None = None
-    scenes: str = "standard"
-    class_set: str = "full"
-    #: default: all three where the adapter gives boxes, else original only
-    variants: tuple[str, ...] = ("original",)
-    mask_method: str = "bbox"
+    scenes: str
+    class_set: str
+    #: default (:func:`resolve_dataset`): all three where the adapter gives boxes, else original only
+    variants: tuple[str, ...] = field(kw_only=True)
+    mask_method: str
     #: set for the datasets of stats.pairs only; default bbox where the adapter gives boxes, else sam_auto
     count_method: str | None = None
-    label_sets: tuple[str, ...] = ("in",)
+    label_sets: tuple[str, ...]
 
     def source(self) -> dict[str, Any]:
         """The keys that decide the manifest, with sorted keys (a rule param: reordering the YAML reruns nothing)."""
@@ -99,6 +94,7 @@ class DatasetConfig:
 
 
 @dataclass(frozen=True)
+@schema_defaults("models", "*")
 class ModelSpec:
     """One entry of ``models``."""
 
@@ -106,7 +102,7 @@ class ModelSpec:
     source: str
     architecture: str
     weights: str
-    input_size: int = 224
+    input_size: int
     mean: Triple | None = None  # None: the weights' own normalisation
     std: Triple | None = None
     #: sources ``checkpoint`` and ``open_clip``: a checkpoint file, a local path, ``{path: ...}`` or ``{url: ...}``
@@ -154,25 +150,26 @@ def _names(cls: type) -> set[str]:
 
 
 @dataclass(frozen=True)
+@schema_defaults("inference")
 class InferenceSettings:
     """The ``inference`` section."""
 
-    batch_size: int = 64
-    device: str = "auto"
-    num_workers: int = 1
+    batch_size: int
+    device: str
+    num_workers: int
     #: torch threads; 0: the job's threads
-    threads: int = 0
-    precision: str = "fp32"
+    threads: int
+    precision: str
     #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops) |
     #: auto (device on CUDA, pil on a CPU)
-    resize_backend: str = "auto"
-    compile: bool = False
+    resize_backend: str
+    compile: bool
     #: the model's weights and inputs in NHWC memory order (faster convolutions on CPU and GPU)
-    channels_last: bool = True
-    store_top5: bool = False
-    shard_images: int = 500
+    channels_last: bool
+    store_top5: bool
+    shard_images: int
     #: jobs a prediction file is split into, each on a contiguous run of whole shards (one GPU each), then merged
-    parts: int = 1
+    parts: int
 
     @property
     def crop_pixels(self) -> str:
@@ -200,28 +197,30 @@ class InferenceSettings:
 
 
 @dataclass(frozen=True)
+@schema_defaults("sam", "counting")
 class CountFilter:
     """``sam.counting``: the rule that turns automatic SAM masks into counted objects
     (:func:`zoomeval.masks.sam.count_objects`). The quality defaults are those of SAM's automatic mask generator;
     a kept mask must cover at least 0.1 % of the image, and a mask overlapping a better one with IoU above one
     half is a duplicate."""
 
-    min_iou: float = 0.88
-    min_stability: float = 0.95
-    min_area_fraction: float = 0.001
-    max_overlap: float = 0.5
+    min_iou: float
+    min_stability: float
+    min_area_fraction: float
+    max_overlap: float
 
 
 @dataclass(frozen=True)
+@schema_defaults("sam", makers={"counting": lambda section: CountFilter(**section)})
 class SamConfig:
     """The ``sam`` section."""
 
     model_type: str
     checkpoint: InputSpec
-    device: str = "auto"
-    counting: CountFilter = CountFilter()
+    device: str
+    counting: CountFilter
     #: keyword arguments of segment_anything's SamAutomaticMaskGenerator
-    generator: Mapping[str, Any] = field(default_factory=dict)
+    generator: Mapping[str, Any]
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> SamConfig:
@@ -235,10 +234,11 @@ class SamConfig:
 
 
 @dataclass(frozen=True)
+@schema_defaults("stats")
 class StatsConfig:
     """The ``stats`` section: dataset pairs compared by the Mann-Whitney U test."""
 
-    pairs: tuple[tuple[str, str], ...] = ()
+    pairs: tuple[tuple[str, str], ...]
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> StatsConfig:
@@ -249,59 +249,54 @@ class StatsConfig:
         return sorted({name for pair in self.pairs for name in pair})
 
 
-#: Default ``multilabel``: Shankar et al.'s annotations where the authors publish them, with the sha256 TensorFlow
-#: Datasets pins (imagenet2012_multilabel/checksums.tsv, 200,417,830 bytes; Shift Happens pins md5
-#: 81d98aa82e570a3b2db98af5ccf87145 for the same URL).
-MULTILABEL_ANNOTATIONS = InputSpec(
-    url="https://storage.googleapis.com/brain-car-datasets/imagenet-mistakes/human_accuracy_v3.0.0.json",
-    sha256="d5b2b6111fc9efea16aaebd21bc5a401d16ad18285d3fd99635d8b32ebdb6287",
-)
-
-
 @dataclass(frozen=True)
+@schema_defaults("browser")
 class BrowserConfig:
     """The ``browser`` section: the per-image browser, results/browser/index.html."""
 
     #: images per dataset; a larger dataset is sampled evenly over its manifest order
-    max_images: int = 2000
+    max_images: int
     #: longer side of the thumbnails and crops, in pixels
-    thumbnail_size: int = 160
-    page_size: int = 24
+    thumbnail_size: int
+    page_size: int
     #: greedy picks whose predictions each image lists, after the 1-crop
-    predictions_shown: int = 3
+    predictions_shown: int
 
 
-#: The test-time methods of the ``tta`` stage: the standard evaluation, then MEMO on AugMix or RandomResizedCrop views.
-TTA_METHODS = ("none", "memo_augmix", "memo_rrc")
+#: The test-time methods of the ``tta`` stage (the schema's enum): the standard evaluation, then MEMO on AugMix or
+#: RandomResizedCrop views.
+TTA_METHODS: tuple[str, ...] = tuple(key_schema("tta", "methods")["items"]["enum"])
 
 
 @dataclass(frozen=True)
+@schema_defaults("tta")
 class MemoSettings:
     """MEMO's settings (the ``tta`` keys that change a MEMO method's numbers, except ``seed``): the authors' ImageNet
     ResNet-50 settings, except ``views`` (the paper's K = 16; the authors' code defaulted to 64)."""
 
-    views: int = 16
-    steps: int = 1
-    lr: float = 0.00025
-    momentum: float = 0.0
-    weight_decay: float = 0.0
+    views: int
+    steps: int
+    lr: float
+    momentum: float
+    weight_decay: float
     #: N of the BatchNorm prior (blend N/(N+1) : 1/(N+1)); None: plain eval-mode BatchNorm
-    prior_strength: float | None = 16.0
+    prior_strength: float | None
     #: blend the statistics of the standard view into the final prediction too, as the authors' code does
-    prior_at_prediction: bool = True
+    prior_at_prediction: bool
 
 
 @dataclass(frozen=True)
+@schema_defaults("tta")
 class TTAConfig(MemoSettings):
     """The ``tta`` section: test-time adaptation (MEMO) and the paper's Table 5, target ``results/table_tta.csv``."""
 
-    methods: tuple[str, ...] = TTA_METHODS
+    methods: tuple[str, ...]
     #: () : every dataset / every model of the config
-    datasets: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()
-    seed: int = 0
+    datasets: tuple[str, ...]
+    models: tuple[str, ...]
+    seed: int
     #: config model -> the paper's Table 5 row it reproduces (its numbers are printed beside ours)
-    paper_models: Mapping[str, str] = field(default_factory=dict)
+    paper_models: Mapping[str, str]
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> TTAConfig:
@@ -313,52 +308,27 @@ class TTAConfig(MemoSettings):
 
 
 @dataclass(frozen=True)
+@schema_defaults("policies")
 class PoliciesConfig:
     """The ``policies`` section: label-free zoom policies held out from their calibration images
     (:mod:`zoomeval.analysis.policies`) and results/table_zoom_policies.csv."""
 
     #: views per image of the fixed-set policies and the cascade's budgets; every view is always added
-    budgets: tuple[int, ...] = (1, 2, 4, 9, 18, 36, 72, 144, 324)
+    budgets: tuple[int, ...]
     #: k of the k-fold cross-validation over images, and the seed of the folds and of the selector's sample
-    folds: int = 5
-    seed: int = 0
+    folds: int
+    seed: int
     #: most (image, view) pairs the selector's logistic regression is fitted on per fold and budget
-    selector_rows: int = 200_000
+    selector_rows: int
     #: (source, target) scored datasets: fitted on every source image, scored on every target image
-    transfer: tuple[tuple[str, str], ...] = ()
+    transfer: tuple[tuple[str, str], ...]
     #: MEMO's rows from results/table_tta.csv beside the policies (builds the tta stage)
-    memo: bool = False
+    memo: bool
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> PoliciesConfig:
         values = {k: tuple(map(tuple, v)) if k == "transfer" else v for k, v in section.items()}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-
-
-@dataclass(frozen=True)
-class Config:
-    """The whole config."""
-
-    scales: tuple[int, ...]
-    datasets: Mapping[str, DatasetConfig]
-    models: Mapping[str, ModelSpec]
-    top_k: int = 36
-    on_bad_image: str = "skip"
-    max_resized_pixels: int = MAX_RESIZED_PIXELS
-    cover_node_limit: int = COVER_NODE_LIMIT
-    cover_time_limit: float = COVER_TIME_LIMIT
-    #: where downloads, Hugging Face files, weights and extracted archives go
-    resources: str = "resources"
-    #: the first N images of each dataset only (a smoke test, in a results tree of its own); None: every image
-    limit: int | None = None
-    inference: InferenceSettings = InferenceSettings()
-    sam: SamConfig | None = None
-    stats: StatsConfig = StatsConfig()
-    browser: BrowserConfig = BrowserConfig()
-    #: Shankar et al.'s human_accuracy_v3.0.0.json, read by the multilabel and imagenet_m label sets
-    multilabel: InputSpec = MULTILABEL_ANNOTATIONS
-    tta: TTAConfig = TTAConfig()
-    policies: PoliciesConfig = PoliciesConfig()
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -372,6 +342,40 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "tta": TTAConfig.from_config,
     "policies": PoliciesConfig.from_config,
 }
+
+
+@dataclass(frozen=True)
+@schema_defaults(makers=SECTIONS)
+class Config:
+    """The whole config."""
+
+    scales: tuple[int, ...]
+    datasets: Mapping[str, DatasetConfig]
+    models: Mapping[str, ModelSpec]
+    top_k: int
+    on_bad_image: str
+    max_resized_pixels: int
+    cover_node_limit: int
+    cover_time_limit: float
+    #: where downloads, Hugging Face files, weights and extracted archives go
+    resources: str
+    #: the first N images of each dataset only (a smoke test, in a results tree of its own); None: every image
+    limit: int | None
+    inference: InferenceSettings
+    sam: SamConfig | None = None
+    stats: StatsConfig
+    browser: BrowserConfig
+    #: Shankar et al.'s human_accuracy_v3.0.0.json, read by the multilabel and imagenet_m label sets
+    multilabel: InputSpec
+    tta: TTAConfig
+    policies: PoliciesConfig
+
+
+#: Defaults that code outside a config reads (a function's default argument, a bench's option): the schema's.
+MAX_RESIZED_PIXELS: int = Config.max_resized_pixels
+COVER_NODE_LIMIT: int = Config.cover_node_limit
+COVER_TIME_LIMIT: float = Config.cover_time_limit
+MULTILABEL_ANNOTATIONS: InputSpec = Config.multilabel
 
 
 def scored_name(dataset: str, label_set: str) -> str:

@@ -1,12 +1,13 @@
-"""The workflow config's validation, run by the Snakefile before any job starts (see :func:`validate_config`).
+"""The workflow config's validation, run by the Snakefile before any job starts (see :func:`validated_config`).
 
 Values are first normalised (numbers, booleans and nulls given as strings where the schema allows no string,
 as ``--config`` passes the items of lists and mappings; integral floats; upper-case checksums), then validated
 against the JSON schema (``workflow/schemas/config.schema.yaml``), which catches unknown keys, wrong types and
-values out of range. The config is then resolved into its typed form (:mod:`zoomeval.core.config`, where the
-defaults are) and :func:`config_problems` checks what needs the registries: required inputs, missing local paths,
-variants that need boxes on a dataset without boxes, label sets the adapter cannot give, names whose outputs
-would collide, devices that do not exist; every problem at once, one line each, starting with the key it concerns.
+values out of range. The config is then resolved into its typed form (:mod:`zoomeval.core.config`, whose
+defaults are the schema's) and :func:`config_problems` checks what needs the registries: required inputs, missing
+local paths, variants that need boxes on a dataset without boxes, label sets the adapter cannot give, names whose
+outputs would collide, devices that do not exist; every problem at once, one line each, starting with the key it
+concerns.
 
 Checks that need torchvision or timm are not made here: the workflow checks the models' names and widths against
 the libraries' cached catalogues (:func:`zoomeval.registries.model_name_problems`, passed as ``more_checks``), and
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.core.config import Config, ConfigError, InputSpec, Registries, resolve, scored_name
+from zoomeval.core.config_schema import ref_target, value_kinds
 from zoomeval.core.devices import check_device
 from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import n_views
@@ -39,23 +41,6 @@ HINTED = {"pattern", "oneOf", "not", "minimum", "maximum", "exclusiveMinimum"}
 NULLS = {"null", "Null", "NULL", "~", ""}
 
 
-def validate_config(
-    config: dict[str, Any],
-    schema: str | Path,
-    registries: Registries,
-    check_paths: bool = True,
-    more_checks: Callable[[Config], list[str]] | None = None,
-) -> Config:
-    """Validate ``config`` as the Snakefile does and return it typed: normalise it in place, validate it against
-    the JSON schema file ``schema`` (through Snakemake's validator), resolve it and check it
-    (:func:`config_problems`), the problems ``more_checks`` finds in the typed config listed with the others. With
-    ``check_paths=False`` local inputs need not exist (to check example configs)."""
-    typed, problems = validated_config(config, schema, registries, check_paths, more_checks)
-    if problems:
-        raise ConfigError("\n".join(problems))
-    return typed
-
-
 def validated_config(
     config: dict[str, Any],
     schema: str | Path,
@@ -63,8 +48,12 @@ def validated_config(
     check_paths: bool = True,
     more_checks: Callable[[Config], list[str]] | None = None,
 ) -> tuple[Config, list[str]]:
-    """:func:`validate_config`'s config and its problems, returned rather than raised (``zoomeval run``'s preflight
-    lists them with its own); a config that does not pass the schema, which has no typed form, is still raised."""
+    """Validate ``config`` as the Snakefile does: normalise it in place, validate it against the JSON schema file
+    ``schema`` (through Snakemake's validator), resolve it and check it (:func:`config_problems`), the problems
+    ``more_checks`` finds in the typed config listed with the others; return it typed with its problems (``zoomeval
+    run``'s preflight lists them with its own; :func:`refuse_problems` raises them). A config that does not pass the
+    schema, which has no typed form, is raised. With ``check_paths=False`` local inputs need not exist (to check
+    example configs)."""
     from jsonschema import ValidationError
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -78,6 +67,14 @@ def validated_config(
         raise ConfigError(schema_message(error.__context__)) from None
     typed = resolve(config, registries)
     return typed, config_problems(typed, registries, check_paths) + (more_checks(typed) if more_checks else [])
+
+
+def refuse_problems(typed: Config, problems: list[str]) -> Config:
+    """The typed config of :func:`validated_config`, or its problems raised as one :class:`ConfigError`, a line
+    each."""
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return typed
 
 
 def normalise(config: dict[str, Any], schema: dict[str, Any]) -> None:
@@ -101,7 +98,7 @@ def _mappings(value: Any) -> list[dict[str, Any]]:
 
 def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: tuple[str | int, ...]) -> Any:
     if "$ref" in schema:
-        schema = {**_target(root, schema["$ref"]), **schema}
+        schema = {**ref_target(root, schema["$ref"]), **schema}
     if isinstance(value, dict):
         properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
         for key, item in value.items():
@@ -115,7 +112,7 @@ def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: t
             at = (*path, i)
             value[i] = _normalise(item, items, root, at) if isinstance(items, dict) else _finite(item, at)
         return value
-    kinds = _kinds(schema, root)
+    kinds = value_kinds(schema, root)
     if isinstance(value, str) and "string" not in kinds:  # a string has one meaning only where none is allowed
         if "null" in kinds and value.strip() in NULLS:
             value = None
@@ -128,28 +125,6 @@ def _normalise(value: Any, schema: dict[str, Any], root: dict[str, Any], path: t
     if "number" in kinds and "integer" not in kinds and type(value) is int:  # not bool: the schema refuses it
         value = float(value)  # 16 and 16.0 are one value; as rule params they would differ (Snakemake compares reprs)
     return _finite(value, path)
-
-
-def _kinds(schema: dict[str, Any], root: dict[str, Any]) -> set[str]:
-    """The JSON types a value may have under ``schema``: its ``type``, else those of its ``oneOf`` / ``anyOf``
-    alternatives (after local references); empty: any type, or an ``enum`` (of strings, in this schema)."""
-    if "$ref" in schema:
-        schema = {**_target(root, schema["$ref"]), **schema}
-    if "type" in schema:
-        return set([schema["type"]] if isinstance(schema["type"], str) else schema["type"])
-    branches = schema.get("oneOf") or schema.get("anyOf")
-    if branches:
-        kinds = [_kinds(branch, root) for branch in branches]
-        return set() if set() in kinds else set().union(*kinds)
-    return set()
-
-
-def _target(root: dict[str, Any], ref: str) -> dict[str, Any]:
-    """The schema a local reference (``#/$defs/...``, the only kind the schema uses) points at."""
-    target = root
-    for part in ref.removeprefix("#/").split("/"):
-        target = target[part]
-    return target
 
 
 def _number(text: str) -> str | int | float:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
+from zoomeval.core.config_schema import schema_defaults
 from zoomeval.core.io import link_or_copy
 from zoomeval.inference import zero_shot
 from zoomeval.inference.catalogue import Catalogue
@@ -62,6 +63,7 @@ FETCHED = r"[0-9a-f]{64}\.(safetensors|bin|pt|pth)"
 
 
 @dataclass(frozen=True)
+@schema_defaults("models", "*")
 class OpenClipOptions:
     """The config keys only an ``open_clip`` entry reads."""
 
@@ -70,7 +72,7 @@ class OpenClipOptions:
     #: a text file with one prompt template per line (default: open_clip's 80 OpenAI templates)
     templates: str | None = None
     #: classes that share a name keep it (argmax returns the first) or get WordNet lemmas
-    duplicate_names: str = "keep_first"
+    duplicate_names: str
     #: an open_clip model-config JSON named <architecture>.json, for an architecture open_clip lacks
     model_config: str | None = None
 
