@@ -32,6 +32,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -51,10 +52,13 @@ from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, n_views, paper_scales
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_plan import build_plan
-from zoomeval.inference.crops import DeviceOps, Resample, device_crops, pass_for, plan_crops, resample_pass
+from zoomeval.inference.device_resize import Resample, device_crops, pass_for, plan_crops, resample_pass
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
 from zoomeval.inference.shards import ShardStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.device_ops import DeviceOps, counted  # noqa: E402 (the tests' counting probes)
 
 IMAGENET_VAL = 50_000
 #: Frequent ImageNet val sizes (width, height).
@@ -240,8 +244,6 @@ def crop_cost(records: list[Record], scales: list[int], device: torch.device, re
         plan_ms += (time.perf_counter() - start) * 1000
         images.append((pixels.to(device), plan.to(device)))
     plan_crops(*images[0], resample)  # warm-up: allocations (and compilation)
-    from zoomeval.inference.fused_pass import counted  # after main() chose Triton's mode
-
     with DeviceOps() as ops:
         meta = torch.device("meta")
         counting = resample if resample is resample_pass else counted(ops)

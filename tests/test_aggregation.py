@@ -14,8 +14,8 @@ from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, corner_crops, transforms, zoom_crop
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import batches
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.sources import embedded
 

@@ -21,8 +21,8 @@ from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
 from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import batches
 from zoomeval.inference.models import LoadedModel
 from zoomeval.inference.parts import merge_parts, merged_metadata, part_range
 from zoomeval.inference.predict import predict_part, predict_to_file

@@ -1,12 +1,12 @@
 """Run one model over every zoom transform of every image of one dataset variant.
 
-Each image is decoded once in a DataLoader worker (one per job, for all its shards), resized once per scale and cut
-nine times, there or on the device (:mod:`zoomeval.inference.crops`); the main process batches uint8 crops across
-images, moves them to the device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax
-over the dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the
-softmax vectors for the aggregation methods (:mod:`zoomeval.inference.aggregation`). All of it stays on the device
-until the end of a shard, so the loop never waits for a GPU; then the shard's results are copied back once and
-made into tables and written in a background thread while the device goes on with the next shard.
+Each image is decoded once in a DataLoader worker (one per job, for all its shards), resized once per scale and cut nine
+times, there or on the device (:mod:`zoomeval.inference.device_resize`); the main process batches uint8 crops across
+images, moves them to the device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over
+the dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the softmax vectors
+for the aggregation methods (:mod:`zoomeval.inference.aggregation`). All of it stays on the device until the end of a
+shard, so the loop never waits for a GPU; then the shard's results are copied back once and made into tables and written
+in a background thread while the device goes on with the next shard.
 
 Results are written in shards of ``shard_images`` images that a rerun reuses (:mod:`zoomeval.inference.shards`).
 Before any work the job refuses images that would exceed the pixel budget at the largest scale (the
@@ -46,8 +46,10 @@ from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
 from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
 from zoomeval.inference.auto_backend import measured_stream
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, on_device, resolve_backend
+from zoomeval.inference.crop_dataset import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, resolve_backend
+from zoomeval.inference.device_resize import on_device
 from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table

@@ -18,7 +18,7 @@ from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import transforms
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import DEVICE_BACKEND
+from zoomeval.inference.crop_dataset import DEVICE_BACKEND
 from zoomeval.inference.eval_transform import EvalTransform
 from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.inference.predict import crop_stream

@@ -16,7 +16,7 @@ Each path also reports the user and system CPU seconds and minor page faults of 
 The benchmark keeps freed memory as the model jobs do (:mod:`zoomeval.core.allocator`); ``--allocator default``
 measures glibc's own behaviour, which maps and faults in the activation buffers again at every batch.
 
-Usage: ``python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet``
+Usage: ``python bench/throughput_bench.py --manifest results/datasets/demo/manifest.parquet``
 ``--out results/bench/cpu.json``
 """
 
@@ -43,8 +43,10 @@ from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
 from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
+from zoomeval.inference.crop_dataset import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops
+from zoomeval.inference.device_resize import device_crops, on_device
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetched_weights
 from zoomeval.inference.predict import run_shard
 from zoomeval.inference.tables import BASE_FIELDS
