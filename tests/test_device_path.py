@@ -19,7 +19,7 @@ from zoomeval.analysis.scoring import analyze_predictions
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.pil_resample import taps, vertical_first
-from zoomeval.core.zoom import all_crops, paper_scales, resized_size, scale_views, transforms
+from zoomeval.core.zoom import ZoomGrid, all_crops, paper_scales, resized_size, scale_views, transforms
 from zoomeval.datasets.adapters.demo import build_demo
 from zoomeval.inference import auto_backend, crop_dataset, device_resize, predict
 from zoomeval.inference.crop_dataset import DeviceImage, ZoomCrops, resolve_backend
@@ -215,7 +215,8 @@ def test_auto_writes_the_same_prediction_files_whichever_path_it_chooses(demo, t
         _forced_auto(monkeypatch, choice)
         settings = InferenceSettings(batch_size=64, num_workers=1, threads=2, resize_backend="auto", shard_images=2)
         files[choice] = tmp_path / f"{choice}.parquet", tmp_path / f"{choice}.aggregates.parquet"
-        predict_to_file(*files[choice], demo[:3], SPEC, [224], settings, "demo")  # 9 views per image: the model's time
+        # 9 views per image: the model's time
+        predict_to_file(*files[choice], demo[:3], SPEC, ZoomGrid([224]), settings, "demo")
     for pil, device in zip(files["pil"], files["device"], strict=True):
         assert pil.read_bytes() == device.read_bytes()
     assert read_metadata(files["pil"][0])["resize_backend"] == "auto"
@@ -229,7 +230,7 @@ def both_paths(demo, tmp_path_factory):
         folder = tmp_path_factory.mktemp(backend)
         settings = InferenceSettings(batch_size=64, num_workers=0, threads=2, resize_backend=backend)
         predictions, aggregates = folder / "pred.parquet", folder / "agg.parquet"
-        predict_to_file(predictions, aggregates, demo, SPEC, SCALES, settings, "demo")
+        predict_to_file(predictions, aggregates, demo, SPEC, ZoomGrid(SCALES), settings, "demo")
         out[backend] = predictions, aggregates
         metrics[backend] = analyze_predictions(predictions, demo, top_k=4, aggregates_path=aggregates).metrics
     return out, metrics
