@@ -30,5 +30,5 @@ clean:
 # run with glibc's default allocator, to compare its user/system time with the model jobs' setting.
 bench: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) results/datasets/demo/manifest.parquet
-	$(BIN)/python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu_default_allocator.json --model-images 2 --naive-images 1 --allocator default
-	$(BIN)/python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json --parity-images 12
+	$(BIN)/python bench/throughput_bench.py --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu_default_allocator.json --model-images 2 --naive-images 1 --allocator default
+	$(BIN)/python bench/throughput_bench.py --manifest results/datasets/demo/manifest.parquet --out results/bench/cpu.json --parity-images 12

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from zoomeval.core.config import COVER_NODE_LIMIT, COVER_TIME_LIMIT
-from zoomeval.core.zoom import ONE_CROP, Transform, paper_scales, transforms
+from zoomeval.core.zoom import ONE_CROP, Transform, ZoomGrid, paper_scales, transforms
 
 SEED = 0
 N_IMAGES = 50_000
@@ -75,7 +75,7 @@ def synthesize(folder: Path, n_images: int, seed: int = SEED) -> dict[str, Any]:
     records = [Record(f"img{i:06d}", f"val/img{i:06d}.JPEG", [int(y)], [""], 500, 375) for i, y in enumerate(labels)]
     write_manifest(folder / "manifest.parquet", records, "synthetic")
     columns = {"pred": pred, "pred_full": pred, "conf": conf.astype(np.float32)}
-    tables = prediction_table(records, paper_scales(), columns), _aggregates(rng, correct, order, records)
+    tables = prediction_table(records, ZoomGrid(paper_scales()), columns), _aggregates(rng, correct, order, records)
     views = {"kind": "aggregates", "views": dict.fromkeys(tables[1]["method"].unique().to_pylist(), 1)}  # not read
     for name, table, extra in zip(("predictions", "aggregates"), tables, ({}, views), strict=True):
         write_table(folder / f"{name}.parquet", table, _metadata(n_images) | extra)
@@ -100,9 +100,9 @@ def _aggregates(rng: np.random.Generator, correct: np.ndarray, order: list[Trans
     """An aggregates table whose method is right as often as its views are."""
     import pyarrow as pa
 
-    from zoomeval.inference.aggregation import FIELDS, membership
+    from zoomeval.inference.aggregation import FIELDS
 
-    methods, members = membership(order)
+    methods, members = ZoomGrid(paper_scales()).membership  # the grid of ``order``
     views = members[: len(order)].astype(float)  # the extra views stand for the 1-crop view here
     share = (correct @ views) / views.sum(axis=0)
     label = np.array([r.labels[0] for r in records], np.int16)[:, None]

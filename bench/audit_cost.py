@@ -28,7 +28,7 @@ from zoomeval.core.images import screen
 from zoomeval.core.zoom import paper_scales
 from zoomeval.datasets.adapters.demo import build_demo
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import ZoomCrops
+from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.recompute import zoom_logits
 from zoomeval.inference.sources import embedded

@@ -1,13 +1,12 @@
 """What the device path's crops cost per image, on the CPU: integer multiply-adds, bytes moved, plan size and
 build time, against the float64 matrix-product plan it replaced (zoomeval before issue 32).
 
-The integer path is counted as it runs (:class:`zoomeval.inference.crops.DeviceOps` on the ``meta`` device: every
-operation's bytes read and written), both as plain torch runs it (one kernel per operation, on a CPU) and as it runs
-on a GPU, one fused Triton kernel per pass (:func:`zoomeval.inference.fused_pass.counted`: each pass's input and
-taps read once, its uint8 result written; plus the plan's copy). The float64
-plan's figures follow its matrix shapes (the same used rows and columns, padded to ``rows x cols`` per scale):
-its two products per pass order, the three in-place rounding operations after each, its permutation copy, the
-concatenation, the conversion to uint8 and the gather, counted the same way.
+The integer path is counted as it runs (``tests/device_ops.py``'s :class:`DeviceOps` on the ``meta`` device: every
+operation's bytes read and written), both as plain torch runs it (one kernel per operation, on a CPU) and as it runs on
+a GPU, one fused Triton kernel per pass (its :func:`counted`: each pass's input and taps read once, its uint8 result
+written; plus the plan's copy). The float64 plan's figures follow its matrix shapes (the same used rows and columns,
+padded to ``rows x cols`` per scale): its two products per pass order, the three in-place rounding operations after
+each, its permutation copy, the concatenation, the conversion to uint8 and the gather, counted the same way.
 
 Usage: ``PYTHONPATH=src python bench/crops_cost.py [--time] [--loader N]`` (``--time``: also the CPU seconds
 of one 500 x 375 image through the device path and through PIL, one thread; ``--loader N``: the device backend's
@@ -17,6 +16,7 @@ rate through its DataLoader for N images of one size and N of all different size
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,9 +27,12 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from zoomeval.core.zoom import all_crops, paper_scales
+from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.inference.crop_plan import TAPS, CropPlan, build_plan
-from zoomeval.inference.crops import DeviceOps, ZoomCrops, on_device, plan_crops
-from zoomeval.inference.fused_pass import counted
+from zoomeval.inference.device_resize import on_device, plan_crops
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.device_ops import DeviceOps, counted  # noqa: E402 (the tests' counting probes)
 
 SIZES = ((500, 375), (375, 500), (2000, 1500))
 

@@ -32,6 +32,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -48,13 +49,16 @@ from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import all_crops, n_views, paper_scales
+from zoomeval.core.zoom import ZoomGrid, all_crops, n_views, paper_scales
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_plan import build_plan
-from zoomeval.inference.crops import DeviceOps, Resample, device_crops, pass_for, plan_crops, resample_pass
+from zoomeval.inference.device_resize import Resample, device_crops, pass_for, plan_crops, resample_pass
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
 from zoomeval.inference.shards import ShardStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.device_ops import DeviceOps, counted  # noqa: E402 (the tests' counting probes)
 
 IMAGENET_VAL = 50_000
 #: Frequent ImageNet val sizes (width, height).
@@ -157,7 +161,7 @@ def model_alone(classifier: Classifier, scales: list[int], seconds: float, image
     records = [Record(f"r{k}", "", [0], ["n00000000"], size, size) for k in range(images)]
 
     def shard() -> None:
-        infer_shard(classifier, ((k, ready) for k in range(len(records))), records, scales).wait()
+        infer_shard(classifier, ((k, ready) for k in range(len(records))), records, ZoomGrid(scales)).wait()
 
     shard()  # warm-up: compilation, kernel selection, allocation
     start, done = time.perf_counter(), 0
@@ -177,13 +181,13 @@ def shard_waits(classifier: Classifier, records: list[Record], scales: list[int]
     """The host waits for the GPU inside one shard's loop (``torch.cuda.set_sync_debug_mode``); None on a CPU."""
     if classifier.device.type != "cuda":
         return None
-    images = crop_stream(classifier, records, scales, "original", None, 224)
+    images = crop_stream(classifier, records, ZoomGrid(scales), "original", None, 224)
     first = next(images)  # the DataLoader's start and the first crops are not the loop's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            copy = infer_shard(classifier, itertools.chain([first], images), records, scales)
+            copy = infer_shard(classifier, itertools.chain([first], images), records, ZoomGrid(scales))
         finally:
             torch.cuda.set_sync_debug_mode("default")
     copy.wait()
@@ -194,13 +198,13 @@ def end_to_end(classifier: Classifier, records: list[Record], scales: list[int],
     """Crops per second (aggregation views included) of the predict loop as one shard and as a job of ``shards``
     shards (one DataLoader, shards written in the background), and the mean GPU utilisation over the latter."""
     views = n_views(scales, True)
-    _, _, seconds = run_shard(classifier, records, scales, "original", None, 224)
+    _, _, seconds = run_shard(classifier, records, ZoomGrid(scales), "original", None, 224)
     one = len(records) * views / seconds
     with tempfile.TemporaryDirectory() as folder:
         store = ShardStore(Path(folder) / "predictions.parquet", Path(folder) / "aggregates.parquet")
         pending = list(store.pending(records, -(-len(records) // shards), {}))
         with store.locked(), GpuSampler() as gpu:
-            seconds = run_shards(classifier, store, pending, scales, "original", None, 224)
+            seconds = run_shards(classifier, store, pending, ZoomGrid(scales), "original", None, 224)
     return {"end_to_end": len(records) * views / seconds, "end_to_end_one_shard": one, "shards": len(pending),
             "gpu_utilisation": gpu.mean()}  # fmt: skip
 
@@ -240,8 +244,6 @@ def crop_cost(records: list[Record], scales: list[int], device: torch.device, re
         plan_ms += (time.perf_counter() - start) * 1000
         images.append((pixels.to(device), plan.to(device)))
     plan_crops(*images[0], resample)  # warm-up: allocations (and compilation)
-    from zoomeval.inference.fused_pass import counted  # after main() chose Triton's mode
-
     with DeviceOps() as ops:
         meta = torch.device("meta")
         counting = resample if resample is resample_pass else counted(ops)
@@ -311,7 +313,7 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
                "end_to_end_over_model": round(rate / best, 3),
                "shards_over_one_shard": round(rate / loop["end_to_end_one_shard"], 3),
                "host_waits_per_shard": waits, "imagenet_val_minutes": round(minutes, 1),
-               "imagenet_val_324_minutes": round(IMAGENET_VAL * 9 * len(scales) / rate / 60, 1),
+               "imagenet_val_324_minutes": round(IMAGENET_VAL * ZoomGrid(scales).n_transforms / rate / 60, 1),
                "device_crops_over_model": {c: round(cost["crops_per_s"] / best, 2)
                                            for c, cost in args.crop_costs.items()}}  # fmt: skip
     save(result)
@@ -320,7 +322,7 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
           f"{rate / best:.2f} x model alone, {result['shards_over_one_shard']:.2f} x one shard "
           f"({loop['end_to_end_one_shard']:,.0f} crops/s); host waits in a shard: "
           f"{waits if waits is not None else 'n/a'}; GPU {gpu if gpu is not None else 'n/a'}%; ImageNet val x "
-          f"{n_views(scales, True)} views: {minutes:.1f} min, x {9 * len(scales)}: "
+          f"{n_views(scales, True)} views: {minutes:.1f} min, x {ZoomGrid(scales).n_transforms}: "
           f"{result['imagenet_val_324_minutes']:.1f} min; device crops alone over the model: "
           f"{result['device_crops_over_model']}", flush=True)  # fmt: skip
     return result

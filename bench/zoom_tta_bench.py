@@ -19,7 +19,7 @@ import zoomeval
 from zoomeval.cli import study_settings
 from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
-from zoomeval.inference.crops import ZoomCrops
+from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.report.policy_export import export_policy, study_model
 from zoomeval.report.zoom_tta import study_classifier
 

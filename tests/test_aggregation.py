@@ -12,18 +12,18 @@ from zoomeval.core.config import InferenceSettings as Settings
 from zoomeval.core.config import ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import all_crops, corner_crops, transforms, zoom_crop
-from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.core.zoom import ZoomGrid, all_crops, corner_crops, transforms, zoom_crop
+from zoomeval.inference.aggregation import MeanSoftmax, aggregate
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import batches
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.sources import embedded
 
 
 def test_membership_of_each_method():
     order = transforms([32, 224, 256, 300])  # 36 transforms, then 9 extra views
-    methods, members = membership(order)
-    assert methods == ["zoom_in", "zoom_out", "zoom_224", "five_crop", "ten_crop"]
+    methods, members = ZoomGrid([32, 224, 256, 300]).membership
+    assert methods == ("zoom_in", "zoom_out", "zoom_224", "five_crop", "ten_crop")
     assert members.shape == (45, 5)
     assert members.sum(axis=0).tolist() == [18, 9, 9, 5, 10]
     in_views = np.flatnonzero(members[:, 0])
@@ -32,8 +32,8 @@ def test_membership_of_each_method():
     assert np.flatnonzero(members[:, 3]).tolist() == [one_crop, 36, 37, 38, 39]
     assert np.flatnonzero(members[:, 4]).tolist() == [one_crop, *range(36, 45)]
     # Without 256 there are neither extra views nor 5-/10-crop; without S < 224 no zoom-out.
-    methods, members = membership(transforms([224, 300]))
-    assert methods == ["zoom_in", "zoom_224"] and members.shape == (18, 2)
+    methods, members = ZoomGrid([224, 300]).membership
+    assert methods == ("zoom_in", "zoom_224") and members.shape == (18, 2)
 
 
 def test_extra_views_are_the_corner_crops_and_the_mirror_images():
@@ -56,8 +56,7 @@ def test_extra_views_are_the_corner_crops_and_the_mirror_images():
 
 def test_running_sums_and_both_rules_against_brute_force():
     rng = np.random.default_rng(7)
-    order = transforms([32, 224, 256])
-    methods, members = membership(order)
+    methods, members = ZoomGrid([32, 224, 256]).membership
     n_images, n_views, n_classes = 3, len(members), 4
     probs = torch.from_numpy(rng.dirichlet(np.ones(n_classes), size=(n_images, n_views)).astype(np.float32))
     conf, arg = probs.max(dim=2)
@@ -65,7 +64,7 @@ def test_running_sums_and_both_rules_against_brute_force():
     pred = classes[arg].numpy().astype(np.int16)
     conf = conf.numpy()
     conf[1, :] = 0.5  # every view of image 1 ties: max takes each method's first view
-    means = MeanSoftmax(n_images, torch.from_numpy(members).float(), n_classes)
+    means = MeanSoftmax(n_images, torch.tensor(members, dtype=torch.float32), n_classes)
     stacks = iter([(i, probs[i]) for i in range(n_images)])
     for images, views, batch in batches(stacks, 17):  # batches that cross image boundaries
         means.add(images[0] * n_views + views[0], batch)
@@ -97,14 +96,14 @@ def test_the_aggregates_file_matches_the_model_run_by_hand(tmp_path):
     scales, subset = [160, 256], [1, 281, 285, 967]
     settings = Settings(batch_size=13, num_workers=0, threads=2)
     out, agg = tmp_path / "pred.parquet", tmp_path / "agg.parquet"
-    predict_to_file(out, agg, records, spec, scales, settings, "toy", class_indices=subset)
+    predict_to_file(out, agg, records, spec, ZoomGrid(scales), settings, "toy", class_indices=subset)
     meta = read_metadata(agg)
     assert meta["kind"] == "aggregates" and meta["schema_version"] == 1
     assert meta["views"] == {"zoom_in": 9, "zoom_out": 9, "five_crop": 5, "ten_crop": 10}
     table = pl.read_parquet(agg).with_columns(pl.col("image_id", "method").cast(pl.String))
 
     classifier = Classifier(spec, settings, subset)
-    methods, members = membership(transforms(scales))
+    methods, members = ZoomGrid(scales).membership
     preds = pl.read_parquet(out).with_columns(pl.col("image_id").cast(pl.String))
     for record in records:
         crops = torch.from_numpy(all_crops(Image.open(record.path), scales, extra_views=True))

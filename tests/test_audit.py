@@ -26,6 +26,7 @@ from zoomeval.core.config import InferenceSettings
 from zoomeval.core.io import read_json, read_metadata
 from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.recompute import recorded_spec
@@ -287,7 +288,7 @@ def test_results_stored_in_bf16_audited_in_fp32_give_ties_not_mismatches(sealed:
     with contextlib.chdir(folder):  # the demo manifest's paths are relative to the study directory
         records = read_manifest(LAYOUT4.path("manifest", dataset="demo"))
         predict_to_file(LITE0, LITE0.replace(".parquet", ".aggregates.parquet"), records, recorded_spec(meta["model"]),
-                        [10, 16, 256], settings, "demo")  # fmt: skip
+                        ZoomGrid([10, 16, 256]), settings, "demo")  # fmt: skip
     audited = audit_file(folder, "predictions", "lite0", folder / LITE0, auditor(sample=10**6),
                          Finders(folder, auditor()))  # fmt: skip
     assert audited.tolerance == pytest.approx(2 * (LOGIT_ERROR["bf16", "cpu"] + LOGIT_ERROR["fp32", "cpu"]))

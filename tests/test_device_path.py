@@ -14,23 +14,17 @@ from PIL import Image
 from snakemake.utils import update_config
 
 from tests.conftest import ROOT
+from tests.device_ops import DeviceOps
 from zoomeval.analysis.scoring import analyze_predictions
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.pil_resample import taps, vertical_first
-from zoomeval.core.zoom import all_crops, paper_scales, resized_size, scale_views, transforms
+from zoomeval.core.zoom import ZoomGrid, all_crops, paper_scales, resized_size, scale_views, transforms
 from zoomeval.datasets.adapters.demo import build_demo
-from zoomeval.inference import auto_backend, crops, predict
+from zoomeval.inference import auto_backend, crop_dataset, device_resize, predict
+from zoomeval.inference.crop_dataset import DeviceImage, ZoomCrops, resolve_backend
 from zoomeval.inference.crop_plan import TAPS, build_plan, crop_plan
-from zoomeval.inference.crops import (
-    DeviceImage,
-    DeviceOps,
-    ZoomCrops,
-    device_crops,
-    on_device,
-    plan_crops,
-    resolve_backend,
-)
+from zoomeval.inference.device_resize import device_crops, on_device, plan_crops
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.sources import embedded
 from zoomeval.registries import load_config
@@ -169,7 +163,7 @@ FORCED = {"pil": 10.0, "device": 1e-6}
 
 def _forced_auto(monkeypatch, choice: str) -> None:
     """``auto`` measures on this CPU as on a GPU, with the device path's time per image set to force ``choice``."""
-    monkeypatch.setattr(crops, "MEASURED_ON", frozenset({"cuda", "cpu"}))
+    monkeypatch.setattr(crop_dataset, "MEASURED_ON", frozenset({"cuda", "cpu"}))
     monkeypatch.setattr(auto_backend, "_seconds", lambda start, stop: FORCED[choice])
 
 
@@ -221,7 +215,8 @@ def test_auto_writes_the_same_prediction_files_whichever_path_it_chooses(demo, t
         _forced_auto(monkeypatch, choice)
         settings = InferenceSettings(batch_size=64, num_workers=1, threads=2, resize_backend="auto", shard_images=2)
         files[choice] = tmp_path / f"{choice}.parquet", tmp_path / f"{choice}.aggregates.parquet"
-        predict_to_file(*files[choice], demo[:3], SPEC, [224], settings, "demo")  # 9 views per image: the model's time
+        # 9 views per image: the model's time
+        predict_to_file(*files[choice], demo[:3], SPEC, ZoomGrid([224]), settings, "demo")
     for pil, device in zip(files["pil"], files["device"], strict=True):
         assert pil.read_bytes() == device.read_bytes()
     assert read_metadata(files["pil"][0])["resize_backend"] == "auto"
@@ -235,7 +230,7 @@ def both_paths(demo, tmp_path_factory):
         folder = tmp_path_factory.mktemp(backend)
         settings = InferenceSettings(batch_size=64, num_workers=0, threads=2, resize_backend=backend)
         predictions, aggregates = folder / "pred.parquet", folder / "agg.parquet"
-        predict_to_file(predictions, aggregates, demo, SPEC, SCALES, settings, "demo")
+        predict_to_file(predictions, aggregates, demo, SPEC, ZoomGrid(SCALES), settings, "demo")
         out[backend] = predictions, aggregates
         metrics[backend] = analyze_predictions(predictions, demo, top_k=4, aggregates_path=aggregates).metrics
     return out, metrics
@@ -280,7 +275,7 @@ def test_a_pass_too_large_for_the_products_ceiling_runs_in_slices(monkeypatch):
     pixels, plan = torch.from_numpy(np.array(image)), crop_plan(120, 90, (32, 256), 224, True)
     with DeviceOps() as whole:
         plan_crops(pixels, plan)
-    monkeypatch.setattr(crops, "MAX_PRODUCT_BYTES", 1 << 16)
+    monkeypatch.setattr(device_resize, "MAX_PRODUCT_BYTES", 1 << 16)
     with DeviceOps() as sliced:
         out = plan_crops(pixels, plan)
     assert len(sliced.ops) > len(whole.ops) + 8  # each pass at least twice, and the concatenations
@@ -291,6 +286,6 @@ def test_the_predict_loop_builds_no_plan(monkeypatch):
     """Images of all different sizes: every plan comes from the worker with its image, none is built on the
     device's side (so a new size costs the predict loop nothing)."""
     images = _images([(30 + k, 20 + k) for k in range(3)])
-    monkeypatch.setattr(crops, "crop_plan", lambda *a: pytest.fail("a plan built in the predict loop"))
+    monkeypatch.setattr(device_resize, "crop_plan", lambda *a: pytest.fail("a plan built in the predict loop"))
     out = list(on_device(iter(images), torch.device("cpu")))
     assert [len(c) for _, c in out] == [27] * 3

@@ -19,12 +19,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from tests.conftest import ROOT
+from tests.device_ops import DeviceOps, counted
 from zoomeval.core.pil_resample import PRECISION_BITS, vertical_first
 from zoomeval.core.zoom import all_crops, resized_size
-from zoomeval.inference import crops
+from zoomeval.inference import device_resize
 from zoomeval.inference.crop_plan import TAPS, PassTaps, crop_plan
-from zoomeval.inference.crops import DeviceOps, pass_for, plan_crops, resample_pass
-from zoomeval.inference.fused_pass import _kernel, counted, fused_pass
+from zoomeval.inference.device_resize import pass_for, plan_crops, resample_pass
+from zoomeval.inference.fused_pass import _kernel, fused_pass
 
 SIGNATURE = {"x": "*u8", "src": "*i32", "kk": "*i32", "offsets": "*i32", "out": "*u8", "length": "i32",
              "outputs": "i32", "inner": "i32", "total": "i32", "TAPS": "constexpr", "BITS": "constexpr",
@@ -166,6 +167,6 @@ def test_a_gpu_gets_the_fused_pass_and_a_cpu_the_plain_one(monkeypatch, caplog):
     assert pass_for(torch.device("cuda")) is fused_pass
     assert pass_for(torch.device("cpu")) is resample_pass
     monkeypatch.setitem(sys.modules, "zoomeval.inference.fused_pass", None)  # as where Triton is not installed
-    with caplog.at_level("WARNING", logger=crops.__name__):
+    with caplog.at_level("WARNING", logger=device_resize.__name__):
         assert pass_for(torch.device("cuda")) is resample_pass
     assert "Triton is not available" in caplog.text

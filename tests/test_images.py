@@ -24,7 +24,8 @@ from zoomeval.core.images import (
 )
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import all_crops, resize_shorter, zoom_crop
-from zoomeval.inference.crops import ZoomCrops, plan_crops
+from zoomeval.inference.crop_dataset import ZoomCrops
+from zoomeval.inference.device_resize import plan_crops
 
 
 def record(path, size, border=0):

@@ -18,11 +18,11 @@ from zoomeval.core.config import InferenceSettings as Settings
 from zoomeval.core.config import ModelSpec
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import transforms
+from zoomeval.core.zoom import ZoomGrid, transforms
 from zoomeval.inference import classifier as classifiers
 from zoomeval.inference import predict as inference
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import batches
 from zoomeval.inference.models import LoadedModel
 from zoomeval.inference.parts import merge_parts, merged_metadata, part_range
 from zoomeval.inference.predict import predict_part, predict_to_file
@@ -30,6 +30,7 @@ from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.sources import embedded
 
 SCALES = [32, 256]
+GRID = ZoomGrid(SCALES)
 SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
 
 
@@ -65,21 +66,21 @@ def test_a_killed_job_resumes_from_its_finished_shards(tmp_path, records, monkey
 
     monkeypatch.setattr(inference, "infer_shard", dies_on_second_shard)
     with pytest.raises(RuntimeError, match="killed"):
-        predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, SCALES, settings, "toy")
+        predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, GRID, settings, "toy")
     assert not out.exists() and not (tmp_path / "agg.parquet").exists()  # nothing under the final names
     shards = sorted((tmp_path / ".pred.parquet.shards").glob("*.parquet"))
     assert [p.name for p in shards] == ["00000.aggregates.parquet", "00000.parquet"]
 
     calls.clear()
     kill[0] = False
-    meta = predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, SCALES, settings, "toy")
+    meta = predict_to_file(out, tmp_path / "agg.parquet", records, SPEC, GRID, settings, "toy")
     assert calls == [["img2", "img3"], ["img4"]]  # the first shard was reused
     assert not (tmp_path / ".pred.parquet.shards").exists()
 
     monkeypatch.setattr(inference, "infer_shard", real_run)
     clean = tmp_path / "clean.parquet"
     fresh_settings = Settings(batch_size=7, num_workers=1, threads=2)
-    predict_to_file(clean, tmp_path / "clean_agg.parquet", records, SPEC, SCALES, fresh_settings, "toy")
+    predict_to_file(clean, tmp_path / "clean_agg.parquet", records, SPEC, GRID, fresh_settings, "toy")
     resumed, fresh = pq.read_table(out), pq.read_table(clean)
     assert resumed.schema == fresh.schema
     for column in ("image_id", "scale", "row", "col", "pred", "pred_full"):
@@ -104,7 +105,7 @@ def test_one_dataloader_serves_every_shard_of_a_job(tmp_path, records, monkeypat
 
     monkeypatch.setattr(inference, "DataLoader", counted)
     settings = Settings(batch_size=5, num_workers=1, threads=1, shard_images=2)
-    predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records, SPEC, [32], settings, "toy")
+    predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records, SPEC, ZoomGrid([32]), settings, "toy")
     assert loaders == [1] and pq.read_table(tmp_path / "p.parquet")["image_id"].to_pylist() == [
         r.image_id for r in records for _ in range(9)
     ]  # 3 shards, in order
@@ -114,7 +115,7 @@ def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
     out = tmp_path / "pred.parquet"
     subset = [1, 281, 967]
     settings = Settings(batch_size=32, num_workers=0, threads=2, store_top5=True)
-    predict_to_file(out, tmp_path / "agg.parquet", records[:2], SPEC, SCALES, settings, "toy", class_indices=subset)
+    predict_to_file(out, tmp_path / "agg.parquet", records[:2], SPEC, GRID, settings, "toy", class_indices=subset)
     table = pq.read_table(out)
     assert table.column_names == ["image_id", "scale", "row", "col", "pred", "pred_full", "conf", "top5", "top5_logit"]
     dictionary = "dictionary<values=string, indices=int32, ordered=0>"
@@ -157,12 +158,12 @@ def test_a_shards_loop_never_waits_for_the_device_before_the_shard_ends(records,
     settings = Settings(batch_size=7, num_workers=0, threads=2, store_top5=True, resize_backend=backend)
     classifier = Classifier(SPEC, settings, [1, 281, 967])
     shard = records[:2]
-    images = inference.crop_stream(classifier, shard, SCALES, "original", None, 224)
+    images = inference.crop_stream(classifier, shard, GRID, "original", None, 224)
     with HostWaits() as spy:
-        copy = inference.infer_shard(classifier, images, shard, SCALES)
+        copy = inference.infer_shard(classifier, images, shard, GRID)
     assert spy.waits == [] and spy.softmaxes == 8  # a batch of 7 crops at a time, of 2 x 27 views
-    predictions, aggregates = inference.shard_tables(classifier, shard, SCALES, copy)
-    expected = inference.run_shard(classifier, shard, SCALES, "original", None, 224)
+    predictions, aggregates = inference.shard_tables(classifier, shard, GRID, copy)
+    expected = inference.run_shard(classifier, shard, GRID, "original", None, 224)
     assert predictions.equals(expected[0]) and aggregates.equals(expected[1])
     with HostWaits() as spy, torch.inference_mode():  # the spy does see the copies of the per-batch path
         classifier.columns(classifier.logits(torch.zeros((2, 224, 224, 3), dtype=torch.uint8)))
@@ -191,7 +192,7 @@ def test_non_finite_logits_stop_the_job_naming_model_precision_image_and_transfo
     spec = ModelSpec("nan_model", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
     settings = Settings(batch_size=4, num_workers=0, threads=1, shard_images=1)
     with pytest.raises(FloatingPointError) as info:
-        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", out, spec, [256], settings, "toy")
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", out, spec, ZoomGrid([256]), settings, "toy")
     # found when shard 1 is written, in the background while shard 2 ran; shard 0 was written before
     assert [p.name for p in sorted((tmp_path / ".p.parquet.shards").glob("*.parquet"))] == [
         "00000.aggregates.parquet",
@@ -219,12 +220,13 @@ def test_a_normalisation_that_cannot_work_is_refused(tmp_path, records, mean, st
     spec = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, mean, std)
     settings = Settings(batch_size=16, num_workers=0, threads=1)
     with pytest.raises(ValueError, match=message):
-        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records[:1], spec, [32], settings, "toy")
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records[:1], spec, ZoomGrid([32]), settings,
+                        "toy")
 
 
 def test_an_empty_manifest_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="dataset 'toy': the manifest lists no images"):
-        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [], SPEC, SCALES, Settings(), "toy")
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [], SPEC, GRID, Settings(), "toy")
 
 
 def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, monkeypatch):
@@ -232,7 +234,8 @@ def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, mon
     long = Record("long", str(tmp_path / "long.png"), [0], ["x"], 1, 8000)
     monkeypatch.setattr(classifiers, "load_model", lambda *_: pytest.fail("the model was loaded"))
     with pytest.raises(ValueError) as info:
-        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, [224, 256], Settings(), "toy")
+        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, ZoomGrid([224, 256]), Settings(),
+                        "toy")
     assert str(info.value).startswith(
         f"dataset 'toy': image long ({long.path}) is too large: resized to S=256 it would be 256x2048000 = "
         "524288000 pixels, over max_resized_pixels (16777216)."
@@ -244,11 +247,11 @@ def test_a_second_job_for_the_same_output_refuses_while_the_first_runs(tmp_path,
     settings = Settings(batch_size=16, num_workers=0, threads=1)
     with ShardStore(out, tmp_path / "agg.parquet").locked():  # what a job left running holds
         with pytest.raises(RuntimeError) as info:
-            predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")
+            predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, ZoomGrid([32]), settings, "toy")
     message = str(info.value)
     assert message.startswith(f"pid {os.getpid()} on {socket.gethostname()} is still writing ")
     assert "kill the pid; under SLURM, scancel its job" in message and not out.exists()
-    predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, [32], settings, "toy")  # free again
+    predict_to_file(out, tmp_path / "agg.parquet", records[:1], SPEC, ZoomGrid([32]), settings, "toy")  # free again
     assert out.exists() and not (tmp_path / ".pred.parquet.shards").exists()
 
 
@@ -299,10 +302,10 @@ def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, reco
     settings = Settings(batch_size=16, num_workers=0, threads=2, shard_images=2, store_top5=True)
     job = {"dataset": "toy", "class_indices": [1, 281, 967]}
     one = (tmp_path / "one.parquet", tmp_path / "one.aggregates.parquet")
-    predict_to_file(*one, records, SPEC, SCALES, settings, **job)
+    predict_to_file(*one, records, SPEC, GRID, settings, **job)
     parts = [(tmp_path / f"p{k}.parquet", tmp_path / f"p{k}.aggregates.parquet") for k in range(4)]
     for k, (path, aggregates) in enumerate(parts):  # 3 shards in 4 parts: part 0 is empty
-        predict_part(path, aggregates, records, SPEC, SCALES, settings, k, 4, **job)
+        predict_part(path, aggregates, records, SPEC, GRID, settings, k, 4, **job)
     assert [read_metadata(p)["n_images"] for p, _ in parts] == [0, 2, 2, 1]
     merged = (tmp_path / "merged.parquet", tmp_path / "merged.aggregates.parquet")
     merge_parts(parts, *merged, [r.image_id for r in records])

@@ -31,7 +31,7 @@ from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import ONE_CROP, Transform, transforms
+from zoomeval.core.zoom import ONE_CROP, Transform, ZoomGrid, transforms
 from zoomeval.inference.tables import prediction_table, write_table
 from zoomeval.report.zoom_policies import (
     COLUMNS,
@@ -43,6 +43,7 @@ from zoomeval.report.zoom_policies import (
 )
 
 SCALES = [128, 256]  # 18 transforms, the 1-crop among them
+GRID = ZoomGrid(SCALES)
 ORDER = transforms(SCALES)
 ONE = ORDER.index(Transform(*ONE_CROP))
 A, B = ORDER.index(Transform(128, 0, 0)), ORDER.index(Transform(256, 2, 2))
@@ -332,7 +333,7 @@ def write_files(folder: Path, dataset: str, views: P.Views) -> tuple[Path, Path]
     folder.mkdir(parents=True, exist_ok=True)
     records = [Record(f"{dataset}{i}", f"{i}.png", [0], [""], 10, 10) for i in range(views.n_images)]
     write_matrix(folder / "correct.npz", views.correct.T, ORDER, records, 224)
-    table = prediction_table(records, SCALES, {"pred": views.pred, "pred_full": views.pred, "conf": views.conf})
+    table = prediction_table(records, GRID, {"pred": views.pred, "pred_full": views.pred, "conf": views.conf})
     write_table(folder / "predictions.parquet", table, {"kind": "predictions", "scales": SCALES})
     return folder / "correct.npz", folder / "predictions.parquet"
 

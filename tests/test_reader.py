@@ -16,10 +16,11 @@ from tests.conftest import ROOT
 from zoomeval.analysis.matrix import correctness_matrix, write_matrix
 from zoomeval.core.io import write_csv, write_json
 from zoomeval.core.manifest import Record, write_manifest
-from zoomeval.core.zoom import Transform, transforms
+from zoomeval.core.zoom import Transform, ZoomGrid, transforms
 from zoomeval.inference.tables import prediction_table, write_table
 
 SCALES = [224, 256]
+GRID = ZoomGrid(SCALES)
 RECORDS = [Record("a", "a.jpg", [1], [], 300, 200), Record("b", "b.jpg", [2, 5], [], 200, 300)]
 #: Image a is right only at the 1-crop (256, centre); image b only at (224, top-left), with its second label.
 RIGHT = {("a", Transform(256, 1, 1)): 1, ("b", Transform(224, 0, 0)): 5}
@@ -32,8 +33,8 @@ def make_study(folder: Path) -> Path:
     columns = {"pred": pred, "pred_full": pred, "conf": np.full(pred.shape, 0.5, np.float32)}
     predictions = results / "predictions/toy/original/m.parquet"
     meta = {"kind": "predictions", "scales": SCALES, "model": {"name": "m", "weights_sha256": "ab"}, "device": "cpu"}
-    write_table(predictions, prediction_table(RECORDS, SCALES, columns), meta)
-    write_table(results / "predictions/toy/original/m.aggregates.parquet", prediction_table(RECORDS, SCALES, columns),
+    write_table(predictions, prediction_table(RECORDS, GRID, columns), meta)
+    write_table(results / "predictions/toy/original/m.aggregates.parquet", prediction_table(RECORDS, GRID, columns),
                 {**meta, "kind": "aggregates"})  # fmt: skip
     write_manifest(results / "datasets/toy/manifest.parquet", RECORDS, "toy")
     matrix = correctness_matrix(predictions, RECORDS, order)

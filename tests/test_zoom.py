@@ -7,6 +7,7 @@ from PIL import Image
 from zoomeval.core.zoom import (
     ONE_CROP,
     Transform,
+    ZoomGrid,
     all_crops,
     crop_array,
     crop_box,
@@ -134,3 +135,54 @@ def test_torch_resize_backend_is_within_two_levels_of_pil_on_the_demo(tmp_path):
     assert 1 <= worst <= 2  # not bit-identical, but within the documented bound
     with pytest.raises(ValueError, match="unknown resize backend"):
         resize_array(pixels, 100, "cv2")
+
+
+@pytest.mark.parametrize("scales", [[224], [256, 32, 10], PAPER_36])
+def test_the_grid_index_and_its_transform_round_trip_over_every_scale_and_anchor(scales):
+    """Brute force over every (scale, row, col) of the scales: each has one index, the indices are 0 to 9 * S - 1,
+    and the transform at an index is the one whose index it is, in :func:`transforms` order."""
+    grid = ZoomGrid(scales)
+    seen = {}
+    for scale in scales:
+        for row in range(3):
+            for col in range(3):
+                i = grid.index(scale, row, col)
+                assert grid.transforms[i] == Transform(scale, row, col)
+                assert i == (3 * row + col) * len(scales) + scales.index(scale)  # anchor-major, then scale as listed
+                seen[i] = (scale, row, col)
+    assert sorted(seen) == list(range(9 * len(scales))) == list(range(grid.n_transforms))
+    assert list(grid.transforms) == transforms(scales)
+    every = np.array(list(seen.values()))
+    assert grid.indices(every[:, 0], every[:, 1], every[:, 2]).tolist() == list(seen)
+
+
+def test_the_grid_refuses_what_is_not_one_of_its_transforms():
+    grid = ZoomGrid([32, 256])
+    for scale, row, col in [(64, 0, 0), (32, 3, 0), (256, 0, -1)]:
+        with pytest.raises(ValueError, match="is not a transform of the scales"):
+            grid.index(scale, row, col)
+    # vectorised: -1 for each of those, the index for the one that is
+    got = grid.indices(np.array([64, 32, 256, 256]), np.array([0, 3, 0, 1]), np.array([0, 0, -1, 1]))
+    assert got.tolist() == [-1, -1, -1, 9]  # LOC:1_1_Size:256 is anchor 4 of two scales, scale 1
+    assert ZoomGrid([]).indices(np.array([32]), np.array([0]), np.array([0])).tolist() == [-1]
+    with pytest.raises(ValueError, match="scales must be unique"):
+        ZoomGrid([32, 256, 32])
+
+
+def test_the_grid_counts_the_crops_all_crops_cuts():
+    """Counted on real crops: 9 per scale, plus the 9 extra views only where the 1-crop scale (256) is there."""
+    image = gradient(40, 30)
+    for scales, extra in [([32, 256], 9), ([32, 64], 0)]:
+        grid = ZoomGrid(scales)
+        assert grid.n_transforms == 9 * len(scales) == len(all_crops(image, scales, 8))
+        assert grid.n_views(extra_views=False) == grid.n_transforms
+        assert grid.n_views() == grid.n_transforms + extra == len(all_crops(image, scales, 8, extra_views=True))
+        assert len(grid.membership[1]) == grid.n_views()
+
+
+def test_grids_of_the_same_scales_are_equal_and_their_membership_is_read_only():
+    grid = ZoomGrid([32, 256])
+    assert grid == ZoomGrid((32, 256)) and hash(grid) == hash(ZoomGrid((32, 256))) and grid != ZoomGrid([256, 32])
+    assert grid.scales == (32, 256)
+    with pytest.raises(ValueError, match="read-only"):
+        grid.membership[1][0, 0] = True

@@ -27,7 +27,7 @@ from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import ZoomCrops
+from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, load_model
 from zoomeval.inference.recompute import recorded_spec
 from zoomeval.report.policy_export import export_policy

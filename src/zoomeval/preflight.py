@@ -24,6 +24,7 @@ from zoomeval.core.config import Config, ConfigError, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
 from zoomeval.core.layout import Layout
 from zoomeval.core.validate import check_top_k
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import most_images
 from zoomeval.datasets.inputs import Input, plan_all
 from zoomeval.inference.models import MODEL_SOURCES, check_model, local_checkpoint, weights_folder
@@ -130,7 +131,7 @@ def model_problems(config: Config, found: list[str]) -> list[str]:
 
 
 def _rows_per_image(config: Config) -> int:
-    return 9 * len(config.scales)
+    return ZoomGrid(config.scales).n_transforms
 
 
 def _rows(manifest: Path) -> int | None:

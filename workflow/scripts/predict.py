@@ -9,6 +9,7 @@ from zoomeval.core.checksums import sha256_file
 from zoomeval.core.devices import gpu_slot
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_classes, read_manifest, read_revisions
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import class_indices
 from zoomeval.inference.predict import predict_part, predict_to_file
 from zoomeval.masks.boxes import read_masks
@@ -36,10 +37,11 @@ with to_file(sm.log[0]), ExitStack() as stack:
         inputs={key: value for key, value in (("dataset_revisions", read_revisions(sm.input.manifest)),
                 ("masks_sha256", sha256_file(sm.input.masks) if sm.input.masks else None)) if value},  # fmt: skip
     )
+    grid = ZoomGrid(config.scales)
     outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])
     if "part" in sm.wildcards.keys():
         part = (int(sm.wildcards.part), inference.parts)
-        metadata = predict_part(*outputs, list(config.scales), settings, *part, **job)
+        metadata = predict_part(*outputs, grid, settings, *part, **job)
     else:
-        metadata = predict_to_file(*outputs, list(config.scales), settings, **job)
+        metadata = predict_to_file(*outputs, grid, settings, **job)
     print(f"{metadata['n_images']} images, {metadata.get('crops_per_second')} crops/s")

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from zoomeval.core.io import atomic_path
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import Transform
+from zoomeval.core.zoom import Transform, ZoomGrid
 
 #: Prediction rows read at a time: the memory is the matrix, bit per (transform, image) twice, plus one batch.
 BATCH_ROWS = 1 << 21
@@ -57,16 +57,17 @@ def prediction_batches(predictions_path: str | os.PathLike[str], image_ids: list
     transform) pair."""
     n_t, n_i = len(order), len(image_ids)
     ids = pa.array(image_ids, pa.string())
-    keys = np.array([_key(t.scale, t.row, t.col) for t in order], dtype=np.int64)
-    sorter = np.argsort(keys)
+    grid = ZoomGrid(dict.fromkeys(t.scale for t in order))  # the scales' grid, which ``order`` is (part of)
+    slot = np.full(grid.n_transforms, -1, dtype=np.int64)  # each grid transform's position in ``order``
+    slot[[grid.index(t.scale, t.row, t.col) for t in order]] = np.arange(n_t)
     seen, found = np.zeros((n_t, n_i), dtype=bool), 0
     file = pq.ParquetFile(predictions_path)
     for batch in file.iter_batches(batch_size=batch_rows, columns=["image_id", "scale", "row", "col", *columns]):
         image = _image_index(batch.column("image_id"), ids)
-        key = _key(*(batch.column(c).to_numpy().astype(np.int64) for c in ("scale", "row", "col")))
-        pos = np.minimum(np.searchsorted(keys, key, sorter=sorter), n_t - 1)
-        keep = (image >= 0) & (keys[sorter[pos]] == key)
-        i, t = image[keep], sorter[pos[keep]]
+        at = grid.indices(*(batch.column(c).to_numpy() for c in ("scale", "row", "col")))
+        position = np.where(at >= 0, slot[at], -1)
+        keep = (image >= 0) & (position >= 0)
+        i, t = image[keep], position[keep]
         found += int(keep.sum())
         seen[t, i] = True
         yield t, i, {c: batch.column(c).to_numpy()[keep] for c in columns}
@@ -75,11 +76,6 @@ def prediction_batches(predictions_path: str | os.PathLike[str], image_ids: list
             f"{predictions_path}: predictions cover {found} (image, transform) pairs of the expected {n_t} x {n_i}; "
             "the prediction file does not match the manifest or the configured scales"
         )
-
-
-def _key(scale: np.ndarray | int, row: np.ndarray | int, col: np.ndarray | int) -> np.ndarray | int:
-    """One integer per transform (rows and columns are 0 to 2)."""
-    return scale * 9 + row * 3 + col
 
 
 def _image_index(column: pa.Array, ids: pa.Array) -> np.ndarray:

@@ -160,7 +160,7 @@ class InferenceSettings:
     #: torch threads; 0: the job's threads
     threads: int
     precision: str
-    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.crops) |
+    #: pil | torch (in the DataLoader workers) | device (on the inference device, zoomeval.inference.device_resize) |
     #: auto (device on CUDA, pil on a CPU)
     resize_backend: str
     compile: bool

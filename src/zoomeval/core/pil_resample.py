@@ -5,7 +5,7 @@ pass is ``clip8((2**21 + sum_i in[i] * kk[j, i]) >> 22)`` in int32, with integer
 weights (a = -0.5) over a window of ``2 * max(in / out, 1)`` input pixels on each side of the output pixel's
 centre, normalised to sum 1 and scaled by ``2**22`` (``precompute_coeffs``, then ``normalize_coeffs_8bpc``). This
 module computes the same coefficients with the same double-precision operations in the same order (on the host);
-the device path (:mod:`zoomeval.inference.crops`) then does Pillow's integer sums, exact in any order.
+the device path (:mod:`zoomeval.inference.device_resize`) then does Pillow's integer sums, exact in any order.
 """
 
 from __future__ import annotations

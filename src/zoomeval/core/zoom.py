@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from PIL import Image
@@ -70,6 +71,72 @@ def transforms(scales: list[int]) -> list[Transform]:
     if len(set(scales)) != len(scales):
         raise ValueError(f"scales must be unique, got {scales}")
     return [Transform(s, r, c) for r in range(3) for c in range(3) for s in scales]
+
+
+@dataclass(frozen=True)
+class ZoomGrid:
+    """The zoom transforms of a study's ``scales`` (unique, in the config's order), built once and carried instead of
+    the scales: the :func:`transforms` order, how many views a job predicts, which views each aggregation method
+    averages, and a transform's index in that order. Index ``i`` is anchor ``i // len(scales)`` (row-major) at scale
+    ``scales[i % len(scales)]``."""
+
+    scales: tuple[int, ...]
+
+    def __init__(self, scales: Iterable[int]) -> None:
+        object.__setattr__(self, "scales", tuple(int(s) for s in scales))
+        if len(set(self.scales)) != len(self.scales):
+            raise ValueError(f"scales must be unique, got {list(self.scales)}")
+
+    @cached_property
+    def transforms(self) -> tuple[Transform, ...]:
+        """Every transform, in :func:`transforms` order."""
+        return tuple(transforms(list(self.scales)))
+
+    @property
+    def n_transforms(self) -> int:
+        """How many transforms: nine anchors per scale."""
+        return 9 * len(self.scales)
+
+    def n_views(self, extra_views: bool = True) -> int:
+        """How many crops :func:`all_crops` cuts per image: the transforms, then with ``extra_views`` the aggregation
+        methods' :func:`n_extra_views`."""
+        return n_views(list(self.scales), extra_views)
+
+    def index(self, scale: int, row: int, col: int) -> int:
+        """The index of transform ``(scale, row, col)``; ValueError for one not in the grid."""
+        if scale not in self.scales or not (0 <= row < 3 and 0 <= col < 3):
+            raise ValueError(f"({scale}, {row}, {col}) is not a transform of the scales {list(self.scales)}")
+        return (3 * row + col) * len(self.scales) + self.scales.index(scale)
+
+    def indices(self, scale: np.ndarray, row: np.ndarray, col: np.ndarray) -> np.ndarray:
+        """:meth:`index` of many transforms at once (integer arrays), -1 where one is not in the grid."""
+        scale, row, col = (np.asarray(a, dtype=np.int64) for a in (scale, row, col))
+        if not self.scales:
+            return np.full(scale.shape, -1, dtype=np.int64)
+        order = np.argsort(self.scales)
+        known = np.asarray(self.scales, dtype=np.int64)[order]
+        at = np.minimum(np.searchsorted(known, scale), len(known) - 1)
+        inside = (known[at] == scale) & (row >= 0) & (row < 3) & (col >= 0) & (col < 3)
+        return np.where(inside, (3 * row + col) * len(self.scales) + order[at], -1)
+
+    @cached_property
+    def membership(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """The aggregation methods these scales support, and a ``(n_views, n_methods)`` bool matrix saying which
+        views (the transforms, then the extra views) each one averages (:mod:`zoomeval.inference.aggregation`). A
+        method without views (no scale below 224, no 256) is left out. Read-only: one matrix for every caller."""
+        order, n_t, extra = self.transforms, self.n_transforms, n_extra_views(list(self.scales))
+        members = np.zeros((n_t + extra, len(AGGREGATION_METHODS)), dtype=bool)
+        for m, group in enumerate(("in", "out", "224")):
+            members[:n_t, m] = [ZOOM_GROUPS[group](t.scale) for t in order]
+        if extra:
+            one_crop = self.index(*ONE_CROP)
+            five = [one_crop, *range(n_t, n_t + 4)]  # 1-crop view, then the four corners
+            members[five, 3] = True
+            members[[*five, *range(n_t + 4, n_t + 9)], 4] = True  # and the five mirror images
+        keep = members.any(axis=0)
+        members = members[:, keep]
+        members.flags.writeable = False
+        return tuple(AGGREGATION_METHODS[m] for m in np.flatnonzero(keep)), members
 
 
 def resized_size(width: int, height: int, scale: int) -> tuple[int, int]:

@@ -9,9 +9,9 @@ Methods, each a group of views of one image:
   (which sits within two pixels of torchvision's centre crop), so 5-crop always contains the 1-crop view;
 * ``ten_crop``: those five and their horizontal mirror images (Krizhevsky et al. 2012).
 
-The authors' code defines neither 5-crop nor 10-crop; this is the standard reading.
-The four corner crops and five mirror images are extra views (:func:`zoomeval.core.zoom.all_crops` with
-``extra_views``): nine more forward passes per image, 2.8% of 324.
+The authors' code defines neither 5-crop nor 10-crop; this is the standard reading. Which views each method averages
+is :attr:`zoomeval.core.zoom.ZoomGrid.membership`. The four corner crops and five mirror images are extra views
+(:func:`zoomeval.core.zoom.all_crops` with ``extra_views``): nine more forward passes per image, 2.8% of 324.
 
 Rules: ``max`` takes the prediction of the view with the highest softmax probability (ties go to the first
 view: transforms in :func:`zoomeval.core.zoom.transforms` order, then the extra views); ``mean`` averages the
@@ -28,7 +28,6 @@ import pyarrow as pa
 import torch
 
 from zoomeval.core.layout import declare
-from zoomeval.core.zoom import AGGREGATION_METHODS, ONE_CROP, ZOOM_GROUPS, Transform, n_extra_views
 
 #: Version of the aggregates Parquet layout (the columns below).
 SCHEMA_VERSION = 1
@@ -43,24 +42,6 @@ FIELDS = [
 declare("aggregates", FIELDS, SCHEMA_VERSION)
 
 
-def membership(order: Sequence[Transform]) -> tuple[list[str], np.ndarray]:
-    """The methods that ``order`` (plus its extra views) supports, and a ``(n_views, n_methods)`` bool
-    matrix saying which views each one averages. A method without views (no scale below 224, no 256) is
-    left out."""
-    n_t = len(order)
-    extra = n_extra_views([t.scale for t in order])
-    members = np.zeros((n_t + extra, len(AGGREGATION_METHODS)), dtype=bool)
-    for m, group in enumerate(("in", "out", "224")):
-        members[:n_t, m] = [ZOOM_GROUPS[group](t.scale) for t in order]
-    if extra:
-        one_crop = order.index(Transform(*ONE_CROP))
-        five = [one_crop, *range(n_t, n_t + 4)]  # 1-crop view, then the four corners
-        members[five, 3] = True
-        members[[*five, *range(n_t + 4, n_t + 9)], 4] = True  # and the five mirror images
-    keep = members.any(axis=0)
-    return [AGGREGATION_METHODS[m] for m in np.flatnonzero(keep)], members[:, keep]
-
-
 class MeanSoftmax:
     """Running sums, on the model's device, of the softmax vectors of each (image, method) of a shard whose crops come
     in order: image by image, every image's ``len(members)`` views in order. Crop ``p`` of that sequence is view
@@ -68,7 +49,7 @@ class MeanSoftmax:
     the device once."""
 
     def __init__(self, n_images: int, members: torch.Tensor, n_classes: int) -> None:
-        """``members``: :func:`membership`'s matrix on the device, as floats."""
+        """``members``: :attr:`zoomeval.core.zoom.ZoomGrid.membership`'s matrix on the device, as floats."""
         device, (n_views, n_methods) = members.device, members.shape
         self.n_views = n_views
         self.sums = torch.zeros(n_images, n_methods, n_classes, device=device)

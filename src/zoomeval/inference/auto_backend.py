@@ -1,9 +1,9 @@
 """``resize_backend: auto`` on a CUDA device: time both exact crop paths on a predict job's first images and run the
 rest of the job on the faster.
 
-The device path (:func:`zoomeval.inference.crops.plan_crops`) and PIL in the DataLoader workers cut the same crops,
-bit for bit, so the choice changes the job's time and never a number: the prediction files are the same either way
-(``tests/test_device_path.py``). The first images are decoded in the job's process and cut on both paths; their
+The device path (:func:`zoomeval.inference.device_resize.plan_crops`) and PIL in the DataLoader workers cut the same
+crops, bit for bit, so the choice changes the job's time and never a number: the prediction files are the same either
+way (``tests/test_device_path.py``). The first images are decoded in the job's process and cut on both paths; their
 crops are compared (a difference stops the job, naming the image: a fault of the device path on this GPU), and the
 device path's are the ones used. Per image, as one worker spends it:
 
@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from zoomeval.inference.crops import DEVICE_BACKEND, ZoomCrops, pass_for, plan_crops
+from zoomeval.inference.crop_dataset import DEVICE_BACKEND, ZoomCrops
+from zoomeval.inference.device_resize import pass_for, plan_crops
 
 log = logging.getLogger(__name__)
 

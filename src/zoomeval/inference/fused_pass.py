@@ -1,10 +1,11 @@
 """One pass of Pillow's resize as one Triton kernel: per output pixel, gather its window's taps, multiply by the
 int32 coefficients, sum, shift and clip, in registers, as Pillow does (``ss += in * k``, then
 ``clip8(ss >> PRECISION_BITS)``). Only the uint8 result is written, so a pass moves its input, its taps and its
-result once, where the plain passes (:func:`zoomeval.inference.crops.resample_pass`) materialise int32 products and
-sums: 0.26 GB per 500 x 375 image at the 36 scales instead of 6.5 GB (``bench/crops_cost.py``).
+result once, where the plain passes (:func:`zoomeval.inference.device_resize.resample_pass`) materialise int32
+products and sums: 0.26 GB per 500 x 375 image at the 36 scales instead of 6.5 GB (``bench/crops_cost.py``).
 
-The device path runs it on a CUDA or ROCm device where Triton is installed (:func:`zoomeval.inference.crops.pass_for`).
+The device path runs it on a CUDA or ROCm device where Triton is installed
+(:func:`zoomeval.inference.device_resize.pass_for`).
 Integer sums are exact in any order, so it gives Pillow's result bit for bit on any GPU, with no floating point.
 ``tests/test_fused_pass.py`` compiles it for NVIDIA and AMD GPUs and runs it in Triton's interpreter
 (``TRITON_INTERPRET=1``, numpy on CPU tensors) against PIL and a brute-force oracle.
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import torch
 import triton
@@ -23,9 +23,6 @@ import triton.language as tl
 
 from zoomeval.core.pil_resample import PRECISION_BITS
 from zoomeval.inference.crop_plan import TAPS, PassTaps
-
-if TYPE_CHECKING:
-    from zoomeval.inference.crops import DeviceOps, Resample
 
 #: Elements of a pass's result per program; the interpreter's vectors are cheap, its programs are not.
 BLOCK, INTERPRETED_BLOCK = 1024, 1 << 16
@@ -66,9 +63,10 @@ def _kernel(interpreted: bool) -> triton.JITFunction:
 
 
 def fused_pass(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
-    """The pass of :func:`zoomeval.inference.crops.resample_pass` (same arguments, same result) in one kernel."""
+    """The pass of :func:`zoomeval.inference.device_resize.resample_pass` (same arguments, same result) in one
+    kernel."""
     length, inner = x.shape[dim], math.prod(x.shape[dim + 1 :])
-    out = _result(x, dim, outputs)
+    out = torch.empty((*x.shape[:dim], outputs, *x.shape[dim + 1 :]), dtype=torch.uint8, device=x.device)
     interpreted = triton.knobs.runtime.interpret
     block = INTERPRETED_BLOCK if interpreted else BLOCK
     grid = (triton.cdiv(out.numel(), block),)
@@ -77,19 +75,3 @@ def fused_pass(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch
                                    out.numel(), TAPS=TAPS, BITS=PRECISION_BITS, BLOCK=block)  # fmt: skip
     return out
 
-
-def _result(x: torch.Tensor, dim: int, outputs: int) -> torch.Tensor:
-    return torch.empty((*x.shape[:dim], outputs, *x.shape[dim + 1 :]), dtype=torch.uint8, device=x.device)
-
-
-def counted(ops: DeviceOps) -> Resample:
-    """Stands in for :func:`fused_pass` on the ``meta`` device (what the benchmarks and tests count): allocates its
-    result and adds to ``ops`` its kernel and the bytes the kernel moves at the least (its input, taps and offsets
-    read once, the windows' overlap served by the caches, and its uint8 result written)."""
-
-    def launch(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch.Tensor:
-        out = _result(x, dim, outputs)
-        ops.kernel("fused_pass", [x, taps.src, taps.kk, taps.offsets], out)
-        return out
-
-    return launch

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from zoomeval.core.io import read_metadata
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.tables import merge, write_table
 
 #: Metadata keys in which the parts of one job may differ: where and how fast each ran, and which part it is.
@@ -88,7 +89,7 @@ def merge_parts(
         raise ValueError(f"all {len(parts)} prediction parts are empty; rerun them (--forcerun predict)")
     metadata = merged_metadata([metas[k] for k in full])
     table, aggregate_table = merge(p for p, _ in parts), merge(a for _, a in parts)
-    _check_images(table, image_ids, 9 * len(metadata["scales"]), "predictions")
+    _check_images(table, image_ids, ZoomGrid(metadata["scales"]).n_transforms, "predictions")
     _check_images(aggregate_table, image_ids, len(aggregate_metas[full[0]]["views"]), "aggregates")
     write_table(aggregates, aggregate_table, merged_metadata([aggregate_metas[k] for k in full]))
     write_table(predictions, table, metadata)

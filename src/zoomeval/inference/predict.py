@@ -1,12 +1,12 @@
 """Run one model over every zoom transform of every image of one dataset variant.
 
-Each image is decoded once in a DataLoader worker (one per job, for all its shards), resized once per scale and cut
-nine times, there or on the device (:mod:`zoomeval.inference.crops`); the main process batches uint8 crops across
-images, moves them to the device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax
-over the dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the
-softmax vectors for the aggregation methods (:mod:`zoomeval.inference.aggregation`). All of it stays on the device
-until the end of a shard, so the loop never waits for a GPU; then the shard's results are copied back once and
-made into tables and written in a background thread while the device goes on with the next shard.
+Each image is decoded once in a DataLoader worker (one per job, for all its shards), resized once per scale and cut nine
+times, there or on the device (:mod:`zoomeval.inference.device_resize`); the main process batches uint8 crops across
+images, moves them to the device (pinned memory on CUDA), normalises them there and keeps the argmax, the argmax over
+the dataset's class set and its softmax probability (:mod:`zoomeval.inference.classifier`), and sums the softmax vectors
+for the aggregation methods (:mod:`zoomeval.inference.aggregation`). All of it stays on the device until the end of a
+shard, so the loop never waits for a GPU; then the shard's results are copied back once and made into tables and written
+in a background thread while the device goes on with the next shard.
 
 Results are written in shards of ``shard_images`` images that a rerun reuses (:mod:`zoomeval.inference.shards`).
 Before any work the job refuses images that would exceed the pixel budget at the largest scale (the
@@ -41,13 +41,15 @@ from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
 from zoomeval.core.progress import ProgressLog
 from zoomeval.core.provenance import workflow_commit
-from zoomeval.core.zoom import Transform, transforms
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
-from zoomeval.inference.aggregation import MeanSoftmax, aggregate, membership
+from zoomeval.inference.aggregation import MeanSoftmax, aggregate
 from zoomeval.inference.auto_backend import measured_stream
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, on_device, resolve_backend
+from zoomeval.inference.crop_dataset import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, resolve_backend
+from zoomeval.inference.device_resize import on_device
 from zoomeval.inference.parts import part_range
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, prediction_table, write_table
@@ -65,14 +67,14 @@ def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int,
     )
 
 
-def crop_stream(classifier: Classifier, records: Sequence[Record], scales: list[int], variant: str,
+def crop_stream(classifier: Classifier, records: Sequence[Record], grid: ZoomGrid, variant: str,
                 masks: dict[str, bytes] | None, crop_size: int) -> Iterator[tuple[int, torch.Tensor]]:  # fmt: skip
     """``(index, crops)`` of each of ``records`` in order, from one DataLoader (its workers start once per job, and
     keep decoding across shard boundaries); with the ``device`` backend, cut on the classifier's device; with
     ``auto`` on CUDA, the first images timed on both paths and the rest from a loader of the faster
     (:mod:`zoomeval.inference.auto_backend`)."""
     backend = resolve_backend(classifier.settings.resize_backend, classifier.device)
-    dataset = ZoomCrops(records, scales, variant, masks, crop_size, backend, extra_views=True)
+    dataset = ZoomCrops(records, list(grid.scales), variant, masks, crop_size, backend, extra_views=True)
     if backend == AUTO_BACKEND:
         rest = functools.partial(_stream, classifier)
         return measured_stream(dataset, classifier.device, classifier.settings.num_workers, rest)
@@ -85,9 +87,9 @@ def _stream(classifier: Classifier, dataset: ZoomCrops) -> Iterator[tuple[int, t
 
 
 @functools.lru_cache(maxsize=4)
-def _members(scales: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """:func:`membership`'s matrix on ``device``, copied there once per job."""
-    return torch.from_numpy(membership(transforms(list(scales)))[1]).to(device=device, dtype=torch.float32)
+def _members(grid: ZoomGrid, device: torch.device) -> torch.Tensor:
+    """The grid's :attr:`~zoomeval.core.zoom.ZoomGrid.membership` matrix on ``device``, copied there once per job."""
+    return torch.tensor(grid.membership[1], device=device, dtype=torch.float32)
 
 
 class ShardResults:
@@ -95,8 +97,8 @@ class ShardResults:
     and the aggregation sums, all on the device and filled without waiting for it; crop ``p`` is view
     ``p % n_views`` of image ``p // n_views``."""
 
-    def __init__(self, classifier: Classifier, n_images: int, scales: list[int]) -> None:
-        members = _members(tuple(scales), classifier.device)
+    def __init__(self, classifier: Classifier, n_images: int, grid: ZoomGrid) -> None:
+        members = _members(grid, classifier.device)
         self.classifier, self.n_crops = classifier, n_images * len(members)
         self.columns: dict[str, torch.Tensor] = {}
         self.finite = torch.empty(self.n_crops, dtype=torch.bool, device=classifier.device)
@@ -139,10 +141,10 @@ class HostCopy:
 
 
 def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor]], records: Sequence[Record],
-                scales: list[int], progress: ProgressLog | None = None) -> HostCopy:  # fmt: skip
+                grid: ZoomGrid, progress: ProgressLog | None = None) -> HostCopy:  # fmt: skip
     """Run the model over one shard: ``images`` yields ``(index in records, crops)`` in order (``progress`` logs
     the crops done). Nothing waits for the device until the shard's results are copied back, at the end."""
-    results = ShardResults(classifier, len(records), scales)
+    results = ShardResults(classifier, len(records), grid)
     n_views, start = results.n_crops // len(records), 0
     with torch.inference_mode():
         for images_of, views, batch in batches(images, classifier.settings.batch_size):
@@ -157,50 +159,48 @@ def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor
         return results.to_host()
 
 
-def shard_tables(classifier: Classifier, records: Sequence[Record], scales: list[int], copy: HostCopy
+def shard_tables(classifier: Classifier, records: Sequence[Record], grid: ZoomGrid, copy: HostCopy
                  ) -> tuple[pa.Table, pa.Table]:  # fmt: skip
     """The predictions and aggregates tables of a shard from its results (:func:`infer_shard`) once on the host;
     non-finite logits are refused here, naming the first image and view affected."""
-    methods, members = membership(transforms(scales))
+    methods, members = grid.membership
     values, n_views = copy.wait(), len(members)
 
     def where(crop: int) -> str:
         record = records[crop // n_views]
-        return f"image {record.image_id} ({record.path}) under {_view_name(scales, crop % n_views)}"
+        return f"image {record.image_id} ({record.path}) under {_view_name(grid, crop % n_views)}"
 
     classifier.check_finite(values.pop("finite"), where)
     mean_pred, mean_conf = values.pop("mean_pred"), values.pop("mean_conf")
     columns = {name: v.reshape(len(records), n_views, *v.shape[1:]) for name, v in values.items()}
     ids = [r.image_id for r in records]
     aggregates = aggregate(ids, methods, members, columns["pred"], columns["conf"], mean_pred, mean_conf)
-    predictions = prediction_table(records, scales, {name: v[:, : 9 * len(scales)] for name, v in columns.items()})
+    predictions = prediction_table(records, grid, {name: v[:, : grid.n_transforms] for name, v in columns.items()})
     return predictions, aggregates
 
 
 def run_shard(
     classifier: Classifier,
     records: Sequence[Record],
-    scales: list[int],
+    grid: ZoomGrid,
     variant: str,
     masks: dict[str, bytes] | None,
     crop_size: int,
 ) -> tuple[pa.Table, pa.Table, float]:
     """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
     seconds it took, with a DataLoader of their own (the benchmarks' shard)."""
-    n_views = len(membership(transforms(scales))[1])
-    progress = ProgressLog(len(records), n_views, log)
-    images = crop_stream(classifier, records, scales, variant, masks, crop_size)
-    predictions, aggregates = shard_tables(classifier, records, scales,
-                                           infer_shard(classifier, images, records, scales, progress))  # fmt: skip
+    progress = ProgressLog(len(records), grid.n_views(), log)
+    images = crop_stream(classifier, records, grid, variant, masks, crop_size)
+    predictions, aggregates = shard_tables(classifier, records, grid,
+                                           infer_shard(classifier, images, records, grid, progress))  # fmt: skip
     progress.line()
     return predictions, aggregates, time.perf_counter() - progress.start
 
 
-def _view_name(scales: list[int], view: int) -> str:
-    order: list[Transform] = transforms(scales)
-    if view < len(order):
-        return f"transform {order[view].name}"
-    return f"extra view {view - len(order)} of the 5-/10-crop methods"
+def _view_name(grid: ZoomGrid, view: int) -> str:
+    if view < grid.n_transforms:
+        return f"transform {grid.transforms[view].name}"
+    return f"extra view {view - grid.n_transforms} of the 5-/10-crop methods"
 
 
 def check_sizes(records: Sequence[Record], dataset: str, max_scale: int, max_pixels: int) -> None:
@@ -222,7 +222,7 @@ def model_metadata(classifier: Classifier, spec: ModelSpec) -> dict[str, Any]:
             "param_count": sum(p.numel() for p in classifier.model.parameters()), **classifier.provenance}  # fmt: skip
 
 
-def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[int], settings: InferenceSettings,
+def prediction_metadata(classifier: Classifier, spec: ModelSpec, grid: ZoomGrid, settings: InferenceSettings,
                         class_indices: Sequence[int] | None, **job: Any) -> dict[str, Any]:  # fmt: skip
     """The prediction file's metadata before timing: what its numbers depend on (``job``: dataset, variant,
     n_images)."""
@@ -234,7 +234,7 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
         "model": model_metadata(classifier, spec),
         "dataset": job["dataset"],
         "variant": job["variant"],
-        "scales": scales,
+        "scales": list(grid.scales),
         "crop_size": spec.input_size,
         "resize_backend": resolve_backend(settings.resize_backend, classifier.device),
         "precision": settings.precision,
@@ -246,8 +246,8 @@ def prediction_metadata(classifier: Classifier, spec: ModelSpec, scales: list[in
     }
 
 
-def _aggregates_metadata(metadata: dict[str, Any], scales: list[int]) -> dict[str, Any]:
-    methods, members = membership(transforms(scales))
+def _aggregates_metadata(metadata: dict[str, Any], grid: ZoomGrid) -> dict[str, Any]:
+    methods, members = grid.membership
     views = {m: int(n) for m, n in zip(methods, members.sum(axis=0), strict=True)}
     return {**metadata, "kind": "aggregates", "schema_version": AGGREGATES_SCHEMA_VERSION, "views": views}
 
@@ -257,7 +257,7 @@ def predict_to_file(
     aggregates_path: str | os.PathLike[str],
     records: Sequence[Record],
     spec: ModelSpec,
-    scales: list[int],
+    grid: ZoomGrid,
     settings: InferenceSettings,
     dataset: str,
     variant: str = "original",
@@ -278,12 +278,12 @@ def predict_to_file(
     in the metadata; ``inputs`` what it records of its inputs (``dataset_revisions``: the hub commits the manifest
     records, where there are any; ``masks_sha256``: a masked variant's mask file, by which an audit finds it).
     """
-    check_sizes(records, dataset, max(scales), max_pixels)
+    check_sizes(records, dataset, max(grid.scales), max_pixels)
     store = ShardStore(Path(path), Path(aggregates_path))
     with store.locked():
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
-        metadata = prediction_metadata(classifier, spec, scales, settings, class_indices, dataset=dataset,
+        metadata = prediction_metadata(classifier, spec, grid, settings, class_indices, dataset=dataset,
                                        variant=variant, n_images=len(records)) | (inputs or {})  # fmt: skip
         if part is not None:
             metadata["part"] = list(part)
@@ -291,26 +291,25 @@ def predict_to_file(
         size = settings.shard_images
         pending = list(store.pending(records, size, metadata, masks_digest))
         computed = sum(len(chunk) for _, chunk, _ in pending)
-        seconds = run_shards(classifier, store, pending, scales, variant, masks, spec.input_size) if pending else 0.0
-        views = len(membership(transforms(scales))[1])
+        seconds = run_shards(classifier, store, pending, grid, variant, masks, spec.input_size) if pending else 0.0
         metadata |= {  # after the shards' identity: a rerun at another commit reuses them
             "zoomeval_commit": workflow_commit(),
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
-            "crops_per_second": round(computed * views / seconds, 2) if seconds else None,
+            "crops_per_second": round(computed * grid.n_views() / seconds, 2) if seconds else None,
         }
-        store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, scales))
+        store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, grid))
         return metadata
 
 
 def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tuple[int, Sequence[Record], str]],
-               scales: list[int], variant: str, masks: dict[str, bytes] | None, crop_size: int) -> float:  # fmt: skip
+               grid: ZoomGrid, variant: str, masks: dict[str, bytes] | None, crop_size: int) -> float:  # fmt: skip
     """Compute and write the ``pending`` shards (:meth:`ShardStore.pending`) from one DataLoader; returns the
     seconds it took."""
-    views, start = len(membership(transforms(scales))[1]), time.perf_counter()
-    progress = ProgressLog(sum(len(chunk) for _, chunk, _ in pending), views, log)  # read by `zoomeval run`
+    start = time.perf_counter()
+    progress = ProgressLog(sum(len(chunk) for _, chunk, _ in pending), grid.n_views(), log)  # read by `zoomeval run`
     progress.line()  # the total, at once
-    images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], scales, variant, masks, crop_size)
+    images = crop_stream(classifier, [r for _, chunk, _ in pending for r in chunk], grid, variant, masks, crop_size)
     # Each shard's results are copied back, made into tables and written in the background while the device goes
     # on with the next shard; one shard at a time, so that an error (non-finite logits) stops the job.
     with ThreadPoolExecutor(max_workers=1) as writer:
@@ -318,11 +317,11 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
         offset = 0
         for index, chunk, identity in pending:
             own = ((i - offset, crops) for i, crops in itertools.islice(images, len(chunk)))
-            copy = infer_shard(classifier, own, chunk, scales, progress)
+            copy = infer_shard(classifier, own, chunk, grid, progress)
             progress.line(f"shard {index} computed")
             if written is not None:
                 written.result()
-            written = writer.submit(_write_shard, store, index, identity, classifier, chunk, scales, copy)
+            written = writer.submit(_write_shard, store, index, identity, classifier, chunk, grid, copy)
             offset += len(chunk)
         if written is not None:
             written.result()
@@ -330,21 +329,21 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
 
 
 def _write_shard(store: ShardStore, index: int, identity: str, classifier: Classifier, records: Sequence[Record],
-                 scales: list[int], copy: HostCopy) -> None:  # fmt: skip
-    store.write(index, identity, *shard_tables(classifier, records, scales, copy))
+                 grid: ZoomGrid, copy: HostCopy) -> None:  # fmt: skip
+    store.write(index, identity, *shard_tables(classifier, records, grid, copy))
 
 
 def predict_part(path: str | os.PathLike[str], aggregates_path: str | os.PathLike[str], records: Sequence[Record],
-                 spec: ModelSpec, scales: list[int], settings: InferenceSettings, part: int, parts: int,
+                 spec: ModelSpec, grid: ZoomGrid, settings: InferenceSettings, part: int, parts: int,
                  **job: Any) -> dict[str, Any]:  # fmt: skip
     """Part ``part`` of ``parts`` of :func:`predict_to_file` over the whole manifest's ``records``: its run of
     shards (:func:`zoomeval.inference.parts.part_range`), or empty files where it has none. ``job``: the
     keywords of :func:`predict_to_file` from ``dataset`` on; ``class_indices`` must be the whole manifest's."""
-    check_sizes(records, job["dataset"], max(scales), job.get("max_pixels", MAX_RESIZED_PIXELS))
+    check_sizes(records, job["dataset"], max(grid.scales), job.get("max_pixels", MAX_RESIZED_PIXELS))
     span = part_range(len(records), settings.shard_images, part, parts)
     if span:
         chunk = records[span.start : span.stop]
-        return predict_to_file(path, aggregates_path, chunk, spec, scales, settings, part=(part, parts), **job)
+        return predict_to_file(path, aggregates_path, chunk, spec, grid, settings, part=(part, parts), **job)
     log.info("part %d of %d has no images: %d images make fewer shards than parts", part, parts, len(records))
     metadata = {"kind": "predictions", "part": [part, parts], "n_images": 0}
     write_table(aggregates_path, pa.schema(AGGREGATES_FIELDS).empty_table(), {**metadata, "kind": "aggregates"})

@@ -16,9 +16,9 @@ import torch
 
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import transforms
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import DEVICE_BACKEND
+from zoomeval.inference.crop_dataset import DEVICE_BACKEND
 from zoomeval.inference.eval_transform import EvalTransform
 from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.inference.predict import crop_stream
@@ -54,11 +54,10 @@ def zoom_logits(classifier: Classifier, rows: Sequence[tuple[Record, int, int, i
         by_image.setdefault(record.image_id, []).append(k)
     crops: list[torch.Tensor | None] = [None] * len(rows)
     for members in by_image.values():
-        record, scales = rows[members[0]][0], sorted({rows[k][1] for k in members})
-        _, views = next(iter(crop_stream(classifier, [record], scales, variant, masks, crop_size)))
-        slot = {(t.scale, t.row, t.col): j for j, t in enumerate(transforms(scales))}
+        record, grid = rows[members[0]][0], ZoomGrid(sorted({rows[k][1] for k in members}))
+        _, views = next(iter(crop_stream(classifier, [record], grid, variant, masks, crop_size)))
         for k in members:
-            crops[k] = views[slot[rows[k][1:]]].cpu()
+            crops[k] = views[grid.index(*rows[k][1:])].cpu()
     return _logits(classifier, [c for c in crops if c is not None])
 
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from zoomeval.core.io import write_parquet
 from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import transforms
+from zoomeval.core.zoom import ZoomGrid
 
 #: Version of the prediction Parquet layout (columns below and the ``zoomeval`` metadata keys).
 #: 2: the job also writes the aggregates file.
@@ -40,10 +40,10 @@ def prediction_schema(top5: bool) -> pa.Schema:
     return pa.schema(BASE_FIELDS + (TOP5_FIELDS if top5 else []))
 
 
-def prediction_table(records: Sequence[Record], scales: list[int], columns: dict[str, np.ndarray]) -> pa.Table:
-    """One row per (image, transform), images in ``records`` order, then transforms in :func:`transforms` order;
+def prediction_table(records: Sequence[Record], grid: ZoomGrid, columns: dict[str, np.ndarray]) -> pa.Table:
+    """One row per (image, transform), images in ``records`` order, then transforms in the ``grid``'s order;
     ``columns`` are ``(n_images, n_transforms, ...)`` arrays."""
-    order = transforms(scales)
+    order = grid.transforms
     n_t, n_i = len(order), len(records)
     data: dict[str, Any] = {
         "image_id": pa.DictionaryArray.from_arrays(

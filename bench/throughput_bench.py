@@ -16,7 +16,7 @@ Each path also reports the user and system CPU seconds and minor page faults of 
 The benchmark keeps freed memory as the model jobs do (:mod:`zoomeval.core.allocator`); ``--allocator default``
 measures glibc's own behaviour, which maps and faults in the activation buffers again at every batch.
 
-Usage: ``python -m zoomeval.inference.bench --manifest results/datasets/demo/manifest.parquet``
+Usage: ``python bench/throughput_bench.py --manifest results/datasets/demo/manifest.parquet``
 ``--out results/bench/cpu.json``
 """
 
@@ -42,9 +42,11 @@ from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
 from zoomeval.core.strict_yaml import load_yaml
-from zoomeval.core.zoom import RESIZE_BACKENDS, all_crops, crop_box, n_extra_views, paper_scales, transforms
+from zoomeval.core.zoom import RESIZE_BACKENDS, ZoomGrid, all_crops, crop_box, paper_scales, transforms
+from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
-from zoomeval.inference.crops import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops, batches, device_crops, on_device
+from zoomeval.inference.crop_dataset import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops
+from zoomeval.inference.device_resize import device_crops, on_device
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetched_weights
 from zoomeval.inference.predict import run_shard
 from zoomeval.inference.tables import BASE_FIELDS
@@ -133,7 +135,8 @@ def _data_batches(classifier: Classifier, records: list[Record], scales: list[in
 def _paths(classifier: Classifier, records: list[Record], scales: list[int], size: int, naive_images: int,
            model_images: int) -> dict[str, tuple[int, Callable[[], Any]]]:  # fmt: skip
     """Each measured path: its number of crops and the work."""
-    n_t, batch = 9 * len(scales), classifier.settings.batch_size
+    grid, batch = ZoomGrid(scales), classifier.settings.batch_size
+    n_t = grid.n_transforms
     ready = torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8)
     model_batches = -(-model_images * n_t // batch)
 
@@ -159,8 +162,8 @@ def _paths(classifier: Classifier, records: list[Record], scales: list[int], siz
         "model": (model_batches * batch, model_only),
         "naive": (naive_images * n_t, naive_end_to_end),
         "end_to_end": (  # run_shard adds the aggregation methods' views
-            model_images * (n_t + n_extra_views(scales)),
-            lambda: run_shard(classifier, records[:model_images], scales, "original", None, size),
+            model_images * grid.n_views(),
+            lambda: run_shard(classifier, records[:model_images], grid, "original", None, size),
         ),
     }
 
