@@ -32,6 +32,7 @@ from zoomeval.core.config import (
     SamConfig,
     StatsConfig,
     TTAConfig,
+    WhereZoomConfig,
 )
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
 from zoomeval.core.layout import Layout
@@ -541,6 +542,7 @@ def field_defaults(cls: type) -> dict[str, Any]:
 @pytest.mark.parametrize(("section", "cls"), [
     ((), Config), (("inference",), InferenceSettings), (("browser",), BrowserConfig), (("tta",), TTAConfig),
     (("sam",), SamConfig), (("sam", "counting"), CountFilter), (("stats",), StatsConfig),
+    (("where_zoom_helps",), WhereZoomConfig),
     (("datasets", "additionalProperties"), DatasetConfig),
     (("models", "additionalProperties"), (ModelSpec, OpenClipOptions)),  # an entry's keys and open_clip's own
 ])  # fmt: skip

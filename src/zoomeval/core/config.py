@@ -336,6 +336,15 @@ class PoliciesConfig:
 
 
 @dataclass(frozen=True)
+class WhereZoomConfig:
+    """The ``where_zoom_helps`` section: results/table_where_zoom_helps.csv's best label-free policy."""
+
+    #: views per image at which the best cross-validated policy is chosen and scored per bin (one of the policies'
+    #: budgets; above the number of transforms, every view)
+    budget: int = 4
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole config."""
 
@@ -359,6 +368,7 @@ class Config:
     multilabel: InputSpec = MULTILABEL_ANNOTATIONS
     tta: TTAConfig = TTAConfig()
     policies: PoliciesConfig = PoliciesConfig()
+    where_zoom_helps: WhereZoomConfig = WhereZoomConfig()
 
 
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
@@ -371,6 +381,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "multilabel": InputSpec.from_config,
     "tta": TTAConfig.from_config,
     "policies": PoliciesConfig.from_config,
+    "where_zoom_helps": lambda section: WhereZoomConfig(**section),
 }
 
 
