@@ -98,3 +98,36 @@ def test_the_where_zoom_helps_budget_must_be_a_policies_budget_or_every_view():
         load_config({**demo, "where_zoom_helps": {"budget": 3}}, check_paths=False)
     with pytest.raises(ConfigError, match=re.escape("where_zoom_helps.budget: 0 is less than the minimum of 1")):
         load_config({**demo, "where_zoom_helps": {"budget": 0}}, check_paths=False)
+
+
+def test_read_cell_scores_the_best_policy_per_bin_from_the_files_and_refuses_a_budget_without_choices(tmp_path):
+    """16 images with a box each: the size axis's n_policy sums to the best policy's n_correct in the document; a
+    budget above the 18 transforms is every view; a budget the policies were not scored at is refused."""
+    from zoomeval.analysis.matrix import write_matrix
+    from zoomeval.analysis.metrics import metrics_document
+    from zoomeval.core.io import write_json
+    from zoomeval.core.manifest import Record, write_manifest
+    from zoomeval.inference.tables import prediction_table, write_table
+    from zoomeval.report.where_zoom_helps import read_cell
+
+    views = confident_when_right([{ONE}, {A}, {ONE, B}, set()], 4)
+    records = [Record(f"d{i}", f"{i}.png", [0], ["n0"], 40, 40, [(0, 0, 2 + 2 * i, 20)]) for i in range(16)]
+    write_matrix(tmp_path / "correct.npz", views.correct.T, ORDER, records, 224)
+    columns = {"pred": views.pred, "pred_full": views.pred, "conf": views.conf}
+    write_table(tmp_path / "p.parquet", prediction_table(records, [128, 256], columns), {"kind": "predictions"})
+    write_manifest(tmp_path / "manifest.parquet", records, "d")
+    write_json(tmp_path / "metrics.json", metrics_document(metrics("d")))
+    document, table = cv_outputs(tmp_path / "correct.npz", tmp_path / "p.parquet", metrics("d"),
+                                 PoliciesConfig(budgets=(1, 2, 4), folds=3))  # fmt: skip
+    write_choices(tmp_path / "c.parquet", table)
+    paths = [tmp_path / name for name in ("manifest.parquet", "correct.npz", "metrics.json", "c.parquet")]
+    for budget, used in ((4, 4), (1000, 18)):
+        _, _, _, rows, no_box = read_cell("m", "d", paths, budget)
+        policy = rows[0]["policy"]
+        best = max((r for r in document["rows"] if r["policy"] in P.POLICIES and r["budget"] == used),
+                   key=lambda r: (r["n_correct"], -P.POLICIES.index(r["policy"])))  # fmt: skip
+        assert no_box == 0 and {(r["policy"], r["budget"]) for r in rows} == {(best["policy"], used)}
+        assert sum(r["n_policy"] for r in rows if r["axis"] == "size") == best["n_correct"]
+        assert sum(r["n_policy"] for r in rows if r["axis"] == "centre") == best["n_correct"] and policy
+    with pytest.raises(ValueError, match="c.parquet: no policy at budget 3 \\(where_zoom_helps.budget\\)"):
+        read_cell("m", "d", paths, 3)
