@@ -38,6 +38,7 @@ from zoomeval.core.config import (
     SamConfig,
     StatsConfig,
     TTAConfig,
+    WhereZoomConfig,
 )
 from zoomeval.core.config_schema import key_schema
 from zoomeval.core.devices import check_device, claims_gpu, gpu_slot, gpus_at_most, resolve_device
@@ -553,7 +554,8 @@ def field_defaults(cls: type) -> dict[str, Any]:
 TYPED_SECTIONS = [
     ((), (Config,)), (("inference",), (InferenceSettings,)), (("browser",), (BrowserConfig,)),
     (("tta",), (MemoSettings, TTAConfig)), (("policies",), (PoliciesConfig,)), (("sam",), (SamConfig,)),
-    (("sam", "counting"), (CountFilter,)), (("stats",), (StatsConfig,)), (("datasets", "*"), (DatasetConfig,)),
+    (("sam", "counting"), (CountFilter,)), (("stats",), (StatsConfig,)), (("where_zoom_helps",), (WhereZoomConfig,)),
+    (("datasets", "*"), (DatasetConfig,)),
     (("models", "*"), (ModelSpec, OpenClipOptions, TimmOptions, CheckpointOptions)),  # an entry's keys, its source's
 ]  # fmt: skip
 #: Fields that are no key of their section: an entry's name (its key under datasets or models), a dataset's inputs

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from zoomeval.analysis.stats import wilson_interval
-from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, where_zoom_helps
+from zoomeval.analysis.where_zoom_helps import CENTRE_EDGES, NO_BOX, policy_correctness, where_zoom_helps
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
@@ -29,9 +29,11 @@ def brute_decile(values: list[float], k: int) -> float:
     return sorted(values)[math.floor((len(values) - 1) * k / 10)]
 
 
-def brute_force(records: list[Record], matrix: np.ndarray, one: int = ONE) -> list[tuple]:
+def brute_force(records: list[Record], matrix: np.ndarray, one: int = ONE, policy: list[bool] | None = None
+                ) -> list[tuple]:  # fmt: skip
     """Loop over the images: largest box (first of equals), its area fraction and centre distance by hand, the bin
-    as the lowest k whose upper edge the value does not exceed, then count (``one``: the 1-crop's row)."""
+    as the lowest k whose upper edge the value does not exceed, then count (``one``: the 1-crop's row; ``policy``:
+    each image's correctness under a policy, None: not counted)."""
     geometry = {}
     for i, r in enumerate(records):
         best = None
@@ -52,12 +54,18 @@ def brute_force(records: list[Record], matrix: np.ndarray, one: int = ONE) -> li
                        if min(j for j in range(len(edges) - 1) if g[a] <= edges[j + 1]) == k]  # fmt: skip
             right = sum(bool(matrix[one, i]) for i in members)
             best = sum(bool(matrix[:, i].any()) for i in members)
-            out.append((axis, k, len(members), right, best))
+            chosen = None if policy is None else sum(bool(policy[i]) for i in members)
+            out.append((axis, k, len(members), right, best, chosen))
     return out
 
 
 def table_counts(rows: list[dict]) -> list[tuple]:
-    return [(r["axis"], r["bin"], r["n_images"], r["n_1crop"], r["n_max"]) for r in rows]
+    return [(r["axis"], r["bin"], r["n_images"], r["n_1crop"], r["n_max"], r["n_policy"]) for r in rows]
+
+
+def named(rows: list[dict], policy: str | None = None, budget: int = 4) -> list[dict]:
+    """The rows as read_cell gives them: with the best policy's name and budget."""
+    return [{**r, "policy": policy, "budget": budget} for r in rows]
 
 
 def random_case(records: list[Record], seed: int) -> np.ndarray:
@@ -83,15 +91,21 @@ def hand_records() -> list[Record]:
 def test_the_table_equals_a_brute_force_recount_on_hand_made_boxes() -> None:
     records = hand_records()
     matrix = random_case(records, 1)
-    rows, no_box = where_zoom_helps(records, matrix, ORDER, [r.image_id for r in records])
+    policy = np.random.default_rng(5).random(len(records)) < 0.5
+    rows, no_box = where_zoom_helps(records, matrix, ORDER, [r.image_id for r in records], policy)
     assert no_box == 2
-    assert table_counts(rows) == brute_force(records, matrix)
+    assert table_counts(rows) == brute_force(records, matrix, policy=policy.tolist())
+    assert table_counts(where_zoom_helps(records, matrix, ORDER, [r.image_id for r in records])[0]) == brute_force(
+        records, matrix)  # fmt: skip
     assert sum(r["n_images"] for r in rows if r["axis"] == "size") == 21
     for r in rows:
         if r["n_images"]:
             assert r["acc_1crop"] == 100 * r["n_1crop"] / r["n_images"]
             low, high = wilson_interval(r["n_max"], r["n_images"])
             assert (r["acc_max_lo"], r["acc_max_hi"]) == (100 * low, 100 * high)
+            low, high = wilson_interval(r["n_policy"], r["n_images"])
+            assert (r["acc_policy"], r["acc_policy_lo"], r["acc_policy_hi"]) == (
+                100 * r["n_policy"] / r["n_images"], 100 * low, 100 * high)  # fmt: skip
 
 
 def test_hand_computed_bins_and_the_tie_rule() -> None:
@@ -120,9 +134,10 @@ def test_the_table_equals_a_brute_force_recount_on_the_demo(tmp_path) -> None:
 
     records = build_demo(tmp_path)
     matrix = random_case(records, 2)
-    rows, no_box = where_zoom_helps(records, matrix, ORDER, [r.image_id for r in records][::-1])
+    policy = np.random.default_rng(4).random(len(records)) < 0.6
+    rows, no_box = where_zoom_helps(records, matrix, ORDER, [r.image_id for r in records][::-1], policy)
     assert no_box == 0
-    assert table_counts(rows) == brute_force(records[::-1], matrix)
+    assert table_counts(rows) == brute_force(records[::-1], matrix, policy=policy.tolist())
 
 
 def test_a_dataset_without_a_box_keeps_its_bins_empty_and_counts_every_image(tmp_path) -> None:
@@ -130,7 +145,7 @@ def test_a_dataset_without_a_box_keeps_its_bins_empty_and_counts_every_image(tmp
     rows, no_box = where_zoom_helps(records, np.ones((len(ORDER), 2), bool), ORDER, ["im0", "im1"])
     assert no_box == 2 and len(rows) == 14 and {r["n_images"] for r in rows} == {0}
     assert {(r["lo"], r["hi"], r["acc_max"]) for r in rows if r["axis"] == "size"} == {(None, None, None)}
-    plot_where_zoom_helps([("m", "d", None, rows, no_box)], tmp_path / "f.png", "none")  # draws, nothing to plot
+    plot_where_zoom_helps([("m", "d", None, named(rows), no_box)], tmp_path / "f.png", "none")  # nothing to plot
     assert (tmp_path / "f.png").stat().st_size > 10_000
 
 
@@ -146,25 +161,41 @@ def test_refusals() -> None:
 
 def test_the_table_files_escape_cells_and_count_the_images_without_a_box(tmp_path) -> None:
     records = [record(0, 100, 100, [(25, 25, 75, 75)]), record(1, 100, 100, [])]
-    rows, no_box = where_zoom_helps(records, np.ones((len(ORDER), 2), bool), ORDER, ["im0", "im1"])
+    rows, no_box = where_zoom_helps(records, np.ones((len(ORDER), 2), bool), ORDER, ["im0", "im1"], [False, True])
     left = LeftOut("demo", {"unreadable": 1}, {})
-    write_table_where_zoom_helps([("=cmd|x", "demo", left, rows, no_box)], tmp_path / "t.csv", tmp_path / "t.md")
+    unfitted, _ = where_zoom_helps(records, np.ones((len(ORDER), 2), bool), ORDER, ["im0", "im1"])
+    cells = [("=cmd|x", "demo", left, named(rows, "vote"), no_box), ("m", "d", None, named(unfitted), no_box)]
+    write_table_where_zoom_helps(cells, tmp_path / "t.csv", tmp_path / "t.md")
     with open(tmp_path / "t.csv", newline="") as fh:
         table = list(csv.DictReader(fh))
-    assert list(table[0]) == [*COLUMNS, "n_bad", "n_unscored", "left_out"] and len(table) == 14
+    assert list(table[0]) == [*COLUMNS, "n_bad", "n_unscored", "left_out"] and len(table) == 28
+    assert [table[0][c] for c in ("policy", "budget", "n_policy", "acc_policy", "acc_policy_lo")] == [
+        "vote", "4", "0", "0.00", "0.00"]  # fmt: skip
+    assert [table[14][c] for c in ("policy", "budget", "n_policy", "acc_policy")] == ["", "4", "", ""]
     assert table[0]["model"] == "'=cmd|x" and (table[0]["n_images"], table[0]["acc_max"]) == ("1", "100.00")
     assert (table[0]["n_bad"], table[0]["n_unscored"]) == ("1", "1") and NO_BOX in table[0]["left_out"]
     assert table[1]["acc_1crop"] == "" and table[9]["lo"] == "0.250000" and table[0]["acc_max_lo"] == "20.65"
     md = (tmp_path / "t.md").read_text()
-    assert "=cmd\\|x" in md and "Schema version 1" in md
+    assert "=cmd\\|x" in md and "Schema version 2" in md
 
 
 def test_the_figure_is_drawn_with_empty_bins_and_the_same_bytes_twice(tmp_path) -> None:
     records = hand_records()
-    rows, no_box = where_zoom_helps(records, random_case(records, 3), ORDER, [r.image_id for r in records])
+    policy = np.arange(len(records)) % 3 == 0
+    rows, no_box = where_zoom_helps(records, random_case(records, 3), ORDER, [r.image_id for r in records], policy)
     rows[11]["n_images"] = 0  # an empty centre band is left out of the lines, not drawn at None
-    cells = [("a", "hand", None, rows, no_box), ("b", "hand", None, rows, no_box)]
+    cells = [("a", "hand", None, named(rows, "cascade"), no_box), ("b", "hand", None, named(rows), no_box)]
     plot_where_zoom_helps(cells, tmp_path / "a.png", "hand")
     plot_where_zoom_helps(cells, tmp_path / "b.png", "hand")
     data = (tmp_path / "a.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000 and data == (tmp_path / "b.png").read_bytes()
+
+
+def test_the_policys_correctness_is_put_in_the_matrixs_image_order_and_other_images_are_refused() -> None:
+    best = ("vote", np.array(["b", "c", "a"], dtype=object), np.array([True, False, False]))
+    assert policy_correctness(best, ["a", "b", "c"]).tolist() == [False, True, False]
+    assert policy_correctness(None, ["a"]) is None
+    with pytest.raises(ValueError, match="hold 3 image"):
+        policy_correctness(best, ["a", "b", "d"])
+    with pytest.raises(ValueError, match="hold 3 image"):
+        policy_correctness(best, ["a", "b"])

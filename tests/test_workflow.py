@@ -77,9 +77,33 @@ def check_zoom_policies(workdir, table_a8):
     assert (workdir / "results/figures/demo/zoom_policies.png").stat().st_size > 10_000
 
 
+def recount_best_policy(workdir, dataset, model, m, records, names, budget=4):
+    """The best label-free policy at ``budget`` by hand from the policies document's rows (most n_correct, ties to
+    the earlier of POLICIES), each image's correctness under it recounted from the choices file's views and the
+    correctness ``m`` (never its own ``correct``); and every (policy, budget)'s choices summed is its row's."""
+    from zoomeval.analysis.policies import POLICIES
+
+    document = json.loads((workdir / f"results/policies/{dataset}/original/{model}.json").read_text())
+    choices = pl.read_parquet(workdir / f"results/policies/{dataset}/original/{model}.choices.parquet")
+    rows = {(r["policy"], r["budget"]): r for r in document["rows"] if r["policy"] in POLICIES}
+    sums = choices.group_by("policy", "budget").agg(pl.col("correct").sum(), pl.len()).iter_rows()
+    assert {(p, b): (k, n) for p, b, k, n in sums} == {key: (r["n_correct"], r["n_images"]) for key, r in rows.items()}
+    best = max(POLICIES, key=lambda p: (rows[p, budget]["n_correct"], -POLICIES.index(p)))
+    index = {r.image_id: i for i, r in enumerate(records)}
+    right = [None] * len(records)
+    for image_id, view in choices.filter((pl.col("policy") == best) & (pl.col("budget") == budget)).select(
+            "image_id", "view").iter_rows():  # fmt: skip
+        loc, size = view.removeprefix("LOC:").split("_Size:")
+        row, col = map(int, loc.split("_"))
+        right[index[image_id]] = bool(m[names[(int(size), row, col)], index[image_id]])
+    assert None not in right
+    return best, right
+
+
 def check_where_zoom_helps(workdir):
     """The size/centre table recounted from the manifests' boxes and the prediction files alone, per dataset and
-    model (tests.test_where_zoom_helps.brute_force); its accuracies are those counts over the bin's images."""
+    model (tests.test_where_zoom_helps.brute_force), the best policy's from its held-out choices
+    (recount_best_policy); its accuracies are those counts over the bin's images."""
     with open(workdir / "results/table_where_zoom_helps.csv") as fh:
         rows = list(csv.DictReader(fh))
     names = {(t.scale, t.row, t.col): k for k, t in enumerate(transforms(SCALES))}
@@ -93,12 +117,15 @@ def check_where_zoom_helps(workdir):
         for image_id, scale, row, col, pred in preds.select("image_id", "scale", "row", "col", "pred").iter_rows():
             m[names[(scale, row, col)], index[image_id]] = pred in records[index[image_id]].labels
         mine = [r for r in rows if (r["dataset"], r["model"]) == (dataset, model)]
-        got = [(r["axis"], int(r["bin"]), int(r["n_images"]), int(r["n_1crop"]), int(r["n_max"])) for r in mine]
-        assert got == brute_force(records, m, names[(256, 1, 1)])
+        got = [(r["axis"], int(r["bin"]), int(r["n_images"]), int(r["n_1crop"]), int(r["n_max"]), int(r["n_policy"]))
+               for r in mine]  # fmt: skip
+        best, right = recount_best_policy(workdir, dataset, model, m, records, names)
+        assert got == brute_force(records, m, names[(256, 1, 1)], right)
+        assert {(r["policy"], r["budget"]) for r in mine} == {(best, "4")}
         for r in mine:
             n = int(r["n_images"])
-            assert r["acc_1crop"] == (f"{100 * int(r['n_1crop']) / n:.2f}" if n else "")
-            assert r["acc_max"] == (f"{100 * int(r['n_max']) / n:.2f}" if n else "")
+            for key in ("1crop", "max", "policy"):
+                assert r[f"acc_{key}"] == (f"{100 * int(r[f'n_{key}']) / n:.2f}" if n else "")
 
 
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):

@@ -247,6 +247,11 @@ def parser() -> argparse.ArgumentParser:
     add_audit(commands)
     add_policy(commands)
     add_predict(commands)
+    add_run(commands)
+    return top
+
+
+def add_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
     run.add_argument("targets", nargs="*", metavar="TARGET",
@@ -260,7 +265,6 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--report", action="store_true", help="write Snakemake's report of the targets after the run "
                      f"({Layout().path('report')})")
     run.set_defaults(run=_run)
-    return top
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:

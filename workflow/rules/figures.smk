@@ -78,13 +78,16 @@ rule dataset_figures:
         "../scripts/dataset_figures.py"
 
 
-# Where zoom helps (zoomeval.report.where_zoom_helps): a scored dataset with boxes, its original images' 1-crop and
-# acc_max per model by object size and centre distance (BOXED; `all` requests it only for those).
+# Where zoom helps (zoomeval.report.where_zoom_helps): a scored dataset with boxes, its original images' 1-crop,
+# acc_max and best policy per model by object size and centre distance (BOXED; `all` requests it only for those).
 rule where_zoom_helps_figure:
     input:
         manifest=of_scored("manifest"),
         matrices=lambda wc: [LAYOUT.path("correct", scored=wc.scored, variant="original", model=m) for m in MODELS],
         metrics=lambda wc: [LAYOUT.path("metrics", scored=wc.scored, variant="original", model=m) for m in MODELS],
+        choices=lambda wc: [
+            LAYOUT.path("policy_choices", scored=wc.scored, variant="original", model=m) for m in MODELS
+        ],
     output:
         report(
             LAYOUT.path("where_zoom_helps_figure"),
@@ -101,5 +104,6 @@ rule where_zoom_helps_figure:
         CONDA_ENV
     params:
         models=MODELS,
+        budget=CFG.where_zoom_helps.budget,
     script:
         "../scripts/where_zoom_helps_figure.py"

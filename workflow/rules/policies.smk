@@ -37,6 +37,7 @@ rule zoom_policies:
         predictions=of_scored("predictions"),
     output:
         LAYOUT.path("policies"),
+        choices=LAYOUT.path("policy_choices"),
     log:
         LAYOUT.log("zoom_policies"),
     wildcard_constraints:

@@ -69,13 +69,15 @@ rule table_zoom_groups:
         "../scripts/table_zoom_groups.py"
 
 
-# Where zoom helps (zoomeval.analysis.where_zoom_helps): the original images' 1-crop and acc_max by object size and
-# centre distance, for the scored datasets with boxes (BOXED; `all` requests it only where there is one).
+# Where zoom helps (zoomeval.analysis.where_zoom_helps): the original images' 1-crop, acc_max and best policy (its
+# held-out choices, written by the policies job) by object size and centre distance, for the scored datasets with
+# boxes (BOXED; `all` requests it only where there is one).
 rule table_where_zoom_helps:
     input:
         manifests=[LAYOUT.path("manifest", dataset=SCORED[s][0]) for s in BOXED for m in MODELS],
         matrices=[LAYOUT.path("correct", scored=s, variant="original", model=m) for s in BOXED for m in MODELS],
         metrics=[LAYOUT.path("metrics", scored=s, variant="original", model=m) for s in BOXED for m in MODELS],
+        choices=[LAYOUT.path("policy_choices", scored=s, variant="original", model=m) for s in BOXED for m in MODELS],
     output:
         csv=report(
             LAYOUT.path("table_where_zoom_helps", ext="csv"),
@@ -91,6 +93,7 @@ rule table_where_zoom_helps:
         # the left-out column names the bad images' files under the run's results root (a limited run's own)
         limit=CFG.limit,
         cells=[[s, m] for s in BOXED for m in MODELS],
+        budget=CFG.where_zoom_helps.budget,
     script:
         "../scripts/table_where_zoom_helps.py"
 

@@ -1,5 +1,6 @@
 from zoomeval.analysis.metrics import read_metrics
-from zoomeval.analysis.policy_eval import cv_document, transfer_document
+from zoomeval.analysis.policy_choices import write_choices
+from zoomeval.analysis.policy_eval import cv_outputs, transfer_document
 from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.io import write_json
 from zoomeval.core.logs import to_file
@@ -15,5 +16,7 @@ with to_file(sm.log[0]):
         target = (sm.input.matrix, sm.input.predictions)
         document = transfer_document(source, target, metrics, sm.wildcards.source, settings)
     else:
-        document = cv_document(sm.input.matrix, sm.input.predictions, metrics, settings)
+        document, choices = cv_outputs(sm.input.matrix, sm.input.predictions, metrics, settings)
+        head = ("model", "variant", "dataset", "protocol", "seed")
+        write_choices(sm.output.choices, choices, **{k: document[k] for k in head})
     write_json(sm.output[0], document)

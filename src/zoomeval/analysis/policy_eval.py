@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from zoomeval.analysis.cover import greedy_cover
 from zoomeval.analysis.matrix import prediction_columns, read_index, read_matrix
 from zoomeval.analysis.metrics import Metrics
 from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
+from zoomeval.analysis.policy_choices import SCHEMA, choices_table
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.layout import declare
@@ -171,21 +173,29 @@ def policies_document(metrics: Metrics, protocol: str, rows: list[dict[str, Any]
 
 def cv_document(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str], metrics: Metrics,
                 settings: PoliciesConfig) -> dict[str, Any]:  # fmt: skip
-    """The cross-validated policies of one scored prediction file, its references, folds and fitted policies. With
-    fewer than :data:`MIN_CV_IMAGES` images only the references: ``not_fitted`` says why, and the table lists the
-    policies as left out (rather than failing ``all`` after every prediction is made)."""
+    """The document of :func:`cv_outputs`."""
+    return cv_outputs(matrix_path, predictions_path, metrics, settings)[0]
+
+
+def cv_outputs(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str], metrics: Metrics,
+               settings: PoliciesConfig) -> tuple[dict[str, Any], pa.Table]:  # fmt: skip
+    """The cross-validated policies of one scored prediction file, its references, folds and fitted policies, and
+    each image's held-out choices (:mod:`zoomeval.analysis.policy_choices`). With fewer than :data:`MIN_CV_IMAGES`
+    images only the references and no choice: ``not_fitted`` says why, and the table lists the policies as left out
+    (rather than failing ``all`` after every prediction is made)."""
     views, image_ids = read_views(matrix_path, predictions_path)
     budgets = budgets_for(settings.budgets, len(views.order))
     if views.n_images < MIN_CV_IMAGES:
         why = f"cross-validation needs at least {MIN_CV_IMAGES} images, got {views.n_images}"
         return policies_document(metrics, f"cv{settings.folds}", reference_rows(views, budgets, metrics),
-                                 seed=settings.seed, folds=[], fitted=[], not_fitted=why)  # fmt: skip
+                                 seed=settings.seed, folds=[], fitted=[], not_fitted=why), SCHEMA.empty_table()
     choices, folds, fitted = cross_validate(views, budgets, settings.folds, settings.seed, settings.selector_rows)
     rows = policy_rows(choices, views.correct, start_view(views.order)) + reference_rows(views, budgets, metrics)
     ids = np.asarray(image_ids)
     records = [policy_record(p, views, fold=k, n_calibration=int((folds != k).sum())) for k, p in enumerate(fitted)]
-    return policies_document(metrics, f"cv{int(folds.max()) + 1}", rows, seed=settings.seed,
-                             folds=[ids[folds == k].tolist() for k in range(len(fitted))], fitted=records)  # fmt: skip
+    document = policies_document(metrics, f"cv{int(folds.max()) + 1}", rows, seed=settings.seed,
+                                 folds=[ids[folds == k].tolist() for k in range(len(fitted))], fitted=records)
+    return document, choices_table(choices, views.correct, folds, image_ids, views.order)
 
 
 def transfer_document(source: tuple[str | os.PathLike[str], str | os.PathLike[str]],

@@ -12,6 +12,10 @@ with ``edges[k] < size <= edges[k+1]``, the first bin also ``size == edges[0]``.
 an image on them falls in the lowest bin that ends there, so the bins after it up to the next larger edge are empty
 (reported with ``n_images`` 0). Centre bands are fixed, :data:`CENTRE_EDGES`, with the same rule: ``[0, 0.1]``,
 ``(0.1, 0.2]``, ``(0.2, 0.35]``, ``(0.35, 1]``.
+
+Beside them, the best label-free policy at a fixed budget (:func:`zoomeval.analysis.policy_choices.best_policy`:
+the most accurate over every image, chosen once per dataset and model, not per bin) scored per bin from each image's
+cross-validated choice, so a bin's policy accuracy is held out as the policies table's is.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ONE_CROP, Transform
 
-#: 1: this layout (:data:`zoomeval.report.where_zoom_helps.COLUMNS`).
-SCHEMA_VERSION = 1
+#: 2: this layout (:data:`zoomeval.report.where_zoom_helps.COLUMNS`), with the best policy's columns (1: without).
+SCHEMA_VERSION = 2
 #: The centre-distance bands' edges (fractions of the half-diagonal).
 CENTRE_EDGES = (0.0, 0.1, 0.2, 0.35, 1.0)
 N_SIZE_BINS = 10
@@ -62,7 +66,11 @@ def size_edges(sizes: np.ndarray) -> np.ndarray:
     return np.sort(sizes)[index]
 
 
-def _accuracy(correct: np.ndarray, prefix: str) -> dict[str, Any]:
+def _accuracy(correct: np.ndarray | None, prefix: str) -> dict[str, Any]:
+    """Correct images, accuracy and Wilson interval (%); accuracies None for an empty bin, all None without
+    ``correct`` (no policy)."""
+    if correct is None:
+        return dict.fromkeys((f"n_{prefix}", f"acc_{prefix}", f"acc_{prefix}_lo", f"acc_{prefix}_hi"))
     n, k = correct.size, int(correct.sum())
     if n == 0:
         return {f"n_{prefix}": 0, f"acc_{prefix}": None, f"acc_{prefix}_lo": None, f"acc_{prefix}_hi": None}
@@ -70,10 +78,25 @@ def _accuracy(correct: np.ndarray, prefix: str) -> dict[str, Any]:
     return {f"n_{prefix}": k, f"acc_{prefix}": 100 * k / n, f"acc_{prefix}_lo": 100 * lo, f"acc_{prefix}_hi": 100 * hi}
 
 
-def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[Transform], image_ids: list[str]
-                     ) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+def policy_correctness(best: tuple[str, np.ndarray, np.ndarray] | None, image_ids: list[str]) -> np.ndarray | None:
+    """The best policy's correctness (:func:`zoomeval.analysis.policy_choices.best_policy`: its name, images and
+    theirs) in the order of ``image_ids``; None without one. Refused unless it scored exactly those images."""
+    if best is None:
+        return None
+    _, ids, right = best
+    if len(ids) != len(image_ids) or set(ids) != set(image_ids):
+        raise ValueError(f"the policy choices hold {len(ids)} image(s), not the correctness matrix's "
+                         f"{len(image_ids)}: a policies job of other predictions; re-run it")  # fmt: skip
+    index = {image_id: k for k, image_id in enumerate(ids)}
+    return right[[index[i] for i in image_ids]]
+
+
+def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[Transform], image_ids: list[str],
+                     policy: np.ndarray | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
     """The rows (by ``axis`` ``size`` then ``centre``, by bin) of one correctness matrix over ``image_ids`` (its
-    columns, each in ``records``), and the number of its images left out for having no box."""
+    columns, each in ``records``), with ``policy``'s accuracy (each image's held-out correctness under the best
+    policy, in the columns' order; :func:`policy_correctness`) where given, and the number of its images left out for
+    having no box."""
     if Transform(*ONE_CROP) not in order:
         raise ValueError("the 1-crop transform is not among the matrix's transforms; where_zoom_helps needs it")
     one = order.index(Transform(*ONE_CROP))
@@ -88,6 +111,7 @@ def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[
     sizes = np.array([g[0] for g in geometry if g is not None], dtype=float)
     distances = np.array([g[1] for g in geometry if g is not None], dtype=float)
     one_crop, any_crop = matrix[one, kept], matrix[:, kept].any(axis=0)
+    by_policy = None if policy is None else np.asarray(policy, dtype=bool)[kept]
     rows = []
     # without a box there are no deciles: the size bins are kept, empty and without edges (None)
     for axis, values, edges in (("size", sizes, size_edges(sizes) if sizes.size else [None] * (N_SIZE_BINS + 1)),
@@ -97,5 +121,6 @@ def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[
             inside = bins == k
             lo, hi = (None if e is None else float(e) for e in edges[k : k + 2])
             rows.append({"axis": axis, "bin": k, "lo": lo, "hi": hi, "n_images": int(inside.sum()),
-                         **_accuracy(one_crop[inside], "1crop"), **_accuracy(any_crop[inside], "max")})  # fmt: skip
+                         **_accuracy(one_crop[inside], "1crop"), **_accuracy(any_crop[inside], "max"),
+                         **_accuracy(None if by_policy is None else by_policy[inside], "policy")})  # fmt: skip
     return rows, int((~kept).sum())

@@ -331,6 +331,16 @@ class PoliciesConfig:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
+@dataclass(frozen=True)
+@schema_defaults("where_zoom_helps")
+class WhereZoomConfig:
+    """The ``where_zoom_helps`` section: results/table_where_zoom_helps.csv's best label-free policy."""
+
+    #: views per image at which the best cross-validated policy is chosen and scored per bin (one of the policies'
+    #: budgets; above the number of transforms, every view)
+    budget: int
+
+
 #: The config's sections, by key, and how each is typed: a new section is a dataclass, a line here and a field of
 #: :class:`Config`.
 SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
@@ -341,6 +351,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "multilabel": InputSpec.from_config,
     "tta": TTAConfig.from_config,
     "policies": PoliciesConfig.from_config,
+    "where_zoom_helps": lambda section: WhereZoomConfig(**section),
 }
 
 
@@ -369,6 +380,7 @@ class Config:
     multilabel: InputSpec
     tta: TTAConfig
     policies: PoliciesConfig
+    where_zoom_helps: WhereZoomConfig
 
 
 #: Defaults that code outside a config reads (a function's default argument, a bench's option): the schema's.

@@ -95,6 +95,8 @@ correct                  analysis/{scored}/{variant}/{model}/correct.npz
     the image x transform correctness matrix
 policies                 policies/{scored}/{variant}/{model}.json
     label-free zoom policies, cross-validated
+policy_choices           policies/{scored}/{variant}/{model}.choices.parquet
+    each image's held-out choice per policy and budget (cross-validated)
 policy_transfer          policies/transfer/{source}/{scored}/{variant}/{model}.json
     policies moved across
 hard                     hard/{scored}.parquet
@@ -122,7 +124,7 @@ variants_figure          figures/{scored}/variants.png
 zoom_policies_figure     figures/{scored}/zoom_policies.png
     policy accuracy against forward passes
 where_zoom_helps_figure  figures/{scored}/where_zoom_helps.png
-    1-crop and acc_max by object size and centre distance, per model
+    1-crop, the best policy and acc_max by object size and centre distance, per model
 browser                  browser/index.html
     the per-image browser's page (open it in a browser)
 browser_assets           browser/assets
@@ -154,7 +156,7 @@ table_tta                table_tta.{ext}
 table_zoom_policies      table_zoom_policies.{ext}
     zoom policies' accuracy against forward passes
 table_where_zoom_helps   table_where_zoom_helps.{ext}
-    1-crop and acc_max by object size and centre distance
+    1-crop, the best policy and acc_max by object size and centre distance
 leaderboard              leaderboard.{ext}
     the study's leaderboard (csv, md, html; `zoomeval leaderboard` merges)
 report                   report.html

@@ -200,7 +200,7 @@ def config_problems(config: Config, registries: Registries, check_paths: bool = 
     if config.sam is not None:
         checks.append(partial(check_device, "sam.device", config.sam.device))
     checks += [partial(check_model, model, registries, check_paths) for model in config.models.values()]
-    checks += [partial(check_tta, config), partial(check_policies, config)]
+    checks += [partial(check_tta, config), partial(check_policies, config), partial(check_where_zoom_helps, config)]
     problems = []
     for check in checks:
         try:
@@ -281,6 +281,16 @@ def check_policies(config: Config) -> None:
                               "already holds images out within a dataset")  # fmt: skip
         if not set(scored[source].variants) & set(scored[target].variants):
             raise ConfigError(f"policies.transfer[{k}]: {source!r} and {target!r} share no variant")
+
+
+def check_where_zoom_helps(config: Config) -> None:
+    """``where_zoom_helps.budget`` is a budget the policies are scored at: one of ``policies.budgets``, or at least the
+    number of transforms (every view, which is always scored; zoomeval.analysis.policy_eval.budgets_for)."""
+    budget, n_transforms = config.where_zoom_helps.budget, n_views(list(config.scales), False)
+    if budget < n_transforms and budget not in config.policies.budgets:
+        raise ConfigError(f"where_zoom_helps.budget: {budget} is not one of policies.budgets "
+                          f"{list(config.policies.budgets)} (nor {n_transforms} or more: every view); add it there "
+                          "or choose one of them")  # fmt: skip
 
 
 def check_tta(config: Config) -> None:
