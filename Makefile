@@ -18,7 +18,8 @@ demo: $(STAMP)
 	cat results/table_a8.md
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests workflow/scripts tools
+	$(BIN)/ruff check src tests workflow/scripts tools bench
+	$(BIN)/ruff format --check src tests workflow/scripts tools bench
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint
 	$(BIN)/python -m pytest -q

@@ -39,8 +39,18 @@ BEST_SCALE, BEST_SCALE_SIGMA, ANCHOR_SPREAD = 280, 0.45, 0.5
 NEVER_CORRECT = 0.02  # share of images no transform gets right
 CHUNK = 5_000  # images synthesized at a time
 PARTS = 8  # prediction parts merged by the merge step (inference.parts on an 8-GPU node)
-STEPS = ("synthesize", "merge", "matrix", "greedy", "exact", "zoom_groups", "analyze", "policies", "policies_table",
-         "tables")  # fmt: skip
+STEPS = (
+    "synthesize",
+    "merge",
+    "matrix",
+    "greedy",
+    "exact",
+    "zoom_groups",
+    "analyze",
+    "policies",
+    "policies_table",
+    "tables",
+)
 OUT = Path("results/bench/analysis")
 
 
@@ -83,17 +93,33 @@ def synthesize(folder: Path, n_images: int, seed: int = SEED) -> dict[str, Any]:
             rows, meta = table.num_rows // n_images, _metadata(len(span)) | extra | {"part": [k, PARTS]}
             write_table(folder / f"{name}.part{k}.parquet", table.slice(span.start * rows, len(span) * rows), meta)
     one = order.index(Transform(*ONE_CROP))
-    return {"acc_1crop": 100 * float(correct[:, one].mean()), "acc_max": 100 * float(correct.any(axis=1).mean()),
-            "density": float(correct.mean()), "rows": int(correct.size)}  # fmt: skip
+    return {
+        "acc_1crop": 100 * float(correct[:, one].mean()),
+        "acc_max": 100 * float(correct.any(axis=1).mean()),
+        "density": float(correct.mean()),
+        "rows": int(correct.size),
+    }
 
 
 def _metadata(n_images: int) -> dict[str, Any]:
     """The prediction file's metadata keys that the analysis reads."""
     model = {"name": "synthetic", "source": "synthetic", "architecture": "none", "weights": "none"}
-    return {"kind": "predictions", "schema_version": 2, "model": model, "dataset": "synthetic", "variant": "original",
-            "scales": paper_scales(), "crop_size": 224, "class_set": "full", "class_indices": None,
-            "n_images": n_images, "device": "cpu", "seconds": 1.0, "crops_per_second": 1.0,
-            "zoomeval_commit": None}  # fmt: skip
+    return {
+        "kind": "predictions",
+        "schema_version": 2,
+        "model": model,
+        "dataset": "synthetic",
+        "variant": "original",
+        "scales": paper_scales(),
+        "crop_size": 224,
+        "class_set": "full",
+        "class_indices": None,
+        "n_images": n_images,
+        "device": "cpu",
+        "seconds": 1.0,
+        "crops_per_second": 1.0,
+        "zoomeval_commit": None,
+    }
 
 
 def _aggregates(rng: np.random.Generator, correct: np.ndarray, order: list[Transform], records: list[Any]) -> Any:
@@ -181,10 +207,16 @@ def _exact(matrix: np.ndarray, greedy: list[int], limits: tuple[int, float]) -> 
 
     exact = exact_cover(matrix, *limits, greedy=greedy)
     bound = exact.dual_bound
-    return {"status": exact.status, "exact_size": exact.size, "dual_bound": bound, "greedy_size": len(greedy),
-            "gap_to_bound": None if bound is None else exact.size - int(np.ceil(bound - 1e-6)),
-            "reduced_rows": exact.reduced_rows, "nodes": exact.nodes,
-            "exact_seconds": round(exact.seconds, 2)}  # fmt: skip
+    return {
+        "status": exact.status,
+        "exact_size": exact.size,
+        "dual_bound": bound,
+        "greedy_size": len(greedy),
+        "gap_to_bound": None if bound is None else exact.size - int(np.ceil(bound - 1e-6)),
+        "reduced_rows": exact.reduced_rows,
+        "nodes": exact.nodes,
+        "exact_seconds": round(exact.seconds, 2),
+    }
 
 
 def _zoom_groups(matrix: np.ndarray, order: list[Transform], greedy: list[int]) -> dict[str, Any]:
@@ -201,12 +233,22 @@ def _analyze(folder: Path, limits: tuple[int, float]) -> dict[str, Any]:
     from zoomeval.core.manifest import read_manifest
 
     records = read_manifest(folder / "manifest.parquet")
-    analysis = analyze_predictions(folder / "predictions.parquet", records, limits=CoverLimits(*limits),
-                                   aggregates_path=folder / "aggregates.parquet")  # fmt: skip
+    analysis = analyze_predictions(
+        folder / "predictions.parquet",
+        records,
+        limits=CoverLimits(*limits),
+        aggregates_path=folder / "aggregates.parquet",
+    )
     write_analysis(analysis, folder / "metrics.json", folder / "cover.json", folder / "correct.npz")
     m = analysis.metrics
-    return {"acc_1crop": m.acc_1crop, "acc_top_k": m.acc_top_k, "acc_max": m.acc_max, "cover_size": m.cover_size,
-            "cover_size_exact": m.cover_size_exact, "status": analysis.cover["exact"]["status"]}  # fmt: skip
+    return {
+        "acc_1crop": m.acc_1crop,
+        "acc_top_k": m.acc_top_k,
+        "acc_max": m.acc_max,
+        "cover_size": m.cover_size,
+        "cover_size_exact": m.cover_size_exact,
+        "status": analysis.cover["exact"]["status"],
+    }
 
 
 def _policies(folder: Path) -> dict[str, Any]:
@@ -219,8 +261,9 @@ def _policies(folder: Path) -> dict[str, Any]:
     from zoomeval.core.io import write_json
 
     keep_freed_memory()
-    document = cv_document(folder / "correct.npz", folder / "predictions.parquet",
-                           read_metrics(folder / "metrics.json"), PoliciesConfig())  # fmt: skip
+    document = cv_document(
+        folder / "correct.npz", folder / "predictions.parquet", read_metrics(folder / "metrics.json"), PoliciesConfig()
+    )
     write_json(folder / "policies.json", document)
     acc = {f"{r['policy']}@{r['budget']}": round(r["acc"], 2) for r in document["rows"]}
     cascade = next(r for r in document["rows"] if (r["policy"], r["budget"]) == ("cascade", 9))
@@ -263,14 +306,35 @@ def main() -> None:
         start = time.perf_counter()
         found = step(args.step, args.out, args.images, (args.node_limit, args.time_limit), args.seed)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        print(json.dumps({"step": args.step, "seconds": round(time.perf_counter() - start, 2),
-                          "peak_rss_mb": round(peak), **found}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "step": args.step,
+                    "seconds": round(time.perf_counter() - start, 2),
+                    "peak_rss_mb": round(peak),
+                    **found,
+                }
+            )
+        )
         return
     report = []
     for name in STEPS:
-        cmd = [sys.executable, __file__, "--step", name, "--images", str(args.images),
-               "--node-limit", str(args.node_limit), "--time-limit", str(args.time_limit), "--out", str(args.out),
-               "--seed", str(args.seed)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--step",
+            name,
+            "--images",
+            str(args.images),
+            "--node-limit",
+            str(args.node_limit),
+            "--time-limit",
+            str(args.time_limit),
+            "--out",
+            str(args.out),
+            "--seed",
+            str(args.seed),
+        ]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:

@@ -41,8 +41,10 @@ RESNET50 = ModelSpec("resnet50", "torchvision", "resnet50", "IMAGENET1K_V1")
 def rows(records: list, count: int, seed: int = 0) -> list[tuple]:
     """``count`` rows ``(record, scale, row, col)`` at random scales and anchors, cycling through the images."""
     rng, scales = np.random.default_rng(seed), paper_scales()
-    return [(records[k % len(records)], int(rng.choice(scales)), int(rng.integers(3)), int(rng.integers(3)))
-            for k in range(count)]  # fmt: skip
+    return [
+        (records[k % len(records)], int(rng.choice(scales)), int(rng.integers(3)), int(rng.integers(3)))
+        for k in range(count)
+    ]
 
 
 def seconds_per_row(classifier: Classifier, sample: list[tuple]) -> tuple[float, float]:
@@ -70,13 +72,19 @@ def precision_gap(records: list, settings: InferenceSettings, count: int) -> dic
     reference = zoom_logits(Classifier(LITE0, settings, None), sample, "original", None, 224)
     out = {}
     for precision in ("bf16", "fp16"):
-        logits = zoom_logits(Classifier(LITE0, replace(settings, precision=precision), None), sample, "original",
-                             None, 224)  # fmt: skip
+        logits = zoom_logits(
+            Classifier(LITE0, replace(settings, precision=precision), None), sample, "original", None, 224
+        )
         changed = logits.argmax(1) != reference.argmax(1)
-        gaps = [float(lp.max() - lp[c]) for lp, c in zip(map(log_softmax, reference[changed]),
-                                                          logits[changed].argmax(1), strict=True)]  # fmt: skip
-        out[precision] = {"max_logit_difference": float(np.abs(logits - reference).max()),
-                          "top1_changed": int(changed.sum()), "max_gap_of_a_changed_top1": max(gaps, default=0.0)}
+        gaps = [
+            float(lp.max() - lp[c])
+            for lp, c in zip(map(log_softmax, reference[changed]), logits[changed].argmax(1), strict=True)
+        ]
+        out[precision] = {
+            "max_logit_difference": float(np.abs(logits - reference).max()),
+            "top1_changed": int(changed.sum()),
+            "max_gap_of_a_changed_top1": max(gaps, default=0.0),
+        }
     return out
 
 
@@ -89,14 +97,21 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     settings = InferenceSettings(device="cpu", num_workers=0, threads=args.threads, resize_backend="pil")
     with tempfile.TemporaryDirectory() as tmp:
-        records, _ = screen(build_demo(Path(tmp) / "images"), "fail", Path(tmp) / "bad.csv", dataset="demo",
-                            max_scale=max(paper_scales()))  # fmt: skip
+        records, _ = screen(
+            build_demo(Path(tmp) / "images"),
+            "fail",
+            Path(tmp) / "bad.csv",
+            dataset="demo",
+            max_scale=max(paper_scales()),
+        )
         sample = rows(records, args.rows)
         import torchvision
 
         resnet = LoadedModel(torchvision.models.resnet50(weights=None).eval(), None, IMAGENET_MEAN, IMAGENET_STD)
-        for name, classifier in (("efficientnet_lite0", Classifier(LITE0, settings, None)),
-                                 ("resnet50 (random weights)", Classifier(RESNET50, settings, None, loaded=resnet))):
+        for name, classifier in (
+            ("efficientnet_lite0", Classifier(LITE0, settings, None)),
+            ("resnet50 (random weights)", Classifier(RESNET50, settings, None, loaded=resnet)),
+        ):
             wall, cpu = seconds_per_row(classifier, sample)
             print(f"{name}: {wall:.3f} s wall, {cpu:.3f} s CPU per row ({args.threads} threads)")
         wall, cpu = decode_seconds(sample)

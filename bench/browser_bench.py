@@ -63,8 +63,9 @@ def fabricate(root: Path, rng: np.random.Generator) -> tuple[list[Record], dict,
             ImageDraw.Draw(image).ellipse((150, 100, 350, 300), fill=(200, 120, 40))
             image.save(path, quality=90)
         boxes = [(150, 100, 350, 300)] + ([(20, 30, 120, 140)] if k % 3 == 0 else [])
-        records.append(Record(f"ILSVRC2012_val_{k + 1:08d}", str(path), [int(labels[k])], [], 500, 375, boxes,
-                              "imagenet"))  # fmt: skip
+        records.append(
+            Record(f"ILSVRC2012_val_{k + 1:08d}", str(path), [int(labels[k])], [], 500, 375, boxes, "imagenet")
+        )
     matrices, covers, predictions = {}, {}, {}
     for m in MODELS:
         for v in VARIANTS:
@@ -79,14 +80,19 @@ def fabricate(root: Path, rng: np.random.Generator) -> tuple[list[Record], dict,
             predictions[m] = root / v / f"{m}.parquet"
             wrong = (labels[None, :] + 1 + rng.integers(0, 998, matrix.shape)) % 1000
             pred = np.where(matrix, labels[None, :], wrong).T.ravel().astype(np.int16)  # images, then transforms
-            table = pa.table({
-                "image_id": pa.DictionaryArray.from_arrays(np.repeat(np.arange(N_IMAGES, dtype=np.int32), len(order)),
-                                                           [r.image_id for r in records]),
-                "scale": np.tile([t.scale for t in order], N_IMAGES).astype(np.int16),
-                "row": np.tile([t.row for t in order], N_IMAGES).astype(np.int8),
-                "col": np.tile([t.col for t in order], N_IMAGES).astype(np.int8),
-                "pred": pred, "pred_full": pred, "conf": rng.random(pred.size, dtype=np.float32),
-            })  # fmt: skip
+            table = pa.table(
+                {
+                    "image_id": pa.DictionaryArray.from_arrays(
+                        np.repeat(np.arange(N_IMAGES, dtype=np.int32), len(order)), [r.image_id for r in records]
+                    ),
+                    "scale": np.tile([t.scale for t in order], N_IMAGES).astype(np.int16),
+                    "row": np.tile([t.row for t in order], N_IMAGES).astype(np.int8),
+                    "col": np.tile([t.col for t in order], N_IMAGES).astype(np.int8),
+                    "pred": pred,
+                    "pred_full": pred,
+                    "conf": rng.random(pred.size, dtype=np.float32),
+                }
+            )
             write_parquet(predictions[m], table, {"scales": paper_scales()})
     return records, matrices, covers, predictions
 
@@ -101,8 +107,10 @@ def page_seconds(site: Path, profile: Path) -> dict[str, float]:
         chrome.wait_for(ready)
         first = time.perf_counter() - start
         start = time.perf_counter()
-        chrome.evaluate("(() => { const s = document.getElementById('filter'); s.value = 'unsolved'; "
-                        "s.dispatchEvent(new Event('change')); })()")  # fmt: skip
+        chrome.evaluate(
+            "(() => { const s = document.getElementById('filter'); s.value = 'unsolved'; "
+            "s.dispatchEvent(new Event('change')); })()"
+        )
         chrome.wait_for(ready)
         unsolved = time.perf_counter() - start
         # only the sample has pictures: the others' thumbnails and crops are missing here, as expected
@@ -118,14 +126,26 @@ def main() -> None:
         root = Path(tmp)
         start = time.perf_counter()
         records, matrices, covers, predictions = fabricate(root, rng)
-        print(f"fabricated {N_IMAGES} images x {len(MODELS)} models x {len(VARIANTS)} variants "
-              f"in {time.perf_counter() - start:.0f} s")  # fmt: skip
+        print(
+            f"fabricated {N_IMAGES} images x {len(MODELS)} models x {len(VARIANTS)} variants "
+            f"in {time.perf_counter() - start:.0f} s"
+        )
         site = root / "browser"
         start = time.perf_counter()
         correctness = read_correctness(matrices)
-        shown = write_browser_data(site / "data" / "bench", scored="bench", dataset="bench", label_set="in",
-                                   records=records, correctness=correctness, covers=covers, predictions=predictions,
-                                   max_images=N_IMAGES, page_size=24, predictions_shown=3)  # fmt: skip
+        shown = write_browser_data(
+            site / "data" / "bench",
+            scored="bench",
+            dataset="bench",
+            label_set="in",
+            records=records,
+            correctness=correctness,
+            covers=covers,
+            predictions=predictions,
+            max_images=N_IMAGES,
+            page_size=24,
+            predictions_shown=3,
+        )
         data_seconds = time.perf_counter() - start
         data_bytes, data_files = folder_size(site / "data")
         index_bytes = (site / "data" / "bench" / "index.js").stat().st_size
@@ -135,24 +155,42 @@ def main() -> None:
         thumb_bytes, _ = folder_size(site / "thumbnails")
         original = read_correctness({(m, "original"): matrices[m, "original"] for m in MODELS})
         start = time.perf_counter()
-        n_crops = write_crops(records, "in", original, covers, site / "crops" / "bench", max_images=SAMPLE,
-                              size=THUMBNAIL_SIZE, crop_sizes=dict.fromkeys(MODELS, CROP_SIZE))  # fmt: skip
+        n_crops = write_crops(
+            records,
+            "in",
+            original,
+            covers,
+            site / "crops" / "bench",
+            max_images=SAMPLE,
+            size=THUMBNAIL_SIZE,
+            crop_sizes=dict.fromkeys(MODELS, CROP_SIZE),
+        )
         crop_seconds = time.perf_counter() - start
         crop_bytes, _ = folder_size(site / "crops")
         write_site(site, [{"name": "bench", "dataset": "bench", "label_set": "in"}])
         page = page_seconds(site, root / "profile") if CHROMIUM else None
-    per_image = {"thumbnail_ms": 1000 * thumb_seconds / SAMPLE, "thumbnail_kb": thumb_bytes / SAMPLE / 1024,
-                 "crops_ms": 1000 * crop_seconds / SAMPLE, "crops_kb": crop_bytes / SAMPLE / 1024,
-                 "crops_per_image": n_crops / SAMPLE}  # fmt: skip
+    per_image = {
+        "thumbnail_ms": 1000 * thumb_seconds / SAMPLE,
+        "thumbnail_kb": thumb_bytes / SAMPLE / 1024,
+        "crops_ms": 1000 * crop_seconds / SAMPLE,
+        "crops_kb": crop_bytes / SAMPLE / 1024,
+        "crops_per_image": n_crops / SAMPLE,
+    }
     result = {
-        "n_images": shown, "models": len(MODELS), "variants": len(VARIANTS), "transforms": 324,
-        "data_seconds": round(data_seconds, 2), "data_mb": round(data_bytes / 2**20, 1), "data_files": data_files,
-        "index_mb": round(index_bytes / 2**20, 2), "sample": SAMPLE,
+        "n_images": shown,
+        "models": len(MODELS),
+        "variants": len(VARIANTS),
+        "transforms": 324,
+        "data_seconds": round(data_seconds, 2),
+        "data_mb": round(data_bytes / 2**20, 1),
+        "data_files": data_files,
+        "index_mb": round(index_bytes / 2**20, 2),
+        "sample": SAMPLE,
         "per_image": {k: round(v, 2) for k, v in per_image.items()},
         "pictures_50k_minutes": round((thumb_seconds + crop_seconds) / SAMPLE * N_IMAGES / 60, 1),
         "pictures_50k_mb": round((thumb_bytes + crop_bytes) / SAMPLE * N_IMAGES / 2**20),
         "page_seconds": page,
-    }  # fmt: skip
+    }
     print(json.dumps(result, indent=2))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")

@@ -50,8 +50,13 @@ def integer_cost(plan: CropPlan, width: int, height: int) -> dict[str, float]:
         first_width = width if group.height_first else height  # the axis the first pass leaves as it is
         second_width = group.rows if group.height_first else group.cols
         macs += 3 * TAPS * (group.first.chunks * first_width + group.second.chunks * second_width)
-    return {"multiply_adds": macs, "bytes_plain": plain.bytes, "device_ops": len(plain.ops),
-            "bytes_fused": fused.bytes + plan.nbytes, "fused_ops": len(fused.ops)}  # fmt: skip
+    return {
+        "multiply_adds": macs,
+        "bytes_plain": plain.bytes,
+        "device_ops": len(plain.ops),
+        "bytes_fused": fused.bytes + plan.nbytes,
+        "fused_ops": len(fused.ops),
+    }
 
 
 def float64_cost(plan: CropPlan, width: int, height: int) -> dict[str, float]:
@@ -120,21 +125,25 @@ def main() -> None:
         plan = build_plan(width, height, tuple(scales), 224, True)
         build_ms = (time.process_time() - start) * 1000
         new, old = integer_cost(plan, width, height), float64_cost(plan, width, height)
-        print(f"{width}x{height}, {len(scales)} scales, {plan.views} views: int32 {new['multiply_adds'] / 1e9:.3f} G "
-              f"multiply-adds; moved: {new['bytes_fused'] / 1e9:.3f} GB by the fused kernels ({new['fused_ops']} ops, "
-              f"the GPU path), {new['bytes_plain'] / 1e9:.2f} GB as plain torch ({new['device_ops']} ops); float64 "
-              f"plan {old['multiply_adds'] / 1e9:.1f} G multiply-adds, {old['bytes'] / 1e9:.2f} GB "
-              f"({old['bytes'] / new['bytes_fused']:.1f}x the fused kernels', {old['bytes'] / new['bytes_plain']:.1f}x "
-              f"plain); plan {plan.nbytes / 1e6:.2f} MB (float64: {old['plan_bytes'] / 1e6:.0f} MB), built in "
-              f"{build_ms:.0f} ms of CPU")  # fmt: skip
+        print(
+            f"{width}x{height}, {len(scales)} scales, {plan.views} views: int32 {new['multiply_adds'] / 1e9:.3f} G "
+            f"multiply-adds; moved: {new['bytes_fused'] / 1e9:.3f} GB by the fused kernels ({new['fused_ops']} ops, "
+            f"the GPU path), {new['bytes_plain'] / 1e9:.2f} GB as plain torch ({new['device_ops']} ops); float64 "
+            f"plan {old['multiply_adds'] / 1e9:.1f} G multiply-adds, {old['bytes'] / 1e9:.2f} GB "
+            f"({old['bytes'] / new['bytes_fused']:.1f}x the fused kernels', {old['bytes'] / new['bytes_plain']:.1f}x "
+            f"plain); plan {plan.nbytes / 1e6:.2f} MB (float64: {old['plan_bytes'] / 1e6:.0f} MB), built in "
+            f"{build_ms:.0f} ms of CPU"
+        )
     if args.time:
         device, pil = cpu_seconds(500, 375, scales)
         print(f"500x375, {len(scales)} scales, one thread: device path {device:.2f} s of CPU, PIL {pil:.2f} s")
     if args.loader:
         with tempfile.TemporaryDirectory() as folder:
             one, different = loader_rates(args.loader, Path(folder))
-        print(f"device backend through its loader, 2 scales, one worker: {one:.2f} images/s at one size, "
-              f"{different:.2f} at {args.loader} different sizes")
+        print(
+            f"device backend through its loader, 2 scales, one worker: {one:.2f} images/s at one size, "
+            f"{different:.2f} at {args.loader} different sizes"
+        )
 
 
 if __name__ == "__main__":

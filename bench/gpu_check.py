@@ -205,8 +205,12 @@ def end_to_end(classifier: Classifier, records: list[Record], scales: list[int],
         pending = list(store.pending(records, -(-len(records) // shards), {}))
         with store.locked(), GpuSampler() as gpu:
             seconds = run_shards(classifier, store, pending, ZoomGrid(scales), "original", None, 224)
-    return {"end_to_end": len(records) * views / seconds, "end_to_end_one_shard": one, "shards": len(pending),
-            "gpu_utilisation": gpu.mean()}  # fmt: skip
+    return {
+        "end_to_end": len(records) * views / seconds,
+        "end_to_end_one_shard": one,
+        "shards": len(pending),
+        "gpu_utilisation": gpu.mean(),
+    }
 
 
 def parity_images(records: list[Record], folder: Path) -> list[Path]:
@@ -261,14 +265,24 @@ def crop_cost(records: list[Record], scales: list[int], device: torch.device, re
         events[1].record()
         events[1].synchronize()
         device_s = events[0].elapsed_time(events[1]) / 1000 / len(images)
-    return {"images": len(images), "device_ops": len(ops.ops), "gb_moved": round(ops.bytes / 1e9, 3),
-            "enqueue_ms": round(enqueue * 1000, 2),
-            "device_ms": round(device_s * 1000, 2), "crops_per_s": round(n_views(scales, True) / device_s, 1),
-            "plan_ms": round(plan_ms / len(images), 1)}  # fmt: skip
+    return {
+        "images": len(images),
+        "device_ops": len(ops.ops),
+        "gb_moved": round(ops.bytes / 1e9, 3),
+        "enqueue_ms": round(enqueue * 1000, 2),
+        "device_ms": round(device_s * 1000, 2),
+        "crops_per_s": round(n_views(scales, True) / device_s, 1),
+        "plan_ms": round(plan_ms / len(images), 1),
+    }
 
 
-def check_model(name: str, records: list[Record], scales: list[int], args: argparse.Namespace,
-                save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:  # fmt: skip
+def check_model(
+    name: str,
+    records: list[Record],
+    scales: list[int],
+    args: argparse.Namespace,
+    save: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
     """Every measurement of one model; prints them as they come and saves the figures so far after each."""
     import torchvision
 
@@ -283,8 +297,14 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
     chosen = args.settings.split(",")
     for label, precision, compile_, options in [s for s in MODEL_SETTINGS if s[0] in chosen]:
         torch._dynamo.reset()  # each setting compiles afresh: no recompile limit, no silent fallback to eager
-        settings = InferenceSettings(batch_size=args.batch_size, device=args.device, num_workers=args.workers,
-                                     precision=precision, resize_backend="device", compile=compile_)  # fmt: skip
+        settings = InferenceSettings(
+            batch_size=args.batch_size,
+            device=args.device,
+            num_workers=args.workers,
+            precision=precision,
+            resize_backend="device",
+            compile=compile_,
+        )
         try:
             classifier = Classifier(spec, settings, None, loaded=loaded, compile_options=options)
             rate = model_alone(classifier, scales, args.seconds, 1 if args.cpu_smoke else 16)
@@ -298,8 +318,9 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
         agreement = float((predicted == reference).double().mean())
         result["model_alone"][label] = round(rate, 1)
         result["top1_agreement_with_fp32"][label] = round(agreement, 4)
-        print(f"{name}: model alone {label}: {rate:,.0f} crops/s, top-1 agreement with fp32 {agreement:.4f}",
-              flush=True)  # fmt: skip
+        print(
+            f"{name}: model alone {label}: {rate:,.0f} crops/s, top-1 agreement with fp32 {agreement:.4f}", flush=True
+        )
         save(result)
         last = (label, classifier)
     if last is None:
@@ -309,27 +330,40 @@ def check_model(name: str, records: list[Record], scales: list[int], args: argpa
     waits = shard_waits(classifier, records[: max(1, len(records) // args.shards)], scales)
     rate, best = loop["end_to_end"], result["model_alone"][label]
     minutes = IMAGENET_VAL * n_views(scales, True) / rate / 60
-    result |= {"end_to_end_setting": label, **{k: round(v, 1) if isinstance(v, float) else v for k, v in loop.items()},
-               "end_to_end_over_model": round(rate / best, 3),
-               "shards_over_one_shard": round(rate / loop["end_to_end_one_shard"], 3),
-               "host_waits_per_shard": waits, "imagenet_val_minutes": round(minutes, 1),
-               "imagenet_val_324_minutes": round(IMAGENET_VAL * ZoomGrid(scales).n_transforms / rate / 60, 1),
-               "device_crops_over_model": {c: round(cost["crops_per_s"] / best, 2)
-                                           for c, cost in args.crop_costs.items()}}  # fmt: skip
+    result |= {
+        "end_to_end_setting": label,
+        **{k: round(v, 1) if isinstance(v, float) else v for k, v in loop.items()},
+        "end_to_end_over_model": round(rate / best, 3),
+        "shards_over_one_shard": round(rate / loop["end_to_end_one_shard"], 3),
+        "host_waits_per_shard": waits,
+        "imagenet_val_minutes": round(minutes, 1),
+        "imagenet_val_324_minutes": round(IMAGENET_VAL * ZoomGrid(scales).n_transforms / rate / 60, 1),
+        "device_crops_over_model": {c: round(cost["crops_per_s"] / best, 2) for c, cost in args.crop_costs.items()},
+    }
     save(result)
     gpu = loop["gpu_utilisation"]
-    print(f"{name}: end to end ({label}, device resize, {loop['shards']} shards): {rate:,.0f} crops/s = "
-          f"{rate / best:.2f} x model alone, {result['shards_over_one_shard']:.2f} x one shard "
-          f"({loop['end_to_end_one_shard']:,.0f} crops/s); host waits in a shard: "
-          f"{waits if waits is not None else 'n/a'}; GPU {gpu if gpu is not None else 'n/a'}%; ImageNet val x "
-          f"{n_views(scales, True)} views: {minutes:.1f} min, x {ZoomGrid(scales).n_transforms}: "
-          f"{result['imagenet_val_324_minutes']:.1f} min; device crops alone over the model: "
-          f"{result['device_crops_over_model']}", flush=True)  # fmt: skip
+    print(
+        f"{name}: end to end ({label}, device resize, {loop['shards']} shards): {rate:,.0f} crops/s = "
+        f"{rate / best:.2f} x model alone, {result['shards_over_one_shard']:.2f} x one shard "
+        f"({loop['end_to_end_one_shard']:,.0f} crops/s); host waits in a shard: "
+        f"{waits if waits is not None else 'n/a'}; GPU {gpu if gpu is not None else 'n/a'}%; ImageNet val x "
+        f"{n_views(scales, True)} views: {minutes:.1f} min, x {ZoomGrid(scales).n_transforms}: "
+        f"{result['imagenet_val_324_minutes']:.1f} min; device crops alone over the model: "
+        f"{result['device_crops_over_model']}",
+        flush=True,
+    )
     return result
 
 
-def crop_costs(costs: dict[str, dict[str, Any]], records: list[Record], scales: list[int], device: torch.device,
-               args: argparse.Namespace, save: Callable[[], None], resample: Resample) -> dict[str, dict[str, Any]]:
+def crop_costs(
+    costs: dict[str, dict[str, Any]],
+    records: list[Record],
+    scales: list[int],
+    device: torch.device,
+    args: argparse.Namespace,
+    save: Callable[[], None],
+    resample: Resample,
+) -> dict[str, dict[str, Any]]:
     """:func:`crop_cost` per size class (two images each in the smoke run, twelve on a GPU) into ``costs`` (part
     of the report), saved and printed as they come."""
     kind = "plain" if resample is resample_pass else "fused"
@@ -353,8 +387,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny run on the CPU, to check the script")
     parser.add_argument("--models", default=",".join(MODELS), help="torchvision architectures, comma-separated")
-    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="model settings, comma-separated: "
-                        + ", ".join(s[0] for s in MODEL_SETTINGS))  # fmt: skip
+    parser.add_argument(
+        "--settings",
+        default=DEFAULT_SETTINGS,
+        help="model settings, comma-separated: " + ", ".join(s[0] for s in MODEL_SETTINGS),
+    )
     parser.add_argument("--images", type=int, default=300, help="synthetic JPEGs end to end")
     parser.add_argument("--shards", type=int, default=3, help="shards of the end-to-end job")
     # One image's views per batch: every batch has the same shape, so torch.compile never recompiles.
@@ -374,11 +411,16 @@ def main(argv: list[str] | None = None) -> None:
     scales = [256] if args.cpu_smoke else paper_scales()
     sizes = [(500, 375), (1200, 90)] if args.cpu_smoke else image_sizes(args.images)
     device = torch.device(args.device)
-    report: dict[str, Any] = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-                              "torch": torch.__version__, "images": args.images, "scales": scales,
-                              "batch_size": args.batch_size, "workers": args.workers,
-                              "image_sizes": {c: sum(size_class(*s) == c for s in sizes) for c in SIZE_CLASSES},
-                              "models": {}}  # fmt: skip
+    report: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "images": args.images,
+        "scales": scales,
+        "batch_size": args.batch_size,
+        "workers": args.workers,
+        "image_sizes": {c: sum(size_class(*s) == c for s in sizes) for c in SIZE_CLASSES},
+        "models": {},
+    }
 
     def save(figures: dict[str, Any] | None = None, model: str | None = None) -> None:
         if model is not None:
@@ -392,16 +434,27 @@ def main(argv: list[str] | None = None) -> None:
             parity[kind] = pixel_parity(parity_images(records, Path(folder)), scales, device, resample)
             save()
         where = " (the fused kernel in Triton's interpreter)" if args.cpu_smoke else ""
-        print(f"device crops vs PIL crops (two images per size class, a tall and a wide one): max abs diff "
-              f"{parity} grey levels{where}", flush=True)  # fmt: skip
+        print(
+            f"device crops vs PIL crops (two images per size class, a tall and a wide one): max abs diff "
+            f"{parity} grey levels{where}",
+            flush=True,
+        )
         resample = pass_for(device)  # what the workflow runs here
-        args.crop_costs = crop_costs(report.setdefault("device_crops_per_image", {}), records, scales, device, args,
-                                     save, resample)  # fmt: skip
+        args.crop_costs = crop_costs(
+            report.setdefault("device_crops_per_image", {}), records, scales, device, args, save, resample
+        )
         for name in args.models.split(","):
             check_model(name, records, scales, args, lambda figures, name=name: save(figures, name))
         if resample is not resample_pass:  # last: the plain passes, for comparison
-            crop_costs(report.setdefault("plain_device_crops_per_image", {}), records, scales, device, args, save,
-                       resample_pass)  # fmt: skip
+            crop_costs(
+                report.setdefault("plain_device_crops_per_image", {}),
+                records,
+                scales,
+                device,
+                args,
+                save,
+                resample_pass,
+            )
     print(f"wrote {args.out}")
 
 

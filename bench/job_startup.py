@@ -22,8 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "workflow" / "scripts"
 #: What Snakemake's script preamble imports (snakemake.script.PythonScript.generate_preamble).
-PREAMBLE = "import pickle; from snakemake.logging import logger; from snakemake.iocontainers import Snakemake; " \
-           "import snakemake.io"  # fmt: skip
+PREAMBLE = (
+    "import pickle; from snakemake.logging import logger; from snakemake.iocontainers import Snakemake; "
+    "import snakemake.io"
+)
 HEAVY = ("torch", "torchvision", "timm", "scipy", "polars", "matplotlib", "sklearn", "open_clip", "skimage")
 
 

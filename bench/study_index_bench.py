@@ -55,8 +55,10 @@ def main() -> None:
     markdown(board)
     total = time.perf_counter() - start
     size = (folder / LAYOUT.path("study_index")).stat().st_size
-    print(f"{n} entries ({size / 1e6:.1f} MB index): read_study {read:.1f} s ({len(results)} verified, "
-          f"{len(problems)} refused), with the leaderboard's grouping and Markdown {total:.1f} s")
+    print(
+        f"{n} entries ({size / 1e6:.1f} MB index): read_study {read:.1f} s ({len(results)} verified, "
+        f"{len(problems)} refused), with the leaderboard's grouping and Markdown {total:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -101,9 +101,11 @@ def _measure(name: str, n_crops: int, work: Callable[[], Any]) -> dict[str, Any]
             result["gpu_percent"] = torch.cuda.utilization()
         except Exception:  # needs pynvml; utilisation is optional
             result["gpu_percent"] = None
-    print(f"{name:>11}: {result['crops_per_second']:9.1f} crops/s  ({n_crops} crops, {seconds:.1f} s, "
-          f"CPU {result['cpu_percent']:.0f}%, user {user:.1f} s, sys {system:.1f} s, {faults} minor faults)",
-          flush=True)  # fmt: skip
+    print(
+        f"{name:>11}: {result['crops_per_second']:9.1f} crops/s  ({n_crops} crops, {seconds:.1f} s, "
+        f"CPU {result['cpu_percent']:.0f}%, user {user:.1f} s, sys {system:.1f} s, {faults} minor faults)",
+        flush=True,
+    )
     return result
 
 
@@ -122,8 +124,9 @@ def _naive_loader(classifier: Classifier, records: list[Record], scales: list[in
     return DataLoader(samples, batch_size=classifier.settings.batch_size, **_loader_options(classifier.settings))
 
 
-def _data_batches(classifier: Classifier, records: list[Record], scales: list[int], size: int, backend: str
-                  ) -> Iterable[Any]:  # fmt: skip
+def _data_batches(
+    classifier: Classifier, records: list[Record], scales: list[int], size: int, backend: str
+) -> Iterable[Any]:
     crops = ZoomCrops(records, scales, size=size, backend=backend)
     pin = classifier.device.type == "cuda"
     loader = iter(DataLoader(crops, batch_size=None, pin_memory=pin, **_loader_options(classifier.settings)))
@@ -132,8 +135,9 @@ def _data_batches(classifier: Classifier, records: list[Record], scales: list[in
     return batches(loader, classifier.settings.batch_size)
 
 
-def _paths(classifier: Classifier, records: list[Record], scales: list[int], size: int, naive_images: int,
-           model_images: int) -> dict[str, tuple[int, Callable[[], Any]]]:  # fmt: skip
+def _paths(
+    classifier: Classifier, records: list[Record], scales: list[int], size: int, naive_images: int, model_images: int
+) -> dict[str, tuple[int, Callable[[], Any]]]:
     """Each measured path: its number of crops and the work."""
     grid, batch = ZoomGrid(scales), classifier.settings.batch_size
     n_t = grid.n_transforms
@@ -236,12 +240,19 @@ def parity(classifier: Classifier, records: list[Record], scales: list[int], siz
     for b in worst:
         same = (torch.stack(top1[b]).cpu() == reference).double()
         per_transform = same.mean(dim=0)
-        result[b] = {"max_abs_diff": worst[b], "top1_agreement": round(float(same.mean()), 4),
-                     "worst_transform_agreement": round(float(per_transform.min()), 4),
-                     "per_transform": {t.name: round(float(a), 4) for t, a in zip(transforms(scales), per_transform,
-                                                                                  strict=True)}}  # fmt: skip
-        print(f"resize parity {b} vs pil: max abs diff {worst[b]} levels, top-1 agreement {int(same.sum())}/"
-              f"{same.numel()}, worst transform {float(per_transform.min()):.4f}", flush=True)  # fmt: skip
+        result[b] = {
+            "max_abs_diff": worst[b],
+            "top1_agreement": round(float(same.mean()), 4),
+            "worst_transform_agreement": round(float(per_transform.min()), 4),
+            "per_transform": {
+                t.name: round(float(a), 4) for t, a in zip(transforms(scales), per_transform, strict=True)
+            },
+        }
+        print(
+            f"resize parity {b} vs pil: max abs diff {worst[b]} levels, top-1 agreement {int(same.sum())}/"
+            f"{same.numel()}, worst transform {float(per_transform.min()):.4f}",
+            flush=True,
+        )
     return result
 
 
@@ -261,8 +272,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-workers", type=int)
     parser.add_argument("--resize-backend", choices=(*BACKENDS, AUTO_BACKEND), help="for the end-to-end path")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
-    parser.add_argument("--allocator", choices=["tuned", "default"], default="tuned",
-                        help="tuned: keep freed memory as the model jobs do (zoomeval.core.allocator)")  # fmt: skip
+    parser.add_argument(
+        "--allocator",
+        choices=["tuned", "default"],
+        default="tuned",
+        help="tuned: keep freed memory as the model jobs do (zoomeval.core.allocator)",
+    )
     args = parser.parse_args(argv)
     allocator = "tuned" if args.allocator == "tuned" and keep_freed_memory() else "default"
 
@@ -288,8 +303,9 @@ def _settings(config: dict[str, Any], args: argparse.Namespace) -> InferenceSett
     return InferenceSettings(**{**config.get("inference", {}), **given})
 
 
-def _classifier(config: dict[str, Any], args: argparse.Namespace, settings: InferenceSettings
-                ) -> tuple[Classifier, ModelSpec]:  # fmt: skip
+def _classifier(
+    config: dict[str, Any], args: argparse.Namespace, settings: InferenceSettings
+) -> tuple[Classifier, ModelSpec]:
     """The benchmarked model: the config's, with its weights fetched if needed, or a random-init network."""
     name = args.model or next(iter(config["models"]))
     spec = ModelSpec.from_config(name, config["models"][name])

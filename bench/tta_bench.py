@@ -36,8 +36,13 @@ def model(name: str, folder: Path) -> tuple[ModelSpec, Path | None]:
 
     torch.manual_seed(0)
     torch.save(torchvision.models.resnet50().state_dict(), folder / "resnet50.pth")
-    spec = ModelSpec("resnet50", "checkpoint", "resnet50", sha256_file(folder / "resnet50.pth"),
-                     checkpoint=str(folder / "resnet50.pth"))  # fmt: skip
+    spec = ModelSpec(
+        "resnet50",
+        "checkpoint",
+        "resnet50",
+        sha256_file(folder / "resnet50.pth"),
+        checkpoint=str(folder / "resnet50.pth"),
+    )
     fetch_weights(spec, folder / "weights")
     return spec, folder / "weights"
 
@@ -54,8 +59,12 @@ def main() -> None:
     args = parser.parse_args()
     records = read_manifest(args.manifest)[: args.images]
     torch.set_num_threads(args.threads)
-    figures: dict[str, object] = {"images": len(records), "threads": args.threads, "device": args.device,
-                                  "load_average_before": os.getloadavg()}  # fmt: skip
+    figures: dict[str, object] = {
+        "images": len(records),
+        "threads": args.threads,
+        "device": args.device,
+        "load_average_before": os.getloadavg(),
+    }
     for k in args.views:
         for method in ("memo_augmix", "memo_rrc"):
             start, cpu = time.perf_counter(), time.process_time()
@@ -71,8 +80,17 @@ def main() -> None:
             for method, views in [("none", 0), *((m, k) for k in args.views for m in ("memo_augmix", "memo_rrc"))]:
                 settings = MemoSettings(views=views or 1)
                 out = Path(tmp) / f"{name}-{method}-{views}.parquet"
-                meta = run_tta_to_file(out, records, spec, method, "bench", settings, device=args.device,
-                                       threads=args.threads, weights=weights)  # fmt: skip
+                meta = run_tta_to_file(
+                    out,
+                    records,
+                    spec,
+                    method,
+                    "bench",
+                    settings,
+                    device=args.device,
+                    threads=args.threads,
+                    weights=weights,
+                )
                 key = f"{name}/{method}" + (f"/K={views}" if views else "")
                 figures[key] = {"wall": meta["seconds_per_image"], "cpu": meta["cpu_seconds_per_image"]}
                 print(f"{key}: {meta['seconds_per_image']:.3f} s/image wall, {meta['cpu_seconds_per_image']:.3f} CPU")

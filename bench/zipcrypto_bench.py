@@ -76,11 +76,15 @@ def main(megabytes: int = 64) -> dict[str, float]:
                 figures[f"{tool}_{method}_mb_s"] = rate = size_mb / cpu
                 figures[f"{tool}_{method}_wall_mb_s"] = size_mb / wall
                 hours = OBJECTNET_GB * 1000 / rate / 3600
-                print(f"{tool:6s} {method:8s}: {size_mb:.0f} MB in {cpu:.1f} s of CPU = {rate:.2f} MB/s per core "
-                      f"({size_mb / wall:.2f} MB/s wall clock) -> {OBJECTNET_GB} GB in {hours:.1f} h")  # fmt: skip
+                print(
+                    f"{tool:6s} {method:8s}: {size_mb:.0f} MB in {cpu:.1f} s of CPU = {rate:.2f} MB/s per core "
+                    f"({size_mb / wall:.2f} MB/s wall clock) -> {OBJECTNET_GB} GB in {hours:.1f} h"
+                )
                 shutil.rmtree(target)
-    print(f"sha256: {figures['sha256_mb_s']:.0f} MB/s -> {OBJECTNET_GB} GB in "
-          f"{OBJECTNET_GB * 1000 / figures['sha256_mb_s'] / 60:.1f} min")  # fmt: skip
+    print(
+        f"sha256: {figures['sha256_mb_s']:.0f} MB/s -> {OBJECTNET_GB} GB in "
+        f"{OBJECTNET_GB * 1000 / figures['sha256_mb_s'] / 60:.1f} min"
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"megabytes": megabytes, **figures}, indent=2) + "\n")
     return figures

@@ -46,8 +46,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     layout, settings, variant = run_layout(args.limit), study_settings(args.directory), "original"
     model = study_model(args.directory, layout, args.fit, variant)
-    export = dict(directory=args.directory, layout=layout, scored=args.fit, variant=variant, model=model,
-                  settings=settings)  # fmt: skip
+    export = dict(
+        directory=args.directory, layout=layout, scored=args.fit, variant=variant, model=model, settings=settings
+    )
     plain = export_policy(**export, name="max_conf", budget=1)
     records = read_manifest(args.directory / layout.path("manifest", dataset=plain["fitted_on"]["dataset"]))
     records = [dataclasses.replace(r, path=str(args.directory / r.path)) for r in records]
@@ -57,10 +58,12 @@ def main() -> None:
     base, _ = timed(zoomeval.ZoomTTA(classifier, plain), images, args.repeats)
     print(f"{len(images)} images, {args.threads} threads; plain model (1-crop): {base:.2f} images/s, 1 pass/image")
     for name in ("max_conf", "vote", "cascade", "selector"):
-        rate, passes = timed(zoomeval.ZoomTTA(classifier, export_policy(**export, name=name, budget=args.budget)),
-                             images, args.repeats)  # fmt: skip
-        print(f"{name} budget {args.budget}: {rate:.2f} images/s ({rate / base:.2f} x plain), "
-              f"{passes:.2f} passes/image")
+        rate, passes = timed(
+            zoomeval.ZoomTTA(classifier, export_policy(**export, name=name, budget=args.budget)), images, args.repeats
+        )
+        print(
+            f"{name} budget {args.budget}: {rate:.2f} images/s ({rate / base:.2f} x plain), {passes:.2f} passes/image"
+        )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,19 @@ def run_snakemake(
     """Run the project's workflow in ``workdir`` with ``workdir/config.yaml``; ``cores=None`` leaves the core
     count to the workflow profile, as a plain ``snakemake`` call does."""
     cores_flag = ["--cores", str(cores)] if cores else []
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), *cores_flag, *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *cores_flag,
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -15,9 +15,13 @@ def v2_id(digit: str) -> str:
 
 def flagged(reviewer: str) -> dict:
     """A problematic_images value as published (only the key is used)."""
-    return {"reason": "marked as problematic in the review server", "reviewer": reviewer,
-            "server_username": reviewer, "time_marked": "2019-03-29T22:48:36.956685+00:00",
-            "time_reviewed": "2019-03-29T22:49:32.290916+00:00"}  # fmt: skip
+    return {
+        "reason": "marked as problematic in the review server",
+        "reviewer": reviewer,
+        "server_username": reviewer,
+        "time_marked": "2019-03-29T22:48:36.956685+00:00",
+        "time_reviewed": "2019-03-29T22:49:32.290916+00:00",
+    }
 
 
 def document(initial_annots: dict, problematic: list[str], imagenet_m: list[str]) -> dict:

@@ -95,9 +95,14 @@ def model_entries(folder: Path) -> dict[str, dict[str, object]]:
         "timm_file": save_weights(lambda: timm.create_model(TIMM_ARCH), files["timm_file"], 2),
         "own": save_weights(tiny_module, files["own"], 3),
     }
-    sources = {"ckpt": ("checkpoint", TORCHVISION_ARCH), "timm_file": ("timm", TIMM_ARCH), "own": ("entry_point",
-                                                                                                    "tiny_net")}
-    entries = {name: {"source": source, "architecture": arch, "weights": shas[name], "checkpoint": str(files[name])}
-               for name, (source, arch) in sources.items()}  # fmt: skip
+    sources = {
+        "ckpt": ("checkpoint", TORCHVISION_ARCH),
+        "timm_file": ("timm", TIMM_ARCH),
+        "own": ("entry_point", "tiny_net"),
+    }
+    entries = {
+        name: {"source": source, "architecture": arch, "weights": shas[name], "checkpoint": str(files[name])}
+        for name, (source, arch) in sources.items()
+    }
     entries["own"]["input_size"] = 64
     return entries

@@ -326,14 +326,26 @@ def test_imagenet_hard_rows_with_bad_images_follow_on_bad_image_with_shard_and_r
     jpeg, png = buf.getvalue(), image_bytes("PNG", (8, 5))
     first = write_hard_shard(
         tmp_path / "validation-00000-of-00002-5f636587730321d1.parquet",
-        [(jpeg, [1], "imagenet"), (jpeg[: len(jpeg) // 2], [2], "objectnet"), (b"<html>", [3], "imagenet_a"),
-         (bomb_png(), [4], "imagenet_r")],
-    )  # fmt: skip
-    second = write_hard_shard(tmp_path / "validation-00001-of-00002-dec01916d28bddd0.parquet",
-                              [(None, [5], "imagenet_v2"), (png, [6], "imagenet_sketch")])  # fmt: skip
+        [
+            (jpeg, [1], "imagenet"),
+            (jpeg[: len(jpeg) // 2], [2], "objectnet"),
+            (b"<html>", [3], "imagenet_a"),
+            (bomb_png(), [4], "imagenet_r"),
+        ],
+    )
+    second = write_hard_shard(
+        tmp_path / "validation-00001-of-00002-dec01916d28bddd0.parquet",
+        [(None, [5], "imagenet_v2"), (png, [6], "imagenet_sketch")],
+    )
     records, _ = imagenet_hard([first, second], tmp_path / "images")
-    assert [Path(r.path).name for r in records] == ["00000.jpg", "00001.jpg", "00002.bin", "00003.bin", "00004.bin",
-                                                    "00005.png"]  # fmt: skip
+    assert [Path(r.path).name for r in records] == [
+        "00000.jpg",
+        "00001.jpg",
+        "00002.bin",
+        "00003.bin",
+        "00004.bin",
+        "00005.png",
+    ]
     assert [(r.width, r.height) for r in records] == [(80, 64), (80, 64), (0, 0), (0, 0), (0, 0), (8, 5)]
     kept, excluded = screen(records, "skip", tmp_path / "bad_images.csv", dataset="h", max_scale=256)
     assert [r.image_id for r in kept] == ["00000", "00005"] and excluded == 4
@@ -376,8 +388,12 @@ def test_imagenet_hard_refuses_a_shard_that_is_not_imagenet_hard_parquet(tmp_pat
             imagenet_hard([shard], tmp_path / "images")
     image = {"bytes": image_bytes("PNG", (4, 4)), "path": "x"}
     for column, value in [("label", pa.array([3])), ("origin", pa.array([7])), ("image", pa.array([b"x"]))]:
-        table = {"image": pa.array([image], pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
-                 "label": pa.array([[3]]), "origin": pa.array(["imagenet"]), column: value}  # fmt: skip
+        table = {
+            "image": pa.array([image], pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+            "label": pa.array([[3]]),
+            "origin": pa.array(["imagenet"]),
+            column: value,
+        }
         pq.write_table(pa.table(table), shard)
         with pytest.raises(ValueError, match=rf"{re.escape(str(shard))}: column '{column}' is \w+, expected"):
             imagenet_hard([shard], tmp_path / "images")
@@ -386,21 +402,35 @@ def test_imagenet_hard_refuses_a_shard_that_is_not_imagenet_hard_parquet(tmp_pat
 @pytest.mark.parametrize(
     "names, problem",
     [
-        (["validation-00000-of-00003.parquet", "validation-00002-of-00003.parquet"],
-         r"\['missing validation-00001-of-00003'\]"),
+        (
+            ["validation-00000-of-00003.parquet", "validation-00002-of-00003.parquet"],
+            r"\['missing validation-00001-of-00003'\]",
+        ),
         (["validation-00000-of-00003.parquet"], r"\['missing validation-00001-of-00003', 'missing validation-00002"),
-        (["validation-00000-of-00001-36efe923955f51bb.parquet", "validation-00000-of-00001-5f636587730321d1.parquet"],
-         r"\['validation-00000-of-00001 found 2 times'\]"),
-        (["validation-00000-of-00001.parquet", "validation-00001-of-00001.parquet"],
-         r"\['extra validation-00001-of-00001.parquet'\]"),
-        (["validation-00000-of-00001.parquet", "validation-00000-of-00002.parquet",
-          "validation-00001-of-00002.parquet"],
-         r"2 shard sets, \['validation-\*-of-00001', 'validation-\*-of-00002'\]"),
+        (
+            [
+                "validation-00000-of-00001-36efe923955f51bb.parquet",
+                "validation-00000-of-00001-5f636587730321d1.parquet",
+            ],
+            r"\['validation-00000-of-00001 found 2 times'\]",
+        ),
+        (
+            ["validation-00000-of-00001.parquet", "validation-00001-of-00001.parquet"],
+            r"\['extra validation-00001-of-00001.parquet'\]",
+        ),
+        (
+            [
+                "validation-00000-of-00001.parquet",
+                "validation-00000-of-00002.parquet",
+                "validation-00001-of-00002.parquet",
+            ],
+            r"2 shard sets, \['validation-\*-of-00001', 'validation-\*-of-00002'\]",
+        ),
         (["test-00000-of-00001.parquet", "validation-00000-of-00001.parquet"], "2 shard sets"),
         (["validation-00000-of-00001.parquet", "extra.parquet"], r"\['extra.parquet'\] are not named like"),
         (["a.parquet", "b.parquet"], r"\['a.parquet', 'b.parquet'\] are not named like"),
     ],
-)  # fmt: skip
+)
 def test_imagenet_hard_needs_one_complete_set_of_shards(tmp_path, names, problem):
     row = [(image_bytes("PNG", (4, 4)), [1], "imagenet")]
     shards = [write_hard_shard(tmp_path / name, row) for name in names]

@@ -80,13 +80,15 @@ def test_running_sums_and_both_rules_against_brute_force():
         mean = probs[i, views].double().mean(dim=0)
         assert row["pred_mean"] == classes[mean.argmax()].item()
         assert abs(row["conf_mean"] - mean.max().item()) < 1e-6
-    assert [r["pred_max"] for r in rows if r["image_id"] == "b"] == [pred[1, np.flatnonzero(members[:, m])[0]]
-                                                                     for m in range(len(methods))]  # fmt: skip
+    assert [r["pred_max"] for r in rows if r["image_id"] == "b"] == [
+        pred[1, np.flatnonzero(members[:, m])[0]] for m in range(len(methods))
+    ]
 
 
 def test_the_aggregates_file_matches_the_model_run_by_hand(tmp_path):
-    spec = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN,
-                     embedded.STD)  # fmt: skip
+    spec = ModelSpec(
+        "lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD
+    )
     rng = np.random.default_rng(5)
     records = []
     for k, (w, h) in enumerate([(300, 240), (250, 400)]):
@@ -125,8 +127,10 @@ def test_the_aggregates_file_matches_the_model_run_by_hand(tmp_path):
 
 
 def test_aggregation_accuracy_by_hand():
-    records = [Record(i, f"{i}.png", labels, ["x"], 10, 10) for i, labels in
-               [("a", [1]), ("b", [2, 3]), ("c", [4]), ("d", [5])]]  # fmt: skip
+    records = [
+        Record(i, f"{i}.png", labels, ["x"], 10, 10)
+        for i, labels in [("a", [1]), ("b", [2, 3]), ("c", [4]), ("d", [5])]
+    ]
     aggregates = pl.DataFrame(
         {
             "image_id": ["a", "b", "c", "d"] * 2 + ["e"],

@@ -50,8 +50,14 @@ def prediction_table(rows, preds):
 def write_predictions(path, records=RECORDS, drop=0):
     rows = [(r.image_id, t) for r in records for t in transforms(SCALES)][drop:]
     preds = [HITS.get((i, t.scale, t.row, t.col), 0) for i, t in rows]
-    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "toy", "scales": SCALES, "class_set": "full",
-            "crop_size": 224}  # fmt: skip
+    meta = {
+        "model": {"name": "m"},
+        "variant": "original",
+        "dataset": "toy",
+        "scales": SCALES,
+        "class_set": "full",
+        "crop_size": 224,
+    }
     write_parquet(path, prediction_table(rows, preds), meta)
 
 
@@ -105,8 +111,14 @@ def test_real_and_in_plus_real_scoring_by_hand(tmp_path):
     rows = [(r.image_id, t) for r in records for t in transforms([256])]
     preds = [one_crop[i] if (t.row, t.col) == (1, 1) else 0 for i, t in rows]
     table = prediction_table(rows, preds)
-    meta = {"model": {"name": "m"}, "variant": "original", "dataset": "imagenet", "scales": [256], "class_set": "full",
-            "crop_size": 224}  # fmt: skip
+    meta = {
+        "model": {"name": "m"},
+        "variant": "original",
+        "dataset": "imagenet",
+        "scales": [256],
+        "class_set": "full",
+        "crop_size": 224,
+    }
     write_parquet(tmp_path / "p.parquet", table, meta)
     expected = {
         "in": ("imagenet", 3, 200 / 3),
@@ -162,8 +174,14 @@ def test_zoom_groups_use_the_models_own_cover_by_hand():
     m[t[256], [0, 1]] = True  # zoom-in solves images 0 and 1; image 3 is never solved
     scores, _ = analyze(m, order)
     # greedy: LOC:0_0_Size:256 (2 images), then LOC:0_0_Size:224; the zoom-out transform is not in the cover
-    assert scores.zoom_groups == {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0,
-                                  "ub_224": 25.0, "excl_224": 25.0}  # fmt: skip
+    assert scores.zoom_groups == {
+        "ub_in": 50.0,
+        "excl_in": 50.0,
+        "ub_out": 0.0,
+        "excl_out": 0.0,
+        "ub_224": 25.0,
+        "excl_224": 25.0,
+    }
     assert scores.top_k_centre_share == 0.0  # both picks sit at anchor (0, 0)
     with_out = zoom_groups(m, order, [t[256], t[224], t[64]])
     assert (with_out["ub_out"], with_out["excl_in"], with_out["excl_out"]) == (25.0, 25.0, 0.0)
@@ -203,15 +221,34 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     assert document["schema_version"] == METRICS_SCHEMA_VERSION == 6
     # what it was computed from: the prediction file's sha256 and the comparability key
     digest = hashlib.sha256((tmp_path / "p.parquet").read_bytes()).hexdigest()
-    assert document["inputs"] == {"predictions": {"path": str(tmp_path / "p.parquet"), "sha256": digest},
-                                  "standard": None}  # fmt: skip
+    assert document["inputs"] == {
+        "predictions": {"path": str(tmp_path / "p.parquet"), "sha256": digest},
+        "standard": None,
+    }
     images = hashlib.sha256(b'[["a", [5]], ["b", [7, 9]], ["c", [3]]]').hexdigest()
     assert document["key"] == {
-        "dataset": "toy", "images": images, "class_set": "full", "label_set": "in", "variant": "original",
-        "scales": SCALES, "anchors": 9, "resize_backend": None, "model": None, "weights_sha256": None,
-        "input_size": 224, "mean": None, "std": None, "precision": None, "compile": None, "channels_last": None,
-        "top_k": 1, "zoomeval": None, "zoomeval_commit": None, "cover_node_limit": 1000, "revisions": None,
-    }  # fmt: skip
+        "dataset": "toy",
+        "images": images,
+        "class_set": "full",
+        "label_set": "in",
+        "variant": "original",
+        "scales": SCALES,
+        "anchors": 9,
+        "resize_backend": None,
+        "model": None,
+        "weights_sha256": None,
+        "input_size": 224,
+        "mean": None,
+        "std": None,
+        "precision": None,
+        "compile": None,
+        "channels_last": None,
+        "top_k": 1,
+        "zoomeval": None,
+        "zoomeval_commit": None,
+        "cover_node_limit": 1000,
+        "revisions": None,
+    }
     assert document["left_out"] == {"dataset": "toy", "bad": {"unreadable": 2}, "unscored": {}}
     assert (document["top_k"], document["n_excluded"], document["acc_top_k"]) == (1, 2, pytest.approx(100 / 3))
     assert read_metrics(tmp_path / "metrics.json") == analysis.metrics

@@ -67,8 +67,10 @@ def test_the_guarantee_is_exact_with_replacement_and_a_lower_bound_without(rows:
 def test_a_seeded_sample_is_the_same_in_every_run_and_another_for_another_seed_or_file() -> None:
     first = sample_rows(1000, 10, 5, "results/predictions/demo/original/m.parquet")
     assert list(first) == sorted(set(first.tolist())) and len(first) == 10 and first.max() < 1000
-    code = ("from zoomeval.report.audit import sample_rows; "
-            "print(sample_rows(1000, 10, 5, 'results/predictions/demo/original/m.parquet').tolist())")  # fmt: skip
+    code = (
+        "from zoomeval.report.audit import sample_rows; "
+        "print(sample_rows(1000, 10, 5, 'results/predictions/demo/original/m.parquet').tolist())"
+    )
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert again.strip() == str(first.tolist())  # another process, another hash seed: the same rows
     assert list(sample_rows(1000, 10, 6, "results/predictions/demo/original/m.parquet")) != list(first)
@@ -112,7 +114,8 @@ def test_a_stored_top1_within_the_tolerance_of_the_recomputed_one_is_a_tie_beyon
     problems, _ = row_problems({**row(500, logits, everything), "pred_full": 500}, logits, everything, 0.05)
     assert problems[0] == "top-1 500 stored, 3 recomputed (5 above it in log-probability)"
     assert row_problems({**row(3, logits, everything), "conf": 0.9}, logits, everything, 0.05)[0] == [
-        f"confidence 0.9 stored for class 3, {np.exp(5) / (np.exp(5) + np.exp(4.99) + 998):.4g} recomputed"]
+        f"confidence 0.9 stored for class 3, {np.exp(5) / (np.exp(5) + np.exp(4.99) + 998):.4g} recomputed"
+    ]
 
 
 def test_a_subset_is_scored_over_its_classes_and_pred_full_over_all() -> None:
@@ -124,7 +127,8 @@ def test_a_subset_is_scored_over_its_classes_and_pred_full_over_all() -> None:
     problems, _ = row_problems({**row(7, logits, subset), "pred_full": 7}, logits, subset, 0.01)
     assert problems == ["top-1 over all classes 7 stored, 100 recomputed (7 above it in log-probability)"]
     assert row_problems(row(5, logits, subset), logits, subset, 0.01)[0][0] == (
-        "top-1 5 stored, which is not in the class set")
+        "top-1 5 stored, which is not in the class set"
+    )
 
 
 def test_stored_top5_must_be_the_recomputed_top5_up_to_the_tolerance() -> None:
@@ -151,10 +155,16 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("audit") / "sealed"
     demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     lite0 = demo["models"]["efficientnet_lite0"]
-    write_config(work, scales=[64, 256], top_k=2, limit=4, stats={"pairs": []},
-                 datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original", "fgset"]}},
-                 models={"lite0": lite0, "lite0_in": {**lite0, "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD)}},
-                 inference={**demo["inference"], "store_top5": True})  # fmt: skip
+    write_config(
+        work,
+        scales=[64, 256],
+        top_k=2,
+        limit=4,
+        stats={"pairs": []},
+        datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original", "fgset"]}},
+        models={"lite0": lite0, "lite0_in": {**lite0, "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD)}},
+        inference={**demo["inference"], "store_top5": True},
+    )
     run_snakemake(work, LAYOUT4.path("study_index"))
     return work
 
@@ -173,8 +183,13 @@ def reseal(folder: Path) -> None:
             predictions = inputs["predictions"]["path"]
             records = read_manifest(LAYOUT4.path("manifest", dataset="demo"))
             standard = (inputs.get("standard") or {}).get("path")
-            analysis = analyze_predictions(predictions, records, top_k=2, standard_path=standard,
-                                           aggregates_path=predictions.replace(".parquet", ".aggregates.parquet"))
+            analysis = analyze_predictions(
+                predictions,
+                records,
+                top_k=2,
+                standard_path=standard,
+                aggregates_path=predictions.replace(".parquet", ".aggregates.parquet"),
+            )
             folder_of = Path(entry["path"]).parent
             write_analysis(analysis, entry["path"], folder_of / "cover.json", folder_of / "correct.npz")
         write_index(LAYOUT4.path("study_index"), Path("."), [e["path"] for e in index["results"]])
@@ -225,18 +240,22 @@ def forged(sealed: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         table = with_column(with_column(table, "pred", preds), "pred_full", preds)
         return with_column(table, "conf", [0.99] * len(preds))
 
-    return {"a": forge(sealed, base / "a", LITE0, another_wrong),
-            "b": forge(sealed, base / "b", LITE0, all_correct),
-            "c": forge(sealed, base / "c", LITE0, lambda _: pq.read_table(sealed / LITE0_IN))}  # fmt: skip
+    return {
+        "a": forge(sealed, base / "a", LITE0, another_wrong),
+        "b": forge(sealed, base / "b", LITE0, all_correct),
+        "c": forge(sealed, base / "c", LITE0, lambda _: pq.read_table(sealed / LITE0_IN)),
+    }
 
 
 @pytest.mark.workflow
 def test_an_untouched_study_audits_clean_when_every_row_is_checked(sealed: Path, capsys) -> None:
     record = audit_study(sealed, auditor(sample=10**6))
     files = {f["path"]: f for f in record["files"]}
-    assert set(files) == {LAYOUT4.path(kind, dataset="demo", model=m, **({"variant": v} if kind == "predictions"
-                          else {})) for m in ("lite0", "lite0_in") for kind, v in (("predictions", "original"),
-                          ("predictions", "fgset"), ("standard", None))}  # fmt: skip
+    assert set(files) == {
+        LAYOUT4.path(kind, dataset="demo", model=m, **({"variant": v} if kind == "predictions" else {}))
+        for m in ("lite0", "lite0_in")
+        for kind, v in (("predictions", "original"), ("predictions", "fgset"), ("standard", None))
+    }
     for item in files.values():  # the masked variant's masks found by their recorded sha256
         assert (item["refused"], item["mismatches"], item["checked"]) == (None, [], item["rows"]), item
         assert item["rows"] == (4 if "standard" in item["path"] else 4 * 9 * 2)
@@ -248,8 +267,13 @@ def test_an_untouched_study_audits_clean_when_every_row_is_checked(sealed: Path,
     out = capsys.readouterr().out
     assert "2 of 72 rows checked, 0 mismatches" in out and "1 - (1 - p)^N = 0.019900" in out  # 1 - 0.99^2
     kept = read_json(sealed / LAYOUT4.path("audit"))
-    assert (kept["kind"], kept["seed"], kept["sample"], kept["device"], kept["precision"]) == ("audit", 5, 2, "cpu",
-                                                                                                "fp32")
+    assert (kept["kind"], kept["seed"], kept["sample"], kept["device"], kept["precision"]) == (
+        "audit",
+        5,
+        2,
+        "cpu",
+        "fp32",
+    )
 
 
 def audit_one(folder: Path, path: str) -> Audited:
@@ -271,7 +295,8 @@ def test_a_wrong_prediction_changed_to_another_wrong_class_passes_verify_and_is_
 def test_predictions_and_metrics_forged_together_and_another_models_predictions_are_caught(forged) -> None:
     rows, problems = study_rows(forged["b"], "b", check=True, layout=LAYOUT4)
     assert problems == [] and {r["acc_max"] for r in rows if r["model"] == "lite0" and r["variant"] == "original"} == {
-        100.0}  # the forged numbers follow from the forged predictions
+        100.0
+    }  # the forged numbers follow from the forged predictions
     for name in ("b", "c"):
         audited = audit_one(forged[name], LITE0)
         assert audited.checked == N and audited.mismatches and not audited.clean, (name, audited)
@@ -283,14 +308,23 @@ def test_results_stored_in_bf16_audited_in_fp32_give_ties_not_mismatches(sealed:
     folder = tmp_path / "bf16"
     shutil.copytree(sealed, folder)
     meta = read_metadata(folder / LITE0)
-    settings = InferenceSettings(device="cpu", precision="bf16", num_workers=0, threads=2, store_top5=True,
-                                 resize_backend="pil")  # fmt: skip
+    settings = InferenceSettings(
+        device="cpu", precision="bf16", num_workers=0, threads=2, store_top5=True, resize_backend="pil"
+    )
     with contextlib.chdir(folder):  # the demo manifest's paths are relative to the study directory
         records = read_manifest(LAYOUT4.path("manifest", dataset="demo"))
-        predict_to_file(LITE0, LITE0.replace(".parquet", ".aggregates.parquet"), records, recorded_spec(meta["model"]),
-                        ZoomGrid([10, 16, 256]), settings, "demo")  # fmt: skip
-    audited = audit_file(folder, "predictions", "lite0", folder / LITE0, auditor(sample=10**6),
-                         Finders(folder, auditor()))  # fmt: skip
+        predict_to_file(
+            LITE0,
+            LITE0.replace(".parquet", ".aggregates.parquet"),
+            records,
+            recorded_spec(meta["model"]),
+            ZoomGrid([10, 16, 256]),
+            settings,
+            "demo",
+        )
+    audited = audit_file(
+        folder, "predictions", "lite0", folder / LITE0, auditor(sample=10**6), Finders(folder, auditor())
+    )
     assert audited.tolerance == pytest.approx(2 * (LOGIT_ERROR["bf16", "cpu"] + LOGIT_ERROR["fp32", "cpu"]))
     assert (audited.checked, audited.mismatches) == (4 * 9 * 3, [])
     assert audited.ties >= 1, audited  # top-1s that bf16 changed: near ties, not forgeries
@@ -302,16 +336,30 @@ def test_leaderboard_audit_refuses_the_forged_copies_and_prints_the_untouched_on
     assert main([*args, str(forged["a"])]) == 2
     err = capsys.readouterr().err
     assert f"{forged['a'] / LITE0}: failed the audit (seed {SEED}): 1 mismatches, the first: row " in err
-    assert main([*args, "--allow-stale", "-o", str(sealed.parent / "board.csv"), str(sealed),
-                 *(str(forged[k]) for k in "abc")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                *args,
+                "--allow-stale",
+                "-o",
+                str(sealed.parent / "board.csv"),
+                str(sealed),
+                *(str(forged[k]) for k in "abc"),
+            ]
+        )
+        == 0
+    )
     apart = capsys.readouterr().err.splitlines()
-    assert sorted(line.split(": failed the audit")[0].removeprefix("zoomeval leaderboard: left apart: ")
-                  for line in apart) == sorted(str(forged[k] / LITE0) for k in "abc")  # fmt: skip
+    assert sorted(
+        line.split(": failed the audit")[0].removeprefix("zoomeval leaderboard: left apart: ") for line in apart
+    ) == sorted(str(forged[k] / LITE0) for k in "abc")
     with open(sealed.parent / "board.csv") as fh:
         board = list(csv.DictReader(fh))
     mine = [r for r in board if r["study"] == "sealed"]
-    assert len(mine) == 4 and {(r["audit_rows"], r["audit_mismatches"]) for r in mine} == {(str(2 * N), "0"),
-                                                                                          (str(N), "0")}
+    assert len(mine) == 4 and {(r["audit_rows"], r["audit_mismatches"]) for r in mine} == {
+        (str(2 * N), "0"),
+        (str(N), "0"),
+    }
     assert not [r for r in board if r["study"] in "abc" and r["model"] == "lite0" and r["variant"] == "original"]
 
 
@@ -337,8 +385,12 @@ def test_each_export_round_trips_its_numbers_and_reads_back_as_the_study(sealed:
         (entry,) = parse_eval_result_entries(yaml.safe_load(path.read_text()))
         _, variant, metric = path.stem.split("-")
         row = rows[path.parts[-3], variant]
-        assert (entry.dataset_id, entry.task_id, entry.value, entry.date) == ("demo", metric, round(row[metric], 4),
-                                                                               "2026-01-02")  # fmt: skip
+        assert (entry.dataset_id, entry.task_id, entry.value, entry.date) == (
+            "demo",
+            metric,
+            round(row[metric], 4),
+            "2026-01-02",
+        )
         assert row["key_sha256"] in entry.notes and manifests["hf"]["seal_sha256"] in entry.notes
     for path in sorted((tmp_path / "timm" / "timm").glob("*.csv")):  # results-demo.<model>.csv: one architecture
         (line,) = list(csv.DictReader(path.open()))
@@ -350,7 +402,8 @@ def test_each_export_round_trips_its_numbers_and_reads_back_as_the_study(sealed:
         record = json.loads(path.read_text())
         row = rows[record["model_info"]["name"], path.parts[-3]]
         assert {r["evaluation_result_id"]: r["score_details"]["score"] for r in record["evaluation_results"]} == {
-            m: row[m] for m in ACCURACIES if row[m] is not None}
+            m: row[m] for m in ACCURACIES if row[m] is not None
+        }
         detail = record["detailed_evaluation_results"]
         text = (tmp_path / "eee" / "eee" / detail["file_path"]).read_text()
         assert detail["checksum"] == hashlib.sha256(text.encode()).hexdigest()
@@ -362,7 +415,8 @@ def test_each_export_round_trips_its_numbers_and_reads_back_as_the_study(sealed:
     for fmt in ("hf", "timm", "eee"):  # read back with the same verification as the study: the same numbers
         again = {(r["model"], r["variant"]): r for r in study_rows(tmp_path / fmt, fmt, layout=LAYOUT4)[0]}
         assert {k: [r[m] for m in ACCURACIES] for k, r in again.items()} == {
-            k: [r[m] for m in ACCURACIES] for k, r in rows.items()}
+            k: [r[m] for m in ACCURACIES] for k, r in rows.items()
+        }
         assert main(["leaderboard", "--limit", "4", str(tmp_path / fmt)]) == 0
     edited = entries[0]
     edited.write_text(edited.read_text().replace("value: ", "value: 1"))

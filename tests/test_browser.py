@@ -74,17 +74,27 @@ def write_fixture(root: Path) -> dict:
     files = {"records": records, "matrices": {}, "covers": {}, "predictions": {}}
     for (model, variant), solved in SOLVED.items():
         rows = [(r.image_id, t) for r in records for t in ORDER]
-        preds = [r.labels[0] if (t.scale, t.row, t.col) in solved.get(k, []) else (r.labels[0] + 500) % 1000
-                 for k, r in enumerate(records) for t in ORDER]  # fmt: skip
+        preds = [
+            r.labels[0] if (t.scale, t.row, t.col) in solved.get(k, []) else (r.labels[0] + 500) % 1000
+            for k, r in enumerate(records)
+            for t in ORDER
+        ]
         path = root / "predictions" / variant / f"{model}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"model": {"name": model}, "variant": variant, "dataset": "toy", "scales": SCALES,
-                "class_set": "full", "crop_size": 32}  # fmt: skip
+        meta = {
+            "model": {"name": model},
+            "variant": variant,
+            "dataset": "toy",
+            "scales": SCALES,
+            "class_set": "full",
+            "crop_size": 32,
+        }
         write_parquet(path, prediction_table(rows, preds), meta)
         out = root / "analysis" / variant / model
         out.mkdir(parents=True)
-        write_analysis(analyze_predictions(path, records, top_k=3), out / "metrics.json", out / "cover.json",
-                       out / "correct.npz")  # fmt: skip
+        write_analysis(
+            analyze_predictions(path, records, top_k=3), out / "metrics.json", out / "cover.json", out / "correct.npz"
+        )
         files["matrices"][model, variant] = out / "correct.npz"
         files["predictions"][model, variant] = path
         files["covers"][model, variant] = out / "cover.json"
@@ -93,8 +103,9 @@ def write_fixture(root: Path) -> dict:
 
 def read_back(path: Path, image_dir: Path) -> list[Record]:
     """The records of a hard set as the workflow reads a dataset entry ``{adapter: imagenet_hard, parquet: path}``."""
-    entry = DatasetConfig("hard", "imagenet_hard", {"parquet": InputSpec(path=str(path), plain=True)},
-                          variants=("original",))
+    entry = DatasetConfig(
+        "hard", "imagenet_hard", {"parquet": InputSpec(path=str(path), plain=True)}, variants=("original",)
+    )
     records, _ = build_records(entry, {"parquet": path}, image_dir)
     return records
 
@@ -103,14 +114,32 @@ def build_browser(files: dict, out: Path, page_size: int = 2) -> None:
     correctness = read_correctness(files["matrices"])
     covers = {m: files["covers"][m, "original"] for m in MODELS}
     write_browser_data(
-        out / "data" / "toy", scored="toy", dataset="toy", label_set="in", records=files["records"],
-        correctness=correctness, covers=covers, predictions={m: files["predictions"][m, "original"] for m in MODELS},
-        max_images=100, page_size=page_size, predictions_shown=2, shard_images=2, bad={"unreadable": 1},
-    )  # fmt: skip
+        out / "data" / "toy",
+        scored="toy",
+        dataset="toy",
+        label_set="in",
+        records=files["records"],
+        correctness=correctness,
+        covers=covers,
+        predictions={m: files["predictions"][m, "original"] for m in MODELS},
+        max_images=100,
+        page_size=page_size,
+        predictions_shown=2,
+        shard_images=2,
+        bad={"unreadable": 1},
+    )
     write_thumbnails(files["records"], out / "thumbnails" / "toy", max_images=100, size=32)
     original = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
-    write_crops(files["records"], "in", original, covers, out / "crops" / "toy", max_images=100, size=32,
-                crop_sizes={"m1": 32, "m2": 32})  # fmt: skip
+    write_crops(
+        files["records"],
+        "in",
+        original,
+        covers,
+        out / "crops" / "toy",
+        max_images=100,
+        size=32,
+        crop_sizes={"m1": 32, "m2": 32},
+    )
     write_site(out, [{"name": "toy", "dataset": "toy", "label_set": "in"}])
 
 
@@ -155,8 +184,10 @@ def test_index_and_pages_hold_the_matrices(built):
     assert index["origins"] == ["alpha", "beta"] and index["origin"] == [0, 0, 0, 1, 1]
     assert index["one_crop"] == ORDER.index(Transform(256, 1, 1))
     assert index["schema_version"] == 2 and index["left_out"] == {
-        "n_bad": 1, "n_unscored": 0,
-        "why": f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='toy')})"}
+        "n_bad": 1,
+        "n_unscored": 0,
+        "why": f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='toy')})",
+    }
     # m1 original: image 0 by 256 and 224 (neither flag), 2 by two zoom-outs, 3 by two zoom-ins
     assert index["codes"][0][0] == [8, 0, 8 + 2, 8 + 1, 0]
     assert index["codes"][1][1] == [0, 4 + 2, 0, 0, 0]  # m2 fgset
@@ -204,8 +235,9 @@ def test_hard_set_reads_back_through_the_imagenet_hard_adapter(built, tmp_path):
     correctness = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
     path = tmp_path / "toy.parquet"
     bad = {"unreadable": 1}  # one more image of the dataset was left out as bad
-    assert write_hard_set(path, files["records"], "in", correctness, name="toy", dataset="toy",
-                          bad=bad) == len(UNSOLVED)  # fmt: skip
+    assert write_hard_set(path, files["records"], "in", correctness, name="toy", dataset="toy", bad=bad) == len(
+        UNSOLVED
+    )
     table = pq.read_table(path)
     assert str(table.schema.field("image").type) == "struct<bytes: binary, path: string>"
     assert str(table.schema.field("label").type) == "list<element: int64>"
@@ -259,8 +291,10 @@ def page(built, tmp_path_factory):
 def choose(chrome: Chromium, **values: str) -> None:
     """Pick each control's value as a user does (a change event), waiting for the page to render."""
     for control, value in values.items():
-        chrome.evaluate(f"(() => {{ const s = document.getElementById({json.dumps(control)}); "
-                        f"s.value = {json.dumps(value)}; s.dispatchEvent(new Event('change')); }})()")  # fmt: skip
+        chrome.evaluate(
+            f"(() => {{ const s = document.getElementById({json.dumps(control)}); "
+            f"s.value = {json.dumps(value)}; s.dispatchEvent(new Event('change')); }})()"
+        )
         chrome.wait_for(READY)
 
 
@@ -279,7 +313,8 @@ def shown_on_all_pages(chrome: Chromium) -> list[str]:
 def test_first_page_loads_without_errors(page):
     assert page.evaluate("document.getElementById('status').textContent") == (
         "5 of 5 images · page 1 of 3 · left out of toy: 1 bad (1 unreadable, listed in "
-        f"{LAYOUT.path('bad_images', dataset='toy')})")  # fmt: skip
+        f"{LAYOUT.path('bad_images', dataset='toy')})"
+    )
     assert page.evaluate("[...document.querySelectorAll('article.card')].map(a => a.dataset.image)") == ["img0", "img1"]
     page.wait_for("[...document.images].every(i => i.complete)")
     # two thumbnails and the crops of image 0 (both models solve it; nothing solves image 1)
@@ -323,9 +358,11 @@ def test_filters_and_sorting_change_what_is_shown(page, controls, expected):
 def test_heat_map_cells_match_the_correctness_matrix(page, built):
     files, _ = built
     choose(page, model="", origin="", filter="all", sort="order")
-    read = ("[...document.querySelectorAll('canvas')].map(c => ({model: c.dataset.model, variant: c.dataset.variant, "
-            "image: c.dataset.image, width: c.width, height: c.height, "
-            "pixels: [...c.getContext('2d').getImageData(0, 0, c.width, c.height).data]}))")  # fmt: skip
+    read = (
+        "[...document.querySelectorAll('canvas')].map(c => ({model: c.dataset.model, variant: c.dataset.variant, "
+        "image: c.dataset.image, width: c.width, height: c.height, "
+        "pixels: [...c.getContext('2d').getImageData(0, 0, c.width, c.height).data]}))"
+    )
     canvases = page.evaluate(read)
     while not page.evaluate("document.getElementById('next').disabled"):
         page.evaluate("document.getElementById('next').click()")
@@ -337,8 +374,10 @@ def test_heat_map_cells_match_the_correctness_matrix(page, built):
         matrix, order, image_ids = read_matrix(files["matrices"][canvas["model"], canvas["variant"]])
         pixels = np.array(canvas["pixels"], np.uint8).reshape(canvas["height"], canvas["width"], 4)
         assert pixels.shape[:2] == (9 * CELL, len(SCALES) * CELL)
-        drawn = [(pixels[(3 * t.row + t.col) * CELL + 2, ranked.index(t.scale) * CELL + 2, :3] == SOLVED_RGB).all()
-                 for t in order]  # fmt: skip
+        drawn = [
+            (pixels[(3 * t.row + t.col) * CELL + 2, ranked.index(t.scale) * CELL + 2, :3] == SOLVED_RGB).all()
+            for t in order
+        ]
         assert drawn == matrix[:, image_ids.index(canvas["image"])].tolist(), canvas["image"]
     assert page.errors == []
 

@@ -28,8 +28,14 @@ def workdir(tmp_path_factory, small_reference) -> Path:
 
 def test_all_builds_the_browser_and_the_hard_set(workdir):
     browser = workdir / "results" / "browser"
-    for path in ("index.html", "assets/browser.js", "assets/classes.js", "catalogue.js", "data/demo/index.js",
-                 "data/demo/pages/00000.js"):  # fmt: skip
+    for path in (
+        "index.html",
+        "assets/browser.js",
+        "assets/classes.js",
+        "catalogue.js",
+        "data/demo/index.js",
+        "data/demo/pages/00000.js",
+    ):
         assert (browser / path).is_file(), path
     thumbnails = sorted(p.name for p in (browser / "thumbnails" / "demo").glob("*.jpg"))
     assert thumbnails == [f"{k:06d}.jpg" for k in range(12)]

@@ -23,8 +23,10 @@ def spec(source: str, **entry: str) -> ModelSpec:
 
 
 def test_timm_takes_the_tag_from_arch_dot_tag_and_refuses_a_disagreeing_weights() -> None:
-    assert (spec("timm", architecture="resnet50.a1_in1k").architecture, spec("timm", architecture="resnet50.a1_in1k")
-            .weights) == ("resnet50", "a1_in1k")  # fmt: skip
+    assert (
+        spec("timm", architecture="resnet50.a1_in1k").architecture,
+        spec("timm", architecture="resnet50.a1_in1k").weights,
+    ) == ("resnet50", "a1_in1k")
     same = spec("timm", architecture="resnet50.a1_in1k", weights="a1_in1k")
     assert same == spec("timm", architecture="resnet50", weights="a1_in1k")  # one spelling, one set of jobs
     with pytest.raises(ConfigError, match=r"models.m.weights: 'a2_in1k' disagrees with the tag 'a1_in1k'"):
@@ -76,10 +78,15 @@ def test_a_misspelt_name_is_refused_with_the_closest_names() -> None:
     with pytest.raises(ConfigError) as refused:
         cat.check_names(spec("timm", architecture="resnet5", weights="a1_in1k"), FAKE, "timm")
     expected = difflib.get_close_matches("resnet5", ["resnet50"], cutoff=0.5)
-    assert str(refused.value) == (f"models.m.architecture: 'resnet5' is not a timm model (zoomeval list models timm);"
-                                  f" closest: {', '.join(expected)}")  # fmt: skip
-    with pytest.raises(ConfigError, match=r"models.m.weights: 'a1_in1' is not a pretrained tag of resnet50 "
-                                          r"\['a1_in1k', 'a2_in1k'\]; closest: a1_in1k, a2_in1k"):  # fmt: skip
+    assert str(refused.value) == (
+        f"models.m.architecture: 'resnet5' is not a timm model (zoomeval list models timm);"
+        f" closest: {', '.join(expected)}"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"models.m.weights: 'a1_in1' is not a pretrained tag of resnet50 "
+        r"\['a1_in1k', 'a2_in1k'\]; closest: a1_in1k, a2_in1k",
+    ):
         cat.check_names(spec("timm", architecture="resnet50.a1_in1"), FAKE, "timm")
     cat.check_names(spec("timm", architecture="resnet50.a2_in1k"), FAKE, "timm")  # a known one passes
     with pytest.raises(ConfigError, match=r"'resnet18' has no pretrained tag|not a pretrained tag of resnet18 \[\]"):
@@ -89,14 +96,20 @@ def test_a_misspelt_name_is_refused_with_the_closest_names() -> None:
 @pytest.mark.parametrize(
     ("source", "entry", "why"),
     [
-        ("timm", {"architecture": "resnet50_clip.openai"}, "a 1024-wide output (timm's config), not ImageNet-1k's "
-         "1000 classes"),
-        ("timm", {"architecture": "convnext_tiny.dinov3_lvd1689m"}, "no classifier head (timm's config gives 0 "
-         "outputs: a feature extractor)"),
+        (
+            "timm",
+            {"architecture": "resnet50_clip.openai"},
+            "a 1024-wide output (timm's config), not ImageNet-1k's 1000 classes",
+        ),
+        (
+            "timm",
+            {"architecture": "convnext_tiny.dinov3_lvd1689m"},
+            "no classifier head (timm's config gives 0 outputs: a feature extractor)",
+        ),
         ("timm", {"architecture": "vit_base_patch16_224.augreg_in21k"}, "a 21843-wide output"),
         ("torchvision", {"architecture": "vgg16", "weights": "IMAGENET1K_FEATURES"}, "no classifier head"),
     ],
-)  # fmt: skip
+)
 def test_a_model_whose_head_is_not_imagenet_1k_is_refused_from_the_librarys_own_config(source, entry, why) -> None:
     """The widths are the libraries' pretrained configs (timm's num_classes, torchvision's categories), read offline;
     before, these names passed `snakemake -n` and their predictions meant nothing."""
@@ -113,9 +126,12 @@ def test_imagenet_1k_classifiers_pass_and_the_widths_are_the_libraries() -> None
     import torchvision
     from timm.models import get_pretrained_cfg
 
-    for source, entry in (("timm", {"architecture": "resnet50.a1_in1k"}), ("timm", {"architecture": "convnext_tiny."
-                          "in12k_ft_in1k"}), ("torchvision", {"architecture": "vgg16", "weights": "IMAGENET1K_V1"})):
-        cat.check_names(spec(source, **entry), cat.catalogue(source), source)  # fmt: skip
+    for source, entry in (
+        ("timm", {"architecture": "resnet50.a1_in1k"}),
+        ("timm", {"architecture": "convnext_tiny.in12k_ft_in1k"}),
+        ("torchvision", {"architecture": "vgg16", "weights": "IMAGENET1K_V1"}),
+    ):
+        cat.check_names(spec(source, **entry), cat.catalogue(source), source)
     widths = cat.catalogue("timm").widths
     assert set(widths) == set(timm.list_pretrained())
     assert all(widths[name] == get_pretrained_cfg(name).num_classes for name in timm.list_pretrained("resnet*"))

@@ -52,8 +52,13 @@ def checkpoint(network: nn.Module) -> dict[str, object]:
     optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-4)
     wrapped(torch.randn(2, 3, 64, 64)).sum().backward()
     optimizer.step()
-    state = {"epoch": 180, "arch": "resnet50", "state_dict": wrapped.state_dict(), "best_acc1": torch.tensor(75.8),
-             "optimizer": optimizer.state_dict()}  # fmt: skip
+    state = {
+        "epoch": 180,
+        "arch": "resnet50",
+        "state_dict": wrapped.state_dict(),
+        "best_acc1": torch.tensor(75.8),
+        "optimizer": optimizer.state_dict(),
+    }
     return state
 
 
@@ -195,17 +200,28 @@ def test_a_checkpoint_is_evaluated_with_the_torchvision_preset_it_names_and_norm
     assert v2.crop_settings() == {"img_size": 224, "crop_pct": round(224 / 232, 4), "interpolation": "bilinear"}
     assert (v1.mean, v1.std) == (IMAGENET_MEAN, (0.229, 0.224, 0.225))
     large = eval_transform(preset("efficientnet_v2_l"), None)
-    assert (large.crop_settings(), large.mean) == ({"img_size": 480, "crop_pct": 1.0, "interpolation": "bicubic"},
-                                                   (0.5, 0.5, 0.5))  # fmt: skip
+    assert (large.crop_settings(), large.mean) == (
+        {"img_size": 480, "crop_pct": 1.0, "interpolation": "bicubic"},
+        (0.5, 0.5, 0.5),
+    )
     check_model(preset("resnet50", mean=IMAGENET_MEAN))  # the preset's own: accepted
-    with pytest.raises(ConfigError, match=r"models.ckpt.mean: \[0.5, 0.5, 0.5\] differs from the \[0.485, 0.456, "
-                                          r"0.406\] of eval_preset IMAGENET1K_V1, which the standard evaluation"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models.ckpt.mean: \[0.5, 0.5, 0.5\] differs from the \[0.485, 0.456, "
+        r"0.406\] of eval_preset IMAGENET1K_V1, which the standard evaluation",
+    ):
         check_model(preset("resnet50", mean=(0.5, 0.5, 0.5)))
-    with pytest.raises(ConfigError, match=r"models.ckpt.eval_preset: 'IMAGENET1K_V3' is not a weights tag of "
-                                          r"torchvision's resnet50 \['IMAGENET1K_V1', 'IMAGENET1K_V2'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models.ckpt.eval_preset: 'IMAGENET1K_V3' is not a weights tag of "
+        r"torchvision's resnet50 \['IMAGENET1K_V1', 'IMAGENET1K_V2'\]",
+    ):
         check_model(preset("resnet50", "IMAGENET1K_V3"))
-    with pytest.raises(ConfigError, match=r"'IMAGENET1K_V1' is not a weights tag of torchvision's vit_h_14 "
-                                          r"\['IMAGENET1K_SWAG_E2E_V1', 'IMAGENET1K_SWAG_LINEAR_V1'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'IMAGENET1K_V1' is not a weights tag of torchvision's vit_h_14 "
+        r"\['IMAGENET1K_SWAG_E2E_V1', 'IMAGENET1K_SWAG_LINEAR_V1'\]",
+    ):
         check_model(preset("vit_h_14"))
     # the entry (a rule param) has the key only where the config gives it: older entries' jobs rerun nothing
     entry = {"source": "checkpoint", "architecture": "resnet50", "checkpoint": "w.pth", "weights": "a" * 64}
@@ -246,24 +262,38 @@ def test_a_timm_file_loads_into_its_architecture_and_is_evaluated_with_timms_dat
     assert (transform.geometry.transforms[0].size, transform.geometry.transforms[1].size) == (168, (160, 160))
     other = tmp_path / "other.pth"
     torch.save(timm.create_model("test_resnet").state_dict(), other)
-    with pytest.raises(ValueError, match=f"{sha256_file(other)}.pth: its weights do not fit timm's {TIMM_ARCH}: .*"
-                                         "size mismatch for bn1.weight"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=f"{sha256_file(other)}.pth: its weights do not fit timm's {TIMM_ARCH}: .*size mismatch for bn1.weight",
+    ):
         fetch_and_load(timm_spec(other, sha256_file(other)), tmp_path / "w2")
 
 
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        ({"architecture": "test_efficientnt"}, r"models.tf.architecture: 'test_efficientnt' is not a timm "
-                                               r"architecture \(timm.list_models\(\)\); closest: test_efficientnet"),
-        ({"architecture": "resnet18", "eval_preset": "a1_in1"}, r"models.tf.eval_preset: 'a1_in1' is not a tag of "
-                                                                r"timm's resnet18 \['a1_in1k'"),
-        ({"architecture": "test_vit"}, r"models.tf.input_size: test_vit takes 160 px inputs only, not 224; set "
-                                       "input_size: 160"),
-        ({"std": (0.5, 0.5, 0.5)}, r"models.tf.std: \[0.5, 0.5, 0.5\] differs from the \[0.229, 0.224, 0.225\] of "
-                                   "timm's data config of test_efficientnet"),
+        (
+            {"architecture": "test_efficientnt"},
+            r"models.tf.architecture: 'test_efficientnt' is not a timm "
+            r"architecture \(timm.list_models\(\)\); closest: test_efficientnet",
+        ),
+        (
+            {"architecture": "resnet18", "eval_preset": "a1_in1"},
+            r"models.tf.eval_preset: 'a1_in1' is not a tag of "
+            r"timm's resnet18 \['a1_in1k'",
+        ),
+        (
+            {"architecture": "test_vit"},
+            r"models.tf.input_size: test_vit takes 160 px inputs only, not 224; set "
+            "input_size: 160",
+        ),
+        (
+            {"std": (0.5, 0.5, 0.5)},
+            r"models.tf.std: \[0.5, 0.5, 0.5\] differs from the \[0.229, 0.224, 0.225\] of "
+            "timm's data config of test_efficientnet",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_timm_file_entry_that_cannot_work_is_refused_naming_the_key(tmp_path, keys, message) -> None:
     with pytest.raises(ConfigError, match=message):
         check_model(timm_spec(tmp_path / "missing.safetensors", "a" * 64, **keys))
@@ -277,19 +307,35 @@ def test_the_config_of_a_timm_file_needs_its_sha256_a_local_path_and_the_archite
         validated(lambda c: c["models"].update(m=entry | {"weights": "r160_in1k"}))
     entry |= {"weights": "a" * 64}
     assert validated(lambda c: c["models"].update(m=entry)).models["m"].checkpoint == entry["checkpoint"]
-    with pytest.raises(ConfigError, match="models.m.architecture: with a checkpoint give the architecture alone "
-                                          r"\(test_efficientnet\) and the tag whose data config evaluates it as "
-                                          r"eval_preset \(r160_in1k\)"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match="models.m.architecture: with a checkpoint give the architecture alone "
+        r"\(test_efficientnet\) and the tag whose data config evaluates it as "
+        r"eval_preset \(r160_in1k\)",
+    ):
         validated(lambda c: c["models"].update(m=entry | {"architecture": f"{TIMM_ARCH}.r160_in1k"}))
     with pytest.raises(ConfigError, match="models.m.checkpoint: a timm checkpoint must be a local file"):
         validated(lambda c: c["models"].update(m=entry | {"checkpoint": {"url": "https://example.org/w.pth"}}))
     with pytest.raises(ConfigError, match="models.m.eval_preset: only a timm model with a checkpoint reads it"):
-        validated(lambda c: c["models"].update(m={"source": "timm", "architecture": "resnet18.a1_in1k",
-                                                  "eval_preset": "a1_in1k"}))  # fmt: skip
-    with pytest.raises(ConfigError, match="models.m.eval_preset: only source checkpoint or timm reads it; remove it "
-                                          "from this torchvision model"):  # fmt: skip
-        validated(lambda c: c["models"].update(m={"source": "torchvision", "architecture": "resnet18",
-                                                  "weights": "IMAGENET1K_V1", "eval_preset": "IMAGENET1K_V1"}))
+        validated(
+            lambda c: c["models"].update(
+                m={"source": "timm", "architecture": "resnet18.a1_in1k", "eval_preset": "a1_in1k"}
+            )
+        )
+    with pytest.raises(
+        ConfigError,
+        match="models.m.eval_preset: only source checkpoint or timm reads it; remove it from this torchvision model",
+    ):
+        validated(
+            lambda c: c["models"].update(
+                m={
+                    "source": "torchvision",
+                    "architecture": "resnet18",
+                    "weights": "IMAGENET1K_V1",
+                    "eval_preset": "IMAGENET1K_V1",
+                }
+            )
+        )
 
 
 def test_the_config_requires_a_checkpoint_and_a_sha256_and_a_local_checkpoint_that_exists(tmp_path) -> None:

@@ -36,16 +36,23 @@ def test_list_models_prints_the_librarys_pretrained_models_matching_a_pattern() 
     assert listed("models", "torchvision", "resnet50.*") == [["resnet50", name] for name in weights]
     # models whose output is not ImageNet-1k's classes are marked with why (timm's pretrained configs)
     assert listed("models", "timm", "resnet50_clip*.openai") == [
-        ["resnet50_clip", "openai", "not evaluable: a 1024-wide output (timm's config), not ImageNet-1k's 1000 "
-         "classes"],
-        ["resnet50_clip_gap", "openai", "not evaluable: no classifier head (timm's config gives 0 outputs: a feature "
-         "extractor)"],
-    ]  # fmt: skip
+        [
+            "resnet50_clip",
+            "openai",
+            "not evaluable: a 1024-wide output (timm's config), not ImageNet-1k's 1000 classes",
+        ],
+        [
+            "resnet50_clip_gap",
+            "openai",
+            "not evaluable: no classifier head (timm's config gives 0 outputs: a feature extractor)",
+        ],
+    ]
 
 
 def test_list_refuses_a_source_without_models_and_a_missing_source() -> None:
-    proc = subprocess.run([sys.executable, "-m", "zoomeval", "list", "models", "embedded"], capture_output=True,
-                          text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoomeval", "list", "models", "embedded"], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     listing = "['entry_point', 'open_clip', 'timm', 'torchvision']"
     assert f"model source 'embedded' lists no models; sources that do: {listing}" in proc.stderr

@@ -35,9 +35,19 @@ def test_plain_removes_restructuredtext_roles_and_literals() -> None:
     assert cli.plain(text) == "init writes; see zoomeval.study_dir and Record."
 
 
-@pytest.mark.parametrize("args", [["--help"], ["init", "--help"], ["list", "--help"], ["leaderboard", "--help"],
-                                  ["list", "adapters"], ["list", "sources"], ["list", "label-sets"],
-                                  ["list", "presets"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["init", "--help"],
+        ["list", "--help"],
+        ["leaderboard", "--help"],
+        ["list", "adapters"],
+        ["list", "sources"],
+        ["list", "label-sets"],
+        ["list", "presets"],
+    ],
+)
 def test_help_and_list_text_is_plain_words(args: list[str]) -> None:
     proc = zoomeval(*args)
     assert proc.returncode == 0, proc.stderr
@@ -61,12 +71,21 @@ def test_preset_summaries_name_no_file_a_study_does_not_have() -> None:
 def test_a_pattern_that_matches_no_model_says_so_and_fails() -> None:
     proc = zoomeval("list", "models", "torchvision", "nosuch*")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == "zoomeval list: no torchvision model matches 'nosuch*' (a shell pattern over " \
-                          "architecture.weights, e.g. 'resnet50*')\n"  # fmt: skip
+    assert (
+        proc.stderr == "zoomeval list: no torchvision model matches 'nosuch*' (a shell pattern over "
+        "architecture.weights, e.g. 'resnet50*')\n"
+    )
 
 
-@pytest.mark.parametrize(("preset", "page"), [("gpu", "how-to/imagenet-gpu.md"), ("demo", "get-started/demo.md"),
-                                              ("paper", "how-to/paper.md"), ("imagefolder", "how-to/own-data.md")])
+@pytest.mark.parametrize(
+    ("preset", "page"),
+    [
+        ("gpu", "how-to/imagenet-gpu.md"),
+        ("demo", "get-started/demo.md"),
+        ("paper", "how-to/paper.md"),
+        ("imagefolder", "how-to/own-data.md"),
+    ],
+)
 def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path, preset: str, page: str) -> None:
     folder = tmp_path / "my study's dir"
     proc = zoomeval("init", str(folder), "--preset", preset)
@@ -79,10 +98,17 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
     run = steps[1].split("   #")[0]
     assert run in (ROOT / "docs" / page).read_text() and not any("snakemake" in step for step in steps)
     keys = [line.split(":")[0].strip() for line in lines if line.startswith("    ")]
-    expected = {"gpu": ["datasets.imagenet.images", "datasets.imagenet.annotations"], "demo": [],
-                "paper": ["datasets.imagenet.images", "datasets.imagenet.annotations",
-                          "datasets.imagenet_sketch.root", "datasets.objectnet.root"],
-                "imagefolder": ["datasets.own_data.root"]}  # fmt: skip
+    expected = {
+        "gpu": ["datasets.imagenet.images", "datasets.imagenet.annotations"],
+        "demo": [],
+        "paper": [
+            "datasets.imagenet.images",
+            "datasets.imagenet.annotations",
+            "datasets.imagenet_sketch.root",
+            "datasets.objectnet.root",
+        ],
+        "imagefolder": ["datasets.own_data.root"],
+    }
     assert keys == expected[preset]
 
 
@@ -90,7 +116,12 @@ def test_each_presets_steps_run_its_own_targets_and_read_the_seal_where_they_bui
     """The preset commands' targets, less the tables the default target builds: Table A8 (gpu), the ImageNet-Hard
     table (imagenet-hard); `all` (paper) and Table 5 (tta) stay."""
     assert [study_dir.preset_targets(p) for p in ("demo", "gpu", "imagenet-hard", "paper", "tta")] == [
-        [], [], [], ["all"], ["results/table_tta.csv"]]  # fmt: skip
+        [],
+        [],
+        [],
+        ["all"],
+        ["results/table_tta.csv"],
+    ]
     assert study_dir.run_steps("tta") == [
         "zoomeval run . results/table_tta.csv --limit 2   # a smoke test: the first 2 images of each dataset, in "
         "results/limit-2",
@@ -116,8 +147,11 @@ def bad_metrics(folder: Path, content: bytes) -> Path:
     path = folder / "results" / "analysis" / "demo" / "original" / "m" / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
-    entry = {"path": "results/analysis/demo/original/m/metrics.json", "sha256": hashlib.sha256(content).hexdigest(),
-             "key": {}}  # fmt: skip
+    entry = {
+        "path": "results/analysis/demo/original/m/metrics.json",
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "key": {},
+    }
     index = {"kind": "study_index", "schema_version": 1, "results": [entry]}
     (folder / "results" / "study.json").write_text(json.dumps(index))
     return folder
@@ -133,35 +167,61 @@ REFUSALS = [
     ("init", ["init", "{tmp}/file/s"], "zoomeval init: {tmp}/file/s/config: Not a directory"),
     ("init", ["init", "{tmp}/s", "--preset", "papr"], "zoomeval init: argument --preset: invalid choice: 'papr'"),
     ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/file"], "zoomeval init: {tmp}/file holds no zoomeval workflow"),
-    ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/checkout"], "zoomeval init: {tmp}/checkout/config/config.yaml: "
-                                                                  "Is a directory"),
+    (
+        "init",
+        ["init", "{tmp}/s", "--workflow", "{tmp}/checkout"],
+        "zoomeval init: {tmp}/checkout/config/config.yaml: Is a directory",
+    ),
     ("list", ["list"], "zoomeval list: the following arguments are required: kind"),
     ("list", ["list", "modles"], "zoomeval list: argument kind: invalid choice: 'modles'"),
     ("list", ["list", "presets", "gpu"], "zoomeval list: zoomeval list presets takes no further argument"),
     ("list", ["list", "models"], "zoomeval list: zoomeval list models needs a SOURCE"),
     ("list", ["list", "models", "nosuch"], "zoomeval list: unknown model source 'nosuch'"),
     ("leaderboard", ["leaderboard"], "zoomeval leaderboard: the following arguments are required: DIR"),
-    ("leaderboard", ["leaderboard", "{tmp}/nosuchdir"], "zoomeval leaderboard: argument DIR: {tmp}/nosuchdir: no such "
-                                                        "directory"),
+    (
+        "leaderboard",
+        ["leaderboard", "{tmp}/nosuchdir"],
+        "zoomeval leaderboard: argument DIR: {tmp}/nosuchdir: no such directory",
+    ),
     ("leaderboard", ["leaderboard", "{tmp}/file"], "zoomeval leaderboard: argument DIR: {tmp}/file: not a directory"),
-    ("leaderboard", ["leaderboard", "{tmp}/text"], "zoomeval leaderboard: {tmp}/text/results/analysis/demo/original/m/"
-                                                   "metrics.json: not a JSON document"),
-    ("leaderboard", ["leaderboard", "{tmp}/binary"], "zoomeval leaderboard: {tmp}/binary/results/analysis/demo/"
-                                                     "original/m/metrics.json: not a JSON document ('utf-8' codec"),
-    ("leaderboard", ["leaderboard", "{tmp}/array"], "zoomeval leaderboard: {tmp}/array/results/analysis/demo/"
-                                                    "original/m/metrics.json: not a metrics document"),
-    ("policy export", ["policy", "export", "{tmp}/array", "--policy", "vote", "--budget", "4", "--fit", "demo"],
-     "zoomeval policy export: --model: {tmp}/array/results/policies/demo/original holds policies of 0 models"),
-    ("predict", ["predict", "--policy", "{tmp}/file", "--resources", "{tmp}/checkout", "{tmp}/nosuch.jpg"],
-     "zoomeval predict: {tmp}/nosuch.jpg: no such file or folder"),
-    ("predict", ["predict", "--policy", "{tmp}/file", "--resources", "{tmp}/checkout", "{tmp}/checkout"],
-     "zoomeval predict: no image files (.jpeg, .jpg, .png) under {tmp}/checkout"),
-]  # fmt: skip
+    (
+        "leaderboard",
+        ["leaderboard", "{tmp}/text"],
+        "zoomeval leaderboard: {tmp}/text/results/analysis/demo/original/m/metrics.json: not a JSON document",
+    ),
+    (
+        "leaderboard",
+        ["leaderboard", "{tmp}/binary"],
+        "zoomeval leaderboard: {tmp}/binary/results/analysis/demo/"
+        "original/m/metrics.json: not a JSON document ('utf-8' codec",
+    ),
+    (
+        "leaderboard",
+        ["leaderboard", "{tmp}/array"],
+        "zoomeval leaderboard: {tmp}/array/results/analysis/demo/original/m/metrics.json: not a metrics document",
+    ),
+    (
+        "policy export",
+        ["policy", "export", "{tmp}/array", "--policy", "vote", "--budget", "4", "--fit", "demo"],
+        "zoomeval policy export: --model: {tmp}/array/results/policies/demo/original holds policies of 0 models",
+    ),
+    (
+        "predict",
+        ["predict", "--policy", "{tmp}/file", "--resources", "{tmp}/checkout", "{tmp}/nosuch.jpg"],
+        "zoomeval predict: {tmp}/nosuch.jpg: no such file or folder",
+    ),
+    (
+        "predict",
+        ["predict", "--policy", "{tmp}/file", "--resources", "{tmp}/checkout", "{tmp}/checkout"],
+        "zoomeval predict: no image files (.jpeg, .jpg, .png) under {tmp}/checkout",
+    ),
+]
 
 
 @pytest.mark.parametrize(("command", "args", "message"), REFUSALS, ids=[" ".join(r[1]) or "none" for r in REFUSALS])
-def test_every_subcommand_refuses_a_bad_input_in_one_line(tmp_path: Path, command: str, args: list[str],
-                                                          message: str) -> None:  # fmt: skip
+def test_every_subcommand_refuses_a_bad_input_in_one_line(
+    tmp_path: Path, command: str, args: list[str], message: str
+) -> None:
     (tmp_path / "file").touch()
     fake_checkout(tmp_path / "checkout")
     for name, content in (("text", b"not json"), ("binary", b"\xff\xfe"), ("array", b"[1]")):
@@ -176,8 +236,9 @@ def test_every_subcommand_refuses_a_bad_input_in_one_line(tmp_path: Path, comman
 def test_a_reader_that_goes_away_stops_the_listing_quietly() -> None:
     """`zoomeval list models timm | head -1`: about 100 KB, more than a pipe holds, so the write fails once the
     reader has closed its end; the command stops with the shell's status for SIGPIPE and writes nothing to stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "zoomeval", "list", "models", "timm"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zoomeval", "list", "models", "timm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline().startswith(b"aimv2_1b_patch14_224\t")
     proc.stdout.close()

@@ -24,10 +24,11 @@ def test_predictions_and_classes_carry_wnids_and_english_names(tmp_path: Path) -
     frame = toy.class_predictions("toy", "original", "m").collect()
     assert frame.columns[:7] == ["image_id", "scale", "row", "col", "transform", "name", "pred"]
     named = frame.select("pred", "pred_wnid", "pred_name", "pred_full_name").unique().sort("pred").rows()
-    assert named == [(0, "n01440764", "tench, Tinca tinca", "tench, Tinca tinca"),
-                     (1, "n01443537", "goldfish, Carassius auratus", "goldfish, Carassius auratus"),
-                     (5, "n01496331", "electric ray, crampfish, numbfish, torpedo",
-                      "electric ray, crampfish, numbfish, torpedo")]  # fmt: skip
+    assert named == [
+        (0, "n01440764", "tench, Tinca tinca", "tench, Tinca tinca"),
+        (1, "n01443537", "goldfish, Carassius auratus", "goldfish, Carassius auratus"),
+        (5, "n01496331", "electric ray, crampfish, numbfish, torpedo", "electric ray, crampfish, numbfish, torpedo"),
+    ]
     assert frame.height == 2 * 9 * 2  # the names add columns, never rows
 
 
@@ -38,8 +39,11 @@ def test_the_standard_evaluation_per_image_scores_acc_standard(tmp_path: Path) -
     # the fixture's standard evaluation is right (its label i % 4) on the images i with i % 3 == 0, else says 998
     assert rows["image_id"].to_list() == [f"i{i:02d}" for i in range(12)]
     assert rows.filter("correct")["image_id"].to_list() == ["i00", "i03", "i06", "i09"]
-    assert rows.filter(image_id="i03").select("pred", "pred_name", "labels").row(0) == (3, "tiger shark, Galeocerdo "
-                                                                                           "cuvieri", [3])  # fmt: skip
+    assert rows.filter(image_id="i03").select("pred", "pred_name", "labels").row(0) == (
+        3,
+        "tiger shark, Galeocerdo cuvieri",
+        [3],
+    )
     assert set(rows.filter(~pl.col("correct"))["pred_name"]) == {"ear, spike, capitulum"}
     assert rows["top5"].to_list()[1] == [998, 997, 1, 995, 994]  # image 1 is odd: its label third in the top 5
 
@@ -55,14 +59,21 @@ def test_studies_in_one_frame_are_grouped_by_key_with_headings_in_words(tmp_path
     assert frame.height == 4 and frame["key_sha256"].n_unique() == 3
     groups = dict(zip(frame["study"], frame["group"], strict=True))
     # a's group is one field from b's (the weights) and one from c's (the scales): it names both, in words
-    assert groups["a"] == groups["d"] == (f"{BASE} — weights sha256 abababababab… (not cdcdcdcdcdcd…); "
-                                          "scales 64–256 (not 64–448)")  # fmt: skip
+    assert (
+        groups["a"]
+        == groups["d"]
+        == (f"{BASE} — weights sha256 abababababab… (not cdcdcdcdcdcd…); scales 64–256 (not 64–448)")
+    )
     # b is two fields from c, one from a: only its nearest, a, is named
     assert groups["b"] == f"{BASE} — weights sha256 cdcdcdcdcdcd… (not abababababab…)"
     assert groups["c"] == f"{BASE} — scales 64–448 (not 64–256)"
     assert frame.filter(study="a")["acc_1crop"].item() == frame.filter(study="d")["acc_1crop"].item()
     # the leaderboard's headings are the same words
-    board = subprocess.run([sys.executable, "-m", "zoomeval", "leaderboard", *map(str, (a, b, c))],
-                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    board = subprocess.run(
+        [sys.executable, "-m", "zoomeval", "leaderboard", *map(str, (a, b, c))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     headings = [line for line in board.splitlines() if line.startswith("## ")]
     assert headings == [f"## {groups[s]}" for s in "abc"]

@@ -90,8 +90,9 @@ def as_config(block: dict[str, Any]) -> dict[str, Any]:
 def test_the_docs_example_configs_and_the_shipped_configs_validate() -> None:
     """Every YAML block of README.md and the docs site, and config/*.yaml, through the Snakefile's validation;
     local paths need not exist (``check_paths=False``: /data/... stands for the reader's own copies)."""
-    blocks = {f"{page.relative_to(ROOT)} block {k}": text for page in doc_pages()
-              for k, text in enumerate(yaml_blocks(page))}  # fmt: skip
+    blocks = {
+        f"{page.relative_to(ROOT)} block {k}": text for page in doc_pages() for k, text in enumerate(yaml_blocks(page))
+    }
     assert len([name for name in blocks if name.startswith("docs/how-to/")]) >= 5
     for name, text in blocks.items():
         config = yaml.safe_load(text)
@@ -100,8 +101,10 @@ def test_the_docs_example_configs_and_the_shipped_configs_validate() -> None:
             load_config(as_config(config), check_paths=False)
         except ConfigError as error:
             raise AssertionError(f"{name}: {error}") from None
-    typed = [load_config(yaml.safe_load(path.read_text()), check_paths=False)
-             for path in sorted((ROOT / "config").glob("*.yaml"))]  # fmt: skip
+    typed = [
+        load_config(yaml.safe_load(path.read_text()), check_paths=False)
+        for path in sorted((ROOT / "config").glob("*.yaml"))
+    ]
     assert len(typed) >= 6
 
 
@@ -183,14 +186,23 @@ def test_dataset_names_and_scorings_that_do_not_collide_are_accepted() -> None:
         (".hidden", "models: '.hidden' is not a valid name: a model name"),
         ("-r", "models: '-r' is not a valid name: a model name"),
         ("a/b", "models: 'a/b' is not a valid name: a model name"),
-        ("efficientnet_lite0.aggregates", "models.efficientnet_lite0.aggregates: a model name cannot end in "
-         ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'"),
-        ("efficientnet_lite0.part12", "models.efficientnet_lite0.part12: a model name cannot end in .part12: with "
-         "inference.parts its predictions would be a part file of a model 'efficientnet_lite0'"),
-        ("EfficientNet_Lite0", "models.EfficientNet_Lite0 (model 'EfficientNet_Lite0') collides with "
-         "models.efficientnet_lite0 (model 'efficientnet_lite0') in all but case"),
+        (
+            "efficientnet_lite0.aggregates",
+            "models.efficientnet_lite0.aggregates: a model name cannot end in "
+            ".aggregates: its predictions would be the aggregates file of a model 'efficientnet_lite0'",
+        ),
+        (
+            "efficientnet_lite0.part12",
+            "models.efficientnet_lite0.part12: a model name cannot end in .part12: with "
+            "inference.parts its predictions would be a part file of a model 'efficientnet_lite0'",
+        ),
+        (
+            "EfficientNet_Lite0",
+            "models.EfficientNet_Lite0 (model 'EfficientNet_Lite0') collides with "
+            "models.efficientnet_lite0 (model 'efficientnet_lite0') in all but case",
+        ),
     ],
-)  # fmt: skip
+)
 def test_model_names_that_escape_or_collide_are_refused(name: str, message: str) -> None:
     assert refusal(lambda c: c["models"].update({name: c["models"]["efficientnet_lite0"]})).startswith(message)
 
@@ -203,8 +215,22 @@ def test_dataset_names_that_are_not_plain_folder_names_are_refused(name: str) ->
 
 #: Names one character away from a valid one: a trailing newline (which `$` alone lets through), carriage return,
 #: tab, a space, control characters, look-alike letters (Cyrillic е, fullwidth ｄ) and a line separator.
-NEAR_NAMES = ["demo\n", "demo\r", "demo\r\n", "de\tmo", "demo ", " demo", "demo\x00", "demo\x1b[2J", "demo\x7f",
-              "demo\x85", "d\u0435mo", "\uff44emo", "demo\u2028", "\ndemo"]  # fmt: skip
+NEAR_NAMES = [
+    "demo\n",
+    "demo\r",
+    "demo\r\n",
+    "de\tmo",
+    "demo ",
+    " demo",
+    "demo\x00",
+    "demo\x1b[2J",
+    "demo\x7f",
+    "demo\x85",
+    "d\u0435mo",
+    "\uff44emo",
+    "demo\u2028",
+    "\ndemo",
+]
 
 
 @pytest.mark.parametrize("name", NEAR_NAMES)
@@ -221,8 +247,10 @@ def test_names_with_a_trailing_newline_tab_control_or_look_alike_are_refused_eve
     layout = Layout()
     assert layout.parse("metrics", layout.path("metrics", scored="demo", variant="original", model="m")) is not None
     control = any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch == "\u2028" for ch in name)
-    for wildcards in ({"scored": name, "variant": "original", "model": "m"}, {"scored": "demo", "variant": "original",
-                      "model": name}):  # fmt: skip
+    for wildcards in (
+        {"scored": name, "variant": "original", "model": "m"},
+        {"scored": "demo", "variant": "original", "model": name},
+    ):
         parsed = layout.parse("metrics", layout.path("metrics", **wildcards))
         assert (parsed is None) == control, (name, parsed)  # look-alikes are file names; the config refuses them
 
@@ -234,7 +262,8 @@ LONGEST_DERIVED = ".{name}.part{part}.aggregates.parquet.0123456789abcdef.tmp"
 def test_names_are_bounded_so_that_every_file_named_after_them_fits(tmp_path: Path) -> None:
     longest = "m" * 199 + "n"
     assert list(validated(lambda c: c["models"].update({longest: c["models"].pop("efficientnet_lite0")})).models) == [
-        longest]  # fmt: skip
+        longest
+    ]
     (tmp_path / LONGEST_DERIVED.format(name=longest, part=999_999_999)).touch()  # 255 bytes: the file system's limit
     too_long = "m" * 240  # passed before, then predict died with OSError: [Errno 36] File name too long
     message = refusal(lambda c: c["models"].update({too_long: c["models"].pop("efficientnet_lite0")}))
@@ -252,8 +281,12 @@ def test_names_snakemake_would_take_for_a_recursion_are_refused_exactly_where_it
 
     detector = PeriodicityDetector()
     pattern = re.compile(yaml.safe_load(SCHEMA.read_text())["properties"]["models"]["propertyNames"]["pattern"])
-    names = [f"{head}{piece * n}" for head in ("", "r", "resnet_", "ab") for piece in ("a", "ab", "abc", "aab", "1")
-             for n in range(15, 26)]  # fmt: skip
+    names = [
+        f"{head}{piece * n}"
+        for head in ("", "r", "resnet_", "ab")
+        for piece in ("a", "ab", "abc", "aab", "1")
+        for n in range(15, 26)
+    ]
     refused = [name for name in names if not pattern.search(name)]
     assert refused == [name for name in names if detector.is_periodic(name) is not None]
     assert "a" * 20 in refused and "a" * 19 not in refused and "resnet_" + "ab" * 20 in refused
@@ -263,10 +296,15 @@ def test_names_snakemake_would_take_for_a_recursion_are_refused_exactly_where_it
 
 def test_every_missing_input_and_unusable_setting_is_listed_at_once(tmp_path: Path, monkeypatch) -> None:
     """Before: one refusal per run, the first missing file only (fixing `images` revealed `annotations`)."""
+
     def change(c):
         c["datasets"]["val"] = {**VAL, "variants": ["original"], "label_sets": ["in", "multilabel"]}
-        c["models"]["ckpt"] = {"source": "checkpoint", "architecture": "resnet50", "weights": "a" * 64,
-                               "checkpoint": str(tmp_path / "r50.pth")}  # fmt: skip
+        c["models"]["ckpt"] = {
+            "source": "checkpoint",
+            "architecture": "resnet50",
+            "weights": "a" * 64,
+            "checkpoint": str(tmp_path / "r50.pth"),
+        }
         c["inference"]["device"] = "cuda:7"
         c["tta"]["models"] = ["nope"]
         c["multilabel"] = str(tmp_path / "human.json")
@@ -298,13 +336,18 @@ def test_model_names_with_inner_dots_still_work() -> None:
         (lambda m: m.update(mean=[float("nan")] * 3), "models.efficientnet_lite0.mean[0]: nan is not a finite number"),
         (lambda m: m.update(std=[0.2, float("inf"), 0.2]), "models.efficientnet_lite0.std[1]: inf is not a finite"),
         (lambda m: m.update(std=[0.2, 0.0, 0.2]), "models.efficientnet_lite0.std[1]: 0.0 is less than or equal to"),
-        (lambda m: m.update(mean=[123.7, 116.3, 103.5]), "models.efficientnet_lite0.mean[0]: 123.7 is greater than "
-         "the maximum of 1 (a channel mean of pixels in [0, 1]; divide a 0-255 scale value by 255)"),
-        (lambda m: m.update(input_size=100000), "models.efficientnet_lite0.input_size: 100000 is greater than the "
-         "maximum of 1024"),
+        (
+            lambda m: m.update(mean=[123.7, 116.3, 103.5]),
+            "models.efficientnet_lite0.mean[0]: 123.7 is greater than "
+            "the maximum of 1 (a channel mean of pixels in [0, 1]; divide a 0-255 scale value by 255)",
+        ),
+        (
+            lambda m: m.update(input_size=100000),
+            "models.efficientnet_lite0.input_size: 100000 is greater than the maximum of 1024",
+        ),
     ],
     ids=["nan-mean", "inf-std", "zero-std", "mean-0-255", "input-size"],
-)  # fmt: skip
+)
 def test_normalisation_and_crop_size_out_of_range_are_refused_naming_the_key(change, message: str) -> None:
     assert refusal(lambda c: change(c["models"]["efficientnet_lite0"])).startswith(message)
 
@@ -313,8 +356,10 @@ def test_a_checkpoint_on_a_model_source_that_never_reads_it_is_refused() -> None
     """Otherwise an embedded or torchvision model would run with its published weights while the config names a
     checkpoint."""
     message = refusal(lambda c: c["models"]["efficientnet_lite0"].update(checkpoint="/data/mine.pth"))
-    assert message == ("models.efficientnet_lite0.checkpoint: only sources checkpoint, entry_point, open_clip, timm "
-                       "read it; remove it from this embedded model")  # fmt: skip
+    assert message == (
+        "models.efficientnet_lite0.checkpoint: only sources checkpoint, entry_point, open_clip, timm "
+        "read it; remove it from this embedded model"
+    )
 
 
 def test_nan_counting_thresholds_and_time_limits_are_refused() -> None:
@@ -342,8 +387,9 @@ def test_numbers_given_as_strings_or_integral_floats_are_normalised() -> None:
     """``--config scales=[224,256]`` passes the items as strings; YAML may write 224.0."""
     inference = {"batch_size": "32", "compile": "false", "store_top5": "True"}
     config = validated(
-        lambda c: c.update(scales=["224", 256.0, " 64 "], top_k="3", cover_time_limit="2.5", cover_node_limit="50",
-                           inference=inference)  # fmt: skip
+        lambda c: c.update(
+            scales=["224", 256.0, " 64 "], top_k="3", cover_time_limit="2.5", cover_node_limit="50", inference=inference
+        )
     )
     assert config.scales == (224, 256, 64) and all(type(s) is int for s in config.scales)
     assert (config.top_k, config.cover_time_limit, config.cover_node_limit) == (3, 2.5, 50)
@@ -504,8 +550,14 @@ def test_parallel_gpu_jobs_of_one_machine_each_take_a_free_gpu(tmp_path, monkeyp
 
 
 def test_a_minimal_config_takes_every_default_from_the_dataclasses() -> None:
-    config = load_config({"scales": [256], "datasets": {"v": VAL, "d": {"adapter": "demo"}},
-                          "models": {"m": DEMO["models"]["efficientnet_lite0"]}}, check_paths=False)  # fmt: skip
+    config = load_config(
+        {
+            "scales": [256],
+            "datasets": {"v": VAL, "d": {"adapter": "demo"}},
+            "models": {"m": DEMO["models"]["efficientnet_lite0"]},
+        },
+        check_paths=False,
+    )
     assert (config.top_k, config.on_bad_image, config.max_resized_pixels, config.cover_time_limit) == (
         36,
         "skip",
@@ -552,12 +604,18 @@ def field_defaults(cls: type) -> dict[str, Any]:
 
 #: Each typed section and the schema of its keys (``*``: a dataset's or model's entry).
 TYPED_SECTIONS = [
-    ((), (Config,)), (("inference",), (InferenceSettings,)), (("browser",), (BrowserConfig,)),
-    (("tta",), (MemoSettings, TTAConfig)), (("policies",), (PoliciesConfig,)), (("sam",), (SamConfig,)),
-    (("sam", "counting"), (CountFilter,)), (("stats",), (StatsConfig,)), (("where_zoom_helps",), (WhereZoomConfig,)),
+    ((), (Config,)),
+    (("inference",), (InferenceSettings,)),
+    (("browser",), (BrowserConfig,)),
+    (("tta",), (MemoSettings, TTAConfig)),
+    (("policies",), (PoliciesConfig,)),
+    (("sam",), (SamConfig,)),
+    (("sam", "counting"), (CountFilter,)),
+    (("stats",), (StatsConfig,)),
+    (("where_zoom_helps",), (WhereZoomConfig,)),
     (("datasets", "*"), (DatasetConfig,)),
     (("models", "*"), (ModelSpec, OpenClipOptions, TimmOptions, CheckpointOptions)),  # an entry's keys, its source's
-]  # fmt: skip
+]
 #: Fields that are no key of their section: an entry's name (its key under datasets or models), a dataset's inputs
 #: (keys its adapter declares) and a model's source options (the keys only its source reads, typed by the source).
 NOT_KEYS = {"name", "inputs", "options"}
@@ -657,16 +715,19 @@ def test_the_limit_is_a_whole_number_of_images_or_null() -> None:
 
 def test_compile_asked_for_on_the_cpu_is_refused_with_the_fix() -> None:
     message = refusal(lambda c: c["inference"].update(device="cpu", compile=True))
-    assert message == ("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on a "
-                       "CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto to "
-                       "compile where a GPU is found")  # fmt: skip
+    assert message == (
+        "inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on a "
+        "CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto to "
+        "compile where a GPU is found"
+    )
     assert validated(lambda c: c["inference"].update(device="auto", compile=True)).inference.compile
 
 
 def test_a_plan_notes_compile_off_where_auto_finds_no_gpu(monkeypatch) -> None:
     monkeypatch.setattr(devices, "gpus_at_most", lambda: 0)
-    assert devices.cpu_note("auto", True) == ("inference.compile: no GPU is visible here, so the jobs run on the "
-                                              "CPU with compile turned off")  # fmt: skip
+    assert devices.cpu_note("auto", True) == (
+        "inference.compile: no GPU is visible here, so the jobs run on the CPU with compile turned off"
+    )
     assert devices.cpu_note("auto", False) is None and devices.cpu_note("cuda", True) is None
     monkeypatch.setattr(devices, "gpus_at_most", lambda: 1)
     assert devices.cpu_note("auto", True) is None

@@ -68,8 +68,12 @@ def test_paper_config_pins_every_hugging_face_input_to_a_commit():
     """A Hugging Face dataset repo changes under the same name (imagenet-hard went from 13,925 to 10,980 images,
     with two shard sets side by side in between): the paper's config pins each hf input to a commit sha."""
     config = yaml.safe_load((Path(__file__).parents[1] / "config" / "paper.yaml").read_text())
-    inputs = {f"datasets.{name}.{key}": spec for name, entry in config["datasets"].items()
-              for key, spec in entry.items() if isinstance(spec, dict) and "hf" in spec}  # fmt: skip
+    inputs = {
+        f"datasets.{name}.{key}": spec
+        for name, entry in config["datasets"].items()
+        for key, spec in entry.items()
+        if isinstance(spec, dict) and "hf" in spec
+    }
     assert list(inputs) == ["datasets.imagenet_hard.parquet"]
     for key, spec in inputs.items():
         assert re.fullmatch(r"[0-9a-f]{40}", spec.get("revision", "")), key
@@ -94,8 +98,9 @@ def test_build_records_dispatches_through_the_adapter_registry(tmp_path):
     when it writes images."""
     (tmp_path / "n01440764").mkdir()
     Image.new("RGB", (9, 7)).save(tmp_path / "n01440764" / "x.png")
-    folder = DatasetConfig("mine", "imagefolder", {"root": InputSpec(path=str(tmp_path), plain=True)},
-                           variants=("original",))
+    folder = DatasetConfig(
+        "mine", "imagefolder", {"root": InputSpec(path=str(tmp_path), plain=True)}, variants=("original",)
+    )
     records, classes = build_records(folder, {"root": tmp_path}, tmp_path / "unused")
     assert [(r.image_id, r.labels, r.width, r.height) for r in records] == [("n01440764/x", [0], 9, 7)]
     assert classes is None and not (tmp_path / "unused").exists()

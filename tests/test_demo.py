@@ -18,7 +18,12 @@ def test_demo_is_byte_identical_on_rerun(tmp_path):
     assert len(first) == len(SCENES) == 12
     for r1, r2 in zip(first, second, strict=True):
         assert (r1.image_id, r1.labels, r1.boxes, r1.width, r1.height) == (
-            r2.image_id, r2.labels, r2.boxes, r2.width, r2.height)  # fmt: skip
+            r2.image_id,
+            r2.labels,
+            r2.boxes,
+            r2.width,
+            r2.height,
+        )
         assert (tmp_path / "a" / f"{r1.image_id}.png").read_bytes() == (
             tmp_path / "b" / f"{r2.image_id}.png"
         ).read_bytes()

@@ -126,13 +126,15 @@ def test_a_plan_holds_the_nonzero_taps_and_indices_only():
     entries = sum(p.chunks * (2 * TAPS + 1) + p.outputs + 1 for p in passes) + plan.views * (1 + 2 * 224)
     assert plan.nbytes == 4 * entries <= 16 * 2**20
     assert plan.buffer.dtype == torch.int32 and plan.views == 333
-    ((_, kk1, dst1, offsets1), _), = plan.tensors()[0]
+    (((_, kk1, dst1, offsets1), _),) = plan.tensors()[0]
     # each output's chunks are offsets[o]:offsets[o + 1]
     assert torch.equal(offsets1, torch.searchsorted(dst1, torch.arange(len(offsets1), dtype=torch.int32)))
     assert bool((dst1[1:] >= dst1[:-1]).all())
     # width first: every scale's horizontal taps of the used columns, brute force from pil_resample.taps
-    assert int((kk1 != 0).sum()) == sum(int((taps(500, resized_size(500, 375, s)[0], cols)[2] != 0).sum())
-                                         for s, cols in zip(scales, _used_columns(500, 375, scales), strict=True))
+    assert int((kk1 != 0).sum()) == sum(
+        int((taps(500, resized_size(500, 375, s)[0], cols)[2] != 0).sum())
+        for s, cols in zip(scales, _used_columns(500, 375, scales), strict=True)
+    )
 
 
 def _used_columns(width: int, height: int, scales: tuple[int, ...]) -> list[np.ndarray]:
@@ -153,8 +155,10 @@ def test_the_workers_build_the_plan_beside_the_decode(demo):
 
 
 def _images(sizes: list[tuple[int, int]]) -> list[tuple[int, DeviceImage]]:
-    return [(i, DeviceImage(torch.from_numpy(np.array(_noise(w, h, i))), crop_plan(w, h, (64, 256), 224, True)))
-            for i, (w, h) in enumerate(sizes)]  # fmt: skip
+    return [
+        (i, DeviceImage(torch.from_numpy(np.array(_noise(w, h, i))), crop_plan(w, h, (64, 256), 224, True)))
+        for i, (w, h) in enumerate(sizes)
+    ]
 
 
 #: A device time per image that makes PIL faster (10 s) and one that makes the device path faster (1 us).
@@ -200,8 +204,11 @@ def test_auto_stops_the_job_where_the_device_paths_crops_differ_from_pils(demo, 
     _forced_auto(monkeypatch, "device")
     monkeypatch.setattr(auto_backend, "plan_crops", lambda *a: plan_crops(*a[:2]) ^ 1)  # every value off by one
     with pytest.raises(RuntimeError, match=f"crops of {demo[0].path} differ from PIL's in [0-9]+ values on cpu"):
-        next(auto_backend.measured_stream(ZoomCrops(demo[:3], SCALES, backend="auto"), torch.device("cpu"), 1,
-                                          lambda later: iter(())))  # fmt: skip
+        next(
+            auto_backend.measured_stream(
+                ZoomCrops(demo[:3], SCALES, backend="auto"), torch.device("cpu"), 1, lambda later: iter(())
+            )
+        )
 
 
 def test_auto_writes_the_same_prediction_files_whichever_path_it_chooses(demo, tmp_path, monkeypatch):

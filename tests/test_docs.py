@@ -83,8 +83,9 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium 
 
 
 @needs_chromium
-@pytest.mark.parametrize(("page", "heading"), [("index.html", "zoomeval"),
-                                               ("how-to/imagenet-gpu.html", "ResNet-50 on ImageNet val")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("page", "heading"), [("index.html", "zoomeval"), ("how-to/imagenet-gpu.html", "ResNet-50 on ImageNet val")]
+)
 def test_pages_open_in_chromium_without_errors(served, tmp_path, page, heading):
     with Chromium(tmp_path / "profile") as chrome:
         chrome.open(f"{served}/{page}")
@@ -123,8 +124,10 @@ def test_an_included_config_that_changed_makes_its_page_stale(tmp_path, capsys):
     (tmp_path / "config" / "a.yaml").write_text("top_k: 3\n")
     page = tmp_path / "docs" / "how-to" / "a.md"
     page.parent.mkdir(parents=True)
-    page.write_text("# A\n\n<!-- include config/a.yaml: old -->\n```yaml\ntop_k: 2\n```\n"
-                    "<!-- end include config/a.yaml -->\n\nAfter.\n")  # fmt: skip
+    page.write_text(
+        "# A\n\n<!-- include config/a.yaml: old -->\n```yaml\ntop_k: 2\n```\n"
+        "<!-- end include config/a.yaml -->\n\nAfter.\n"
+    )
     refreshed = docs.included_files(tmp_path, page.read_text())
     start = docs.INCLUDE_START.format(path="config/a.yaml")
     assert refreshed == f"# A\n\n{start}\n```yaml\ntop_k: 3\n```\n<!-- end include config/a.yaml -->\n\nAfter.\n"
@@ -147,7 +150,10 @@ def test_the_cascades_documented_grid_is_the_codes():
 def test_a_new_key_is_documented_from_its_schema_declaration_alone(tmp_path):
     schema = yaml.safe_load((ROOT / docs.SCHEMA).read_text())
     schema["properties"]["inference"]["properties"]["pin_memory"] = {
-        "description": "copy batches from pinned memory", "type": "boolean", "default": False, "x-reruns": "no",
+        "description": "copy batches from pinned memory",
+        "type": "boolean",
+        "default": False,
+        "x-reruns": "no",
     }
     (tmp_path / docs.SCHEMA).parent.mkdir(parents=True)
     (tmp_path / docs.SCHEMA).write_text(yaml.safe_dump(schema))
@@ -170,8 +176,10 @@ def test_the_outputs_page_gives_each_output_its_declared_columns_and_schema_vers
     """The outputs page takes a table's columns and a file's schema version from the modules that write them."""
     page = docs.outputs_reference({"intro": "", "details": {}, "after": ""})
     table_a8 = page.split("### `table_a8`\n\n")[1].split("\n\n### ")[0].splitlines()
-    assert table_a8[0] == "`results/table_a8.{ext}`: Table A8: upper bounds on original, object-only and " \
+    assert (
+        table_a8[0] == "`results/table_a8.{ext}`: Table A8: upper bounds on original, object-only and "
         "background-only images."
+    )
     columns = [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS, *PROVENANCE_COLUMNS]
     assert table_a8[2:] == ["- **Columns**: " + ", ".join(f"`{c}`" for c in columns)]
     assert columns[-5:] == ["n_scales", "n_bad", "n_unscored", "left_out", "key_sha256"]
@@ -185,15 +193,20 @@ def test_the_outputs_page_refuses_details_of_an_undeclared_output():
         docs.outputs_reference({"intro": "", "details": {"table_9": "x"}, "after": ""})
 
 
-@pytest.mark.parametrize(("node", "words"), [
-    ({"type": "integer", "minimum": 16, "maximum": 1024}, "integer, 16 to 1024"),
-    ({"type": "number", "exclusiveMinimum": 0}, "number, > 0"),
-    ({"enum": ["pil", "torch"]}, "`pil` | `torch`"),
-    ({"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}, "list of 3 number"),
-    ({"type": "array", "uniqueItems": True, "minItems": 1, "items": {"enum": ["in"]}},
-     "list of `in` (unique, at least 1)"),
-    ({"oneOf": [{"type": "number", "minimum": 0}, {"type": "null"}]}, "number, ≥ 0 or `null`"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("node", "words"),
+    [
+        ({"type": "integer", "minimum": 16, "maximum": 1024}, "integer, 16 to 1024"),
+        ({"type": "number", "exclusiveMinimum": 0}, "number, > 0"),
+        ({"enum": ["pil", "torch"]}, "`pil` | `torch`"),
+        ({"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}, "list of 3 number"),
+        (
+            {"type": "array", "uniqueItems": True, "minItems": 1, "items": {"enum": ["in"]}},
+            "list of `in` (unique, at least 1)",
+        ),
+        ({"oneOf": [{"type": "number", "minimum": 0}, {"type": "null"}]}, "number, ≥ 0 or `null`"),
+    ],
+)
 def test_types_are_written_from_the_schema(node, words):
     assert docs.type_of(node, {}) == words
 

@@ -38,8 +38,12 @@ def test_the_checkpoint_is_loaded_into_the_module_and_its_logits_placed_by_their
     fetch_weights(spec, tmp_path / "weights")
     loaded = load_model(spec, tmp_path / "weights")
     assert (loaded.mean, loaded.std, loaded.classes) == ((0.5,) * 3, (0.25,) * 3, None)
-    assert loaded.provenance["entry_point"] == {"name": "tiny_net", "value": "zoomeval_tiny_models:tiny_net",
-                                                "distribution": DISTRIBUTION, "version": "0.1"}  # fmt: skip
+    assert loaded.provenance["entry_point"] == {
+        "name": "tiny_net",
+        "value": "zoomeval_tiny_models:tiny_net",
+        "distribution": DISTRIBUTION,
+        "version": "0.1",
+    }
     by_hand = tiny_module()
     by_hand.load_state_dict(torch.load(tmp_path / "tiny_net.pth", weights_only=True))
     x = torch.randn(2, 3, 64, 64)
@@ -61,8 +65,11 @@ def test_a_model_over_part_of_the_classes_is_scored_only_on_a_dataset_within_the
         logits = loaded.module(torch.randn(1, 3, 64, 64))
     assert (logits[0, 200:] == torch.finfo(torch.float32).min).all() and logits[0, :200].abs().max() < 1e3
     settings = InferenceSettings(device="cpu", threads=1)
-    with pytest.raises(ValueError, match=r"model 'own' has no logit for 800 classes .*\(n\w+, n\w+, n\w+, n\w+, "
-                                         r"n\w+, \.\.\.\): its class order does not cover"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"model 'own' has no logit for 800 classes .*\(n\w+, n\w+, n\w+, n\w+, "
+        r"n\w+, \.\.\.\): its class order does not cover",
+    ):
         Classifier(spec, settings, None, loaded=loaded)
     subset = [0, 7, 199]
     classifier = Classifier(spec, settings, subset, loaded=loaded)
@@ -74,18 +81,27 @@ def test_a_model_over_part_of_the_classes_is_scored_only_on_a_dataset_within_the
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("tiny_nett", r"models.own.architecture: 'tiny_nett' is no entry point of group zoomeval.models \(zoomeval "
-                      r"list models entry_point\); closest: tiny_net"),
-        ("broken", r"models.own: entry point broken = zoomeval_tiny_models:broken \(zoomeval-tiny-models 0.1\) "
-                   r"failed: ZeroDivisionError: division by zero$"),
+        (
+            "tiny_nett",
+            r"models.own.architecture: 'tiny_nett' is no entry point of group zoomeval.models \(zoomeval "
+            r"list models entry_point\); closest: tiny_net",
+        ),
+        (
+            "broken",
+            r"models.own: entry point broken = zoomeval_tiny_models:broken \(zoomeval-tiny-models 0.1\) "
+            r"failed: ZeroDivisionError: division by zero$",
+        ),
         ("no_module", "returned a str as its module, not a torch.nn.Module"),
         ("class_indices", r"the class order holds 0, not a WordNet id; class indices are refused"),
         ("twice", r"the class order names \['n01440764'\] more than once"),
-        ("no_normalize", r"evaluation transform is \['Resize', 'CenterCrop', 'ToTensor'\]; expected \.\.\., ToTensor, "
-                         "Normalize"),
+        (
+            "no_normalize",
+            r"evaluation transform is \['Resize', 'CenterCrop', 'ToTensor'\]; expected \.\.\., ToTensor, "
+            "Normalize",
+        ),
         ("two_values", r"returned tuple; return ModelDefinition\(module, transform, classes\)"),
     ],
-)  # fmt: skip
+)
 def test_what_cannot_be_trusted_is_refused_naming_the_entry_point(site, tmp_path, name: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         check_model(entry(tmp_path, name))
@@ -95,8 +111,11 @@ def test_a_wrong_sha256_another_normalisation_and_a_name_two_packages_give_are_r
     spec = entry(tmp_path)
     with pytest.raises(ConfigError, match=f"tiny_net.pth: sha256 {spec.weights} does not match {'1' * 64}"):
         check_model(entry(tmp_path, weights="1" * 64))
-    with pytest.raises(ConfigError, match=r"models.own.mean: \[0.485, 0.456, 0.406\] differs from the \[0.5, 0.5, "
-                                          r"0.5\] of entry point tiny_net's transform"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"models.own.mean: \[0.485, 0.456, 0.406\] differs from the \[0.5, 0.5, "
+        r"0.5\] of entry point tiny_net's transform",
+    ):
         check_model(entry(tmp_path, mean=(0.485, 0.456, 0.406)))
     other = write_distribution(tmp_path / "other", "other-models", {"tiny_net": "tiny(), TRANSFORM, list(wnids())"})
     monkeypatch.syspath_prepend(str(other))

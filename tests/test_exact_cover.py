@@ -71,12 +71,9 @@ def test_reduction_keeps_exactly_the_covers(seed):
 def test_reduce_rows_hand_example():
     m = np.array(
         # image: 0  1  2  3  4  5  6  7
-        [[1, 1, 0, 0, 1, 0, 1, 0],
-         [0, 1, 0, 1, 0, 0, 1, 1],
-         [0, 0, 0, 1, 0, 1, 1, 1],
-         [0, 0, 0, 0, 0, 1, 1, 0]],
+        [[1, 1, 0, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 0, 1, 1], [0, 0, 0, 1, 0, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 0]],
         dtype=bool,
-    )  # fmt: skip
+    )
     # 1 contains 0 (dominated), 2 is never covered, 4 repeats 0, 6 contains everything, 7 repeats 3.
     expected = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1], [0, 0, 1]], dtype=bool)
     np.testing.assert_array_equal(reduce_rows(m), expected)
@@ -105,15 +102,17 @@ def test_empty_universe(shape):
     assert reduce_rows(np.zeros(shape, dtype=bool)).shape == (shape[0], 0)
 
 
-def fake_milp(status: int, x: list[float] | None, bound: float, nodes: int | None = ec.COVER_NODE_LIMIT
-              ) -> Callable[..., OptimizeResult]:  # fmt: skip
+def fake_milp(
+    status: int, x: list[float] | None, bound: float, nodes: int | None = ec.COVER_NODE_LIMIT
+) -> Callable[..., OptimizeResult]:
     """A stand-in for ``scipy.optimize.milp`` that ends with ``status`` and solution ``x`` after ``nodes`` nodes (by
     default at the node limit, where HiGHS's "solution limit" status is milp's 4)."""
 
     def milp(*args: object, **kwargs: object) -> OptimizeResult:
         solution = None if x is None else np.array(x)
-        return OptimizeResult(status=status, success=status == 0, x=solution, mip_dual_bound=bound,
-                              mip_node_count=nodes, message="fake")  # fmt: skip
+        return OptimizeResult(
+            status=status, success=status == 0, x=solution, mip_dual_bound=bound, mip_node_count=nodes, message="fake"
+        )
 
     return milp
 

@@ -27,14 +27,33 @@ from zoomeval.inference.crop_plan import TAPS, PassTaps, crop_plan
 from zoomeval.inference.device_resize import pass_for, plan_crops, resample_pass
 from zoomeval.inference.fused_pass import _kernel, fused_pass
 
-SIGNATURE = {"x": "*u8", "src": "*i32", "kk": "*i32", "offsets": "*i32", "out": "*u8", "length": "i32",
-             "outputs": "i32", "inner": "i32", "total": "i32", "TAPS": "constexpr", "BITS": "constexpr",
-             "BLOCK": "constexpr"}  # fmt: skip
+SIGNATURE = {
+    "x": "*u8",
+    "src": "*i32",
+    "kk": "*i32",
+    "offsets": "*i32",
+    "out": "*u8",
+    "length": "i32",
+    "outputs": "i32",
+    "inner": "i32",
+    "total": "i32",
+    "TAPS": "constexpr",
+    "BITS": "constexpr",
+    "BLOCK": "constexpr",
+}
 
 
 #: NVIDIA T4; A100; RTX 30; RTX 40, L4, L40; H100, H200; B200. AMD MI300; Radeon RX 7900.
-TARGETS = [("cuda", 75, 32), ("cuda", 80, 32), ("cuda", 86, 32), ("cuda", 89, 32), ("cuda", 90, 32),
-           ("cuda", 100, 32), ("hip", "gfx942", 64), ("hip", "gfx1100", 32)]  # fmt: skip
+TARGETS = [
+    ("cuda", 75, 32),
+    ("cuda", 80, 32),
+    ("cuda", 86, 32),
+    ("cuda", 89, 32),
+    ("cuda", 90, 32),
+    ("cuda", 100, 32),
+    ("hip", "gfx942", 64),
+    ("hip", "gfx1100", 32),
+]
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
@@ -44,15 +63,17 @@ def test_the_kernel_compiles_for_each_gpu_generation_with_integers_only(monkeypa
     no floating-point instruction in NVIDIA's PTX (AMD's backend expands the integer divisions of the indices with
     exact float32 reciprocal steps)."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    source = ASTSource(_kernel(interpreted=False), SIGNATURE, constexprs={"TAPS": TAPS, "BITS": PRECISION_BITS,
-                                                                            "BLOCK": 1024})  # fmt: skip
+    source = ASTSource(
+        _kernel(interpreted=False), SIGNATURE, constexprs={"TAPS": TAPS, "BITS": PRECISION_BITS, "BLOCK": 1024}
+    )
     kernel = triton.compile(source, target=GPUTarget(*target))
     assert kernel.asm["cubin" if target[0] == "cuda" else "hsaco"]
     types = set(re.findall(r"(?:x|\b)(bf16|f16|f32|f64|i1|i8|i32|i64)\b", kernel.asm["ttir"]))  # 1024xi32, i64
     assert types == {"i1", "i8", "i32", "i64"}, types
     # as Pillow's C: the uint8 pixels zero-extended, the signed sum shifted arithmetically, clipped as signed
-    assert {"arith.extui", "arith.shrsi", "arith.maxsi", "arith.minsi"} <= set(re.findall(r"arith\.\w+",
-                                                                                          kernel.asm["ttir"]))
+    assert {"arith.extui", "arith.shrsi", "arith.maxsi", "arith.minsi"} <= set(
+        re.findall(r"arith\.\w+", kernel.asm["ttir"])
+    )
     assert not re.search(r"\b(half|bfloat|float|double)\b", kernel.asm["llir"])
     if target[0] == "cuda":
         assert not re.search(r"\.(f16|bf16|f32|f64)\b", kernel.asm["ptx"])
@@ -123,11 +144,14 @@ def interpreted_checks() -> dict[str, list]:
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory):
     """:func:`interpreted_checks` in Triton's interpreter (numpy on the CPU), its cache out of the home directory."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path_factory.mktemp("triton")),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}  # fmt: skip
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "TRITON_CACHE_DIR": str(tmp_path_factory.mktemp("triton")),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+    }
     code = "import json, tests.test_fused_pass as t; print(json.dumps(t.interpreted_checks()))"
-    run = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=900)  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.splitlines()[-1])
 

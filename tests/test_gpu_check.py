@@ -47,9 +47,13 @@ def test_the_consistency_check_accepts_any_rate_and_refuses_a_projection_from_an
     0.9) failed the earlier check against the rounded rate with a 1% tolerance (it is 4.4% off)."""
     best = 3.0
     true = 0.94 if rate == "skewed" else rate
-    model = {"end_to_end_setting": "bf16", "model_alone": {"bf16": best}, "end_to_end": round(true, 1),
-             "end_to_end_over_model": round(true / best, 3),
-             "imagenet_val_minutes": round(50_000 * VIEWS / (true * 1.05 if rate == "skewed" else true) / 60, 1)}
+    model = {
+        "end_to_end_setting": "bf16",
+        "model_alone": {"bf16": best},
+        "end_to_end": round(true, 1),
+        "end_to_end_over_model": round(true / best, 3),
+        "imagenet_val_minutes": round(50_000 * VIEWS / (true * 1.05 if rate == "skewed" else true) / 60, 1),
+    }
     assert consistent(model) is expected
 
 

@@ -26,14 +26,20 @@ ONE_CROP, MAX = share(110), share(329)  # 1.00 and 3.00 as the tables show them
 
 
 def hard(model, acc_standard, by_origin, n_images=10_980, acc_1crop=ONE_CROP, acc_max=MAX):
-    return replace(metric(model, "imagenet_hard", 1000, acc_1crop, 2.0, acc_max), acc_standard=acc_standard,
-                   n_images=n_images, by_origin=by_origin)  # fmt: skip
+    return replace(
+        metric(model, "imagenet_hard", 1000, acc_1crop, 2.0, acc_max),
+        acc_standard=acc_standard,
+        n_images=n_images,
+        by_origin=by_origin,
+    )
 
 
 def test_rows_carry_the_card_and_the_origins(tmp_path):
     # 2 of 20 sketches and 41 of 200 ObjectNet images right
-    origins = {"imagenet_sketch": {"n_images": 20, "acc_standard": 10.0},
-               "objectnet": {"n_images": 200, "acc_standard": 20.5}}  # fmt: skip
+    origins = {
+        "imagenet_sketch": {"n_images": 20, "acc_standard": 10.0},
+        "objectnet": {"n_images": 200, "acc_standard": 20.5},
+    }
     metrics = [
         hard("r50", share(1537), origins),  # 13.998
         hard("vgg19", share(1373), {"objectnet": {"n_images": 200, "acc_standard": 1.0}}),  # 12.505
@@ -54,12 +60,16 @@ def test_rows_carry_the_card_and_the_origins(tmp_path):
     never, study = md.index("## Models that never saw the selection"), md.index("## Models of the zoom study")
     assert never < md.index("| vgg19 |") < study < md.index("| r50 |")
     # the Markdown's accuracies with their 95 % Wilson interval: over the 10,980 images, or over each origin's
-    r50 = ("| imagenet_hard | r50 | study | 10980 | 14.00 [13.36, 14.66] | 1.00 [0.83, 1.21] | 3.00 [2.69, 3.33] | "
-           "ResNet-50 | 14.74 | -0.74 | 10.00 [2.79, 30.10] | 20.50 [15.49, 26.63] | 36 | 0 | 0 | none |")  # fmt: skip
+    r50 = (
+        "| imagenet_hard | r50 | study | 10980 | 14.00 [13.36, 14.66] | 1.00 [0.83, 1.21] | 3.00 [2.69, 3.33] | "
+        "ResNet-50 | 14.74 | -0.74 | 10.00 [2.79, 30.10] | 20.50 [15.49, 26.63] | 36 | 0 | 0 | none |"
+    )
     assert r50 in md
-    assert r50 == (f"| imagenet_hard | r50 | study | 10980 | {wilson(1537, 10980)} | {wilson(110, 10980)} | "
-                   f"{wilson(329, 10980)} | ResNet-50 | 14.74 | -0.74 | {wilson(2, 20)} | {wilson(41, 200)} | 36 | 0 | "
-                   "0 | none |")  # fmt: skip
+    assert r50 == (
+        f"| imagenet_hard | r50 | study | 10980 | {wilson(1537, 10980)} | {wilson(110, 10980)} | "
+        f"{wilson(329, 10980)} | ResNet-50 | 14.74 | -0.74 | {wilson(2, 20)} | {wilson(41, 200)} | 36 | 0 | "
+        "0 | none |"
+    )
     assert f"| +0.51 |  | {wilson(2, 200)} | 36 |" in md  # vgg19: no sketch of its own
     assert "| CLIP-ViT-L/14@336 | 2.02 |  |  |  | 36 |" in md  # no standard evaluation: empty, not an interval
     assert "Scales searched (n_scales): 36." in md
@@ -70,16 +80,20 @@ def test_rows_carry_the_card_and_the_origins(tmp_path):
 def test_a_run_on_another_image_count_says_so(tmp_path):
     only5 = hard("r50", 20.0, None, n_images=5, acc_1crop=20.0, acc_max=40.0)
     write_table_imagenet_hard([only5], MODELS, tmp_path / "h.csv", tmp_path / "h.md")
-    assert "This run has 5 images, the card 10,980: card_diff compares different image sets." in (
-        tmp_path / "h.md"
-    ).read_text()
+    assert (
+        "This run has 5 images, the card 10,980: card_diff compares different image sets."
+        in (tmp_path / "h.md").read_text()
+    )
 
 
 def test_the_card_and_the_study_models():
     assert [(r.name, r.accuracy) for r in CARD if r.name.startswith(("CLIP", "OpenCLIP", "EfficientNet-L2"))] == [
-        ("EfficientNet-L2-NS", 39.00), ("CLIP-ViT-L/14@224", 1.86), ("CLIP-ViT-L/14@336", 2.02),
-        ("OpenCLIP ViT-bigG-14", 15.93), ("OpenCLIP ViT-L-14 DataComp", 15.60),
-    ]  # fmt: skip
+        ("EfficientNet-L2-NS", 39.00),
+        ("CLIP-ViT-L/14@224", 1.86),
+        ("CLIP-ViT-L/14@336", 2.02),
+        ("OpenCLIP ViT-bigG-14", 15.93),
+        ("OpenCLIP ViT-L-14 DataComp", 15.60),
+    ]
     assert len(STUDY_MODELS) == 7  # five torchvision models and CLIP ViT-L/14 (with and without -quickgelu)
     assert ("torchvision", "vgg16", "IMAGENET1K_V1") in STUDY_MODELS
     assert ("torchvision", "vgg19", "IMAGENET1K_V1") not in STUDY_MODELS

@@ -115,9 +115,15 @@ def test_a_resize_over_the_pixel_budget_is_a_bad_image(tmp_path):
 
 @pytest.mark.parametrize(
     ("size", "allowed"),
-    [((500, 375), True), ((375, 500), True), ((4000, 3000), True), ((100, 1600), True), ((100, 1601), False),
-     ((1601, 100), False)],
-)  # fmt: skip
+    [
+        ((500, 375), True),
+        ((375, 500), True),
+        ((4000, 3000), True),
+        ((100, 1600), True),
+        ((100, 1601), False),
+        ((1601, 100), False),
+    ],
+)
 def test_default_budget_admits_up_to_16_to_1_at_s_1024(size, allowed):
     # 100 x 1600 becomes 1024 x 16384 = 2^24 pixels exactly; 100 x 1601 becomes 1024 x 16394.
     assert (too_large(*size, 1024, MAX_RESIZED_PIXELS) is None) is allowed

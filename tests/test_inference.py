@@ -122,8 +122,9 @@ def test_prediction_layout_metadata_and_class_subset(tmp_path, records):
     assert [str(t) for t in table.schema.types[:7]] == [dictionary, "int16", "int8", "int8", "int16", "int16", "float"]
     assert table.num_rows == 2 * 18
     order = transforms(SCALES)
-    assert list(zip(table["scale"].to_pylist()[:18], table["row"].to_pylist()[:18], table["col"].to_pylist()[:18],
-                    strict=True)) == [(t.scale, t.row, t.col) for t in order]  # fmt: skip
+    assert list(
+        zip(table["scale"].to_pylist()[:18], table["row"].to_pylist()[:18], table["col"].to_pylist()[:18], strict=True)
+    ) == [(t.scale, t.row, t.col) for t in order]
     assert set(table["pred"].to_pylist()) <= set(subset)
     assert [top[0] for top in table["top5"].to_pylist()] == table["pred_full"].to_pylist()
     conf = table["conf"].to_numpy()
@@ -138,8 +139,23 @@ class HostWaits(TorchFunctionMode):
     """Counts the tensor calls that make the host wait for a GPU (a copy to the host, a value read into Python), and
     the softmaxes, to show that it was watching the loop."""
 
-    WAITS = frozenset({"cpu", "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__",
-                       "nonzero", "unique", "masked_select", "synchronize"})  # fmt: skip
+    WAITS = frozenset(
+        {
+            "cpu",
+            "item",
+            "tolist",
+            "numpy",
+            "__array__",
+            "__bool__",
+            "__int__",
+            "__float__",
+            "__index__",
+            "nonzero",
+            "unique",
+            "masked_select",
+            "synchronize",
+        }
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -220,8 +236,9 @@ def test_a_normalisation_that_cannot_work_is_refused(tmp_path, records, mean, st
     spec = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, mean, std)
     settings = Settings(batch_size=16, num_workers=0, threads=1)
     with pytest.raises(ValueError, match=message):
-        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", records[:1], spec, ZoomGrid([32]), settings,
-                        "toy")
+        predict_to_file(
+            tmp_path / "p.parquet", tmp_path / "a.parquet", records[:1], spec, ZoomGrid([32]), settings, "toy"
+        )
 
 
 def test_an_empty_manifest_is_refused_by_name(tmp_path):
@@ -234,8 +251,9 @@ def test_an_image_over_the_pixel_budget_is_refused_before_any_work(tmp_path, mon
     long = Record("long", str(tmp_path / "long.png"), [0], ["x"], 1, 8000)
     monkeypatch.setattr(classifiers, "load_model", lambda *_: pytest.fail("the model was loaded"))
     with pytest.raises(ValueError) as info:
-        predict_to_file(tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, ZoomGrid([224, 256]), Settings(),
-                        "toy")
+        predict_to_file(
+            tmp_path / "p.parquet", tmp_path / "a.parquet", [long], SPEC, ZoomGrid([224, 256]), Settings(), "toy"
+        )
     assert str(info.value).startswith(
         f"dataset 'toy': image long ({long.path}) is too large: resized to S=256 it would be 256x2048000 = "
         "524288000 pixels, over max_resized_pixels (16777216)."
@@ -326,14 +344,34 @@ def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, reco
 def test_merged_metadata_sums_the_timings_and_refuses_parts_computed_differently():
     shared = {"kind": "predictions", "precision": "fp32", "scales": [256]}
     metas = [
-        {**shared, "part": [1, 3], "n_images": 4, "device": "cuda", "seconds": 2.0, "crops_per_second": 100.0,
-         "zoomeval_commit": "abc"},
-        {**shared, "part": [2, 3], "n_images": 2, "device": "cpu", "seconds": 6.0, "crops_per_second": 10.0,
-         "zoomeval_commit": "abc"},
-    ]  # fmt: skip
+        {
+            **shared,
+            "part": [1, 3],
+            "n_images": 4,
+            "device": "cuda",
+            "seconds": 2.0,
+            "crops_per_second": 100.0,
+            "zoomeval_commit": "abc",
+        },
+        {
+            **shared,
+            "part": [2, 3],
+            "n_images": 2,
+            "device": "cpu",
+            "seconds": 6.0,
+            "crops_per_second": 10.0,
+            "zoomeval_commit": "abc",
+        },
+    ]
     merged = merged_metadata(metas)
-    assert merged == {**shared, "n_images": 6, "device": "cpu,cuda", "seconds": 8.0, "crops_per_second": 32.5,
-                      "zoomeval_commit": "abc"}  # fmt: skip
+    assert merged == {
+        **shared,
+        "n_images": 6,
+        "device": "cpu,cuda",
+        "seconds": 8.0,
+        "crops_per_second": 32.5,
+        "zoomeval_commit": "abc",
+    }
     metas[1]["zoomeval_commit"] = "abc-dirty"  # parts run at two commits: both recorded
     assert merged_metadata(metas)["zoomeval_commit"] == "abc,abc-dirty"
     metas[1]["precision"] = "bf16"
@@ -360,8 +398,12 @@ def test_the_gpu_presets_settings_fit_a_cpu_job_saying_so(caplog) -> None:
 def test_a_compiled_model_runs_uncompiled_on_a_cpu_and_a_compiler_failure_names_the_setting(monkeypatch) -> None:
     calls = []
     monkeypatch.setattr(torch, "compile", lambda fn, options=None: calls.append(fn) or fn)
-    loaded = LoadedModel(torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                                             torch.nn.Linear(3, 1000)), None, embedded.MEAN, embedded.STD)  # fmt: skip
+    loaded = LoadedModel(
+        torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 1000)),
+        None,
+        embedded.MEAN,
+        embedded.STD,
+    )
     spec = ModelSpec("m", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
     classifier = Classifier(spec, Settings(device="cpu", compile=True), None, loaded=loaded)
     assert calls == [] and classifier.settings.compile is False
@@ -374,6 +416,9 @@ def test_a_compiled_model_runs_uncompiled_on_a_cpu_and_a_compiler_failure_names_
         return run
 
     monkeypatch.setattr(torch, "compile", broken)
-    with pytest.raises(RuntimeError, match=r"^model 'm' failed under torch.compile \(inference.compile: true\): No "
-                                           r"CUDA runtime is found; set inference.compile: false$"):  # fmt: skip
+    with pytest.raises(
+        RuntimeError,
+        match=r"^model 'm' failed under torch.compile \(inference.compile: true\): No "
+        r"CUDA runtime is found; set inference.compile: false$",
+    ):
         classifier._compiled(None)(torch.zeros((1, 8, 8, 3), dtype=torch.uint8))

@@ -56,8 +56,12 @@ def test_an_archive_is_extracted_into_a_folder_named_by_its_content_and_a_single
     archive = tmp_path / "imagenet-a.tar"
     sha = write_tar(archive, {"imagenet-a/n01498041/x.jpg": b"jpg"})
     item = plan("ds", "root", InputSpec.from_config(str(archive)), "res")
-    assert (item.key, item.fetched, item.archive, item.extracted) == ("datasets.ds.root", None, str(archive),
-                                                                      "res/ds/root.extracted")  # fmt: skip
+    assert (item.key, item.fetched, item.archive, item.extracted) == (
+        "datasets.ds.root",
+        None,
+        str(archive),
+        "res/ds/root.extracted",
+    )
     root = through({"path": str(archive), "sha256": sha}, tmp_path)
     extracted = tmp_path / "resources" / "ds" / "root.extracted"
     assert root == extracted / f"imagenet-a.tar.{sha}.d" / "imagenet-a"
@@ -113,8 +117,11 @@ def test_plain_files_and_folders_pass_through_and_errors_name_the_path(tmp_path)
 
 def test_urls_and_hugging_face_inputs_are_planned_by_name_under_the_resources_root():
     tar = plan("a", "root", InputSpec(url="https://x.org/d/imagenet-a.tar?dl=1"), "res")
-    assert (tar.fetched, tar.archive, tar.extracted) == ("res/a/imagenet-a.tar", "res/a/imagenet-a.tar",
-                                                         "res/a/root.extracted")  # fmt: skip
+    assert (tar.fetched, tar.archive, tar.extracted) == (
+        "res/a/imagenet-a.tar",
+        "res/a/imagenet-a.tar",
+        "res/a/root.extracted",
+    )
     labels = plan("v", "real", InputSpec(url="https://x.org/real.json"), "res")
     assert (labels.fetched, labels.extracted) == ("res/v/real.json", None)
     hard = plan("h", "parquet", InputSpec(hf="taesiri/imagenet-hard", pattern="*.parquet"), "/r")

@@ -90,9 +90,16 @@ def test_a_tampered_fetched_checkpoint_stops_predict_naming_the_file_and_both_ha
 
 # ------------------------------------------------------------------ what every table leaves out, end to end
 
-TABLES = ["results/table_a8.csv", "results/table_1.csv", "results/table_zoom_groups.csv",
-          "results/table_aggregation.csv", "results/table_imagenet_hard.csv", "results/table_tta.csv",
-          "results/hard/summary.csv", "results/browser/index.html"]  # fmt: skip
+TABLES = [
+    "results/table_a8.csv",
+    "results/table_1.csv",
+    "results/table_zoom_groups.csv",
+    "results/table_aggregation.csv",
+    "results/table_imagenet_hard.csv",
+    "results/table_tta.csv",
+    "results/hard/summary.csv",
+    "results/browser/index.html",
+]
 
 
 def truncated_jpeg(seed: int) -> bytes:
@@ -113,20 +120,27 @@ def tables(tmp_path_factory):
     Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(root / "good.png")
     (root / "cut.jpg").write_bytes(truncated_jpeg(2))
     (workdir / "hard").mkdir()
-    write_hard_shard(workdir / "hard" / "validation-00000-of-00001.parquet",
-                     [(image_bytes("PNG", (50, 40)), [0], "imagenet"), (truncated_jpeg(3), [1], "objectnet"),
-                      (image_bytes("JPEG", (40, 30)), [2], "imagenet_a")])  # fmt: skip
+    write_hard_shard(
+        workdir / "hard" / "validation-00000-of-00001.parquet",
+        [
+            (image_bytes("PNG", (50, 40)), [0], "imagenet"),
+            (truncated_jpeg(3), [1], "objectnet"),
+            (image_bytes("JPEG", (40, 30)), [2], "imagenet_a"),
+        ],
+    )
     lite0 = {"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": embedded.WEIGHTS_FILE}
     write_config(
         workdir,
         scales=[224, 256],
         top_k=3,
-        datasets={"tiny": {"adapter": "imagefolder", "root": str(workdir / "tiny"), "variants": ["original"]},
-                  "hard": {"adapter": "imagenet_hard", "parquet": str(workdir / "hard")}},
+        datasets={
+            "tiny": {"adapter": "imagefolder", "root": str(workdir / "tiny"), "variants": ["original"]},
+            "hard": {"adapter": "imagenet_hard", "parquet": str(workdir / "hard")},
+        },
         stats={"pairs": []},
         models={"lite0": lite0},
         tta={"methods": ["none"], "datasets": ["tiny"]},
-    )  # fmt: skip
+    )
     run_snakemake(workdir, *TABLES)
     return workdir
 
@@ -153,8 +167,11 @@ def test_every_table_notes_the_truncated_jpeg_in_its_csv_and_markdown(tables, ta
             assert sorted(datasets) == (["tiny"] if table.endswith("tta.csv") else ["hard", "tiny"])
             assert all(row[f"n_bad:{d}"] == "1" and row[f"n_unscored:{d}"] == "0" for d in datasets)
             assert row["left_out"] == "; ".join(f"{d}: {bad_note(d)}" for d in datasets)
-    note = next(line for line in (tables / table).with_suffix(".md").read_text().splitlines()
-                if line.startswith("Images left out"))  # fmt: skip
+    note = next(
+        line
+        for line in (tables / table).with_suffix(".md").read_text().splitlines()
+        if line.startswith("Images left out")
+    )
     shown = ["hard"] if "imagenet_hard" in table else ["tiny"] if "tta" in table else ["hard", "tiny"]
     assert note.endswith("max_resized_pixels): " + "; ".join(f"{d}: {bad_note(d)}" for d in shown) + ".")
     reasons = rows_of(tables / "results/datasets/tiny/bad_images.csv")

@@ -20,11 +20,22 @@ STAGES = ("core", "datasets", "masks", "inference", "analysis", "report")
 MAX_FUNCTION_LINES = 50
 #: The modules above the stages, which wire them (no stage imports one): zoomeval.run is `zoomeval run`.
 ABOVE_STAGES = (
-    "zoomeval.registries", "zoomeval.study_dir", "zoomeval.cli", "zoomeval.__main__", "zoomeval.preflight",
-    "zoomeval.run", "zoomeval.run.launch", "zoomeval.run.display", "zoomeval.run.events", "zoomeval.run.lock",
-    "zoomeval.run.logger_plugin", "zoomeval.run.overall", "zoomeval.run.plan", "zoomeval.run.summary",
+    "zoomeval.registries",
+    "zoomeval.study_dir",
+    "zoomeval.cli",
+    "zoomeval.__main__",
+    "zoomeval.preflight",
+    "zoomeval.run",
+    "zoomeval.run.launch",
+    "zoomeval.run.display",
+    "zoomeval.run.events",
+    "zoomeval.run.lock",
+    "zoomeval.run.logger_plugin",
+    "zoomeval.run.overall",
+    "zoomeval.run.plan",
+    "zoomeval.run.summary",
     "zoomeval.run.targets",
-)  # fmt: skip
+)
 #: What building the DAG must not import (each would cost seconds on every `snakemake -n` and SLURM job start).
 HEAVY = ("torch", "torchvision", "timm", "scipy", "polars", "open_clip")
 
@@ -81,9 +92,10 @@ def later_stages_named(source: str) -> list[str]:
     in prose is no dependency)."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(
-            node, clean=False
-        ) is not None:
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and ast.get_docstring(node, clean=False) is not None
+        ):
             node.body[0] = ast.Pass()
     return [match[0] for match in LATER_STAGE.finditer(ast.unparse(tree))]
 
@@ -96,8 +108,10 @@ def test_core_names_no_later_stage_in_code_or_strings() -> None:
 
 
 def test_the_core_check_sees_strings_and_imports_but_not_prose() -> None:
-    source = ('"""See :mod:`zoomeval.report.tables`."""\nimport zoomeval.masks.boxes\n# zoomeval.inference.tta\n'
-              'X = "zoomeval.report.tables:COLUMNS"\ndef f():\n    """zoomeval.run."""\n    return f"zoomeval.{X}"\n')
+    source = (
+        '"""See :mod:`zoomeval.report.tables`."""\nimport zoomeval.masks.boxes\n# zoomeval.inference.tta\n'
+        'X = "zoomeval.report.tables:COLUMNS"\ndef f():\n    """zoomeval.run."""\n    return f"zoomeval.{X}"\n'
+    )
     assert later_stages_named(source) == ["zoomeval.masks", "zoomeval.report"]
 
 
@@ -141,8 +155,23 @@ def test_building_the_dag_imports_no_ml_stack(tmp_path: Path, which: str) -> Non
     every module the process imports."""
     config = paper_config(tmp_path) if which == "paper" else yaml.safe_load((ROOT / "config/config.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-X", "importtime", "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "-n", "all"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        "--cores",
+        "1",
+        "-n",
+        "all",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", proc.stderr, flags=re.M))

@@ -35,11 +35,31 @@ N = 12
 SCALES = [64, 224, 256]
 #: image i has label i % 4 and, in the ReaL label set, also label 4
 RECORDS = [Record(f"i{i:02d}", f"i{i:02d}.png", [i % 4], ["n"], 300, 300, real_labels=[i % 4, 4]) for i in range(N)]
-META = {"kind": "predictions", "zoomeval": "0.1.0", "zoomeval_commit": "c0ffee", "torch": "2.14.1", "device": "cpu",
-        "precision": "fp32", "resize_backend": "pil", "compile": False, "channels_last": False, "class_set": "full",
-        "class_indices": None, "crop_size": 224, "n_images": N}  # fmt: skip
-MODEL = {"name": "r50", "source": "timm", "architecture": "resnet50", "weights": "a1_in1k", "weights_sha256": "ab" * 32,
-         "param_count": 25_557_032, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}  # fmt: skip
+META = {
+    "kind": "predictions",
+    "zoomeval": "0.1.0",
+    "zoomeval_commit": "c0ffee",
+    "torch": "2.14.1",
+    "device": "cpu",
+    "precision": "fp32",
+    "resize_backend": "pil",
+    "compile": False,
+    "channels_last": False,
+    "class_set": "full",
+    "class_indices": None,
+    "crop_size": 224,
+    "n_images": N,
+}
+MODEL = {
+    "name": "r50",
+    "source": "timm",
+    "architecture": "resnet50",
+    "weights": "a1_in1k",
+    "weights_sha256": "ab" * 32,
+    "param_count": 25_557_032,
+    "mean": [0.485, 0.456, 0.406],
+    "std": [0.229, 0.224, 0.225],
+}
 GEOMETRY = {"img_size": 224, "crop_pct": 0.95, "interpolation": "bicubic"}
 
 
@@ -53,44 +73,90 @@ def hit(seed: int, i: int, t: Transform) -> bool:
     return (i * (3 * t.row + t.col + 1) + t.scale // 32 + seed) % 7 == 0
 
 
-def study(folder: Path, model: str = "r50", seed: int = 0, scales=SCALES, dataset: str = "demo", label_sets=("in",),
-          top_k: int = 3, records=RECORDS, meta=None, spec=None, variant: str = "original", layout: Layout = LAYOUT,
-          limits: CoverLimits = DEFAULT_LIMITS) -> Path:  # fmt: skip
+def study(
+    folder: Path,
+    model: str = "r50",
+    seed: int = 0,
+    scales=SCALES,
+    dataset: str = "demo",
+    label_sets=("in",),
+    top_k: int = 3,
+    records=RECORDS,
+    meta=None,
+    spec=None,
+    variant: str = "original",
+    layout: Layout = LAYOUT,
+    limits: CoverLimits = DEFAULT_LIMITS,
+) -> Path:
     """A finished study of one model: its files as the workflow writes them under ``layout``'s results root, the
     analysis run from the study directory (paths relative to it) and the study sealed by its index."""
     order = transforms(scales)
-    files = {"manifest": layout.path("manifest", dataset=dataset),
-             "predictions": layout.path("predictions", dataset=dataset, variant=variant, model=model),
-             "standard": layout.path("standard", dataset=dataset, model=model)}  # fmt: skip
+    files = {
+        "manifest": layout.path("manifest", dataset=dataset),
+        "predictions": layout.path("predictions", dataset=dataset, variant=variant, model=model),
+        "standard": layout.path("standard", dataset=dataset, model=model),
+    }
     write_manifest(folder / files["manifest"], records, dataset)
     rows = [(r, t) for r in records for t in order]
     preds = [r.labels[0] if hit(seed, int(r.image_id[1:]), t) else 999 for r, t in rows]
-    table = pa.table({"image_id": pa.array([r.image_id for r, _ in rows]).dictionary_encode(),
-                      "scale": pa.array([t.scale for _, t in rows], pa.int16()),
-                      "row": pa.array([t.row for _, t in rows], pa.int8()),
-                      "col": pa.array([t.col for _, t in rows], pa.int8()),
-                      "pred": pa.array(preds, pa.int16()), "pred_full": pa.array(preds, pa.int16()),
-                      "conf": pa.array([0.5] * len(rows), pa.float32())}, schema=pa.schema(BASE_FIELDS))  # fmt: skip
+    table = pa.table(
+        {
+            "image_id": pa.array([r.image_id for r, _ in rows]).dictionary_encode(),
+            "scale": pa.array([t.scale for _, t in rows], pa.int16()),
+            "row": pa.array([t.row for _, t in rows], pa.int8()),
+            "col": pa.array([t.col for _, t in rows], pa.int8()),
+            "pred": pa.array(preds, pa.int16()),
+            "pred_full": pa.array(preds, pa.int16()),
+            "conf": pa.array([0.5] * len(rows), pa.float32()),
+        },
+        schema=pa.schema(BASE_FIELDS),
+    )
     spec = {**MODEL, "name": model, **(spec or {})}
-    metadata = {**META, "model": spec, "dataset": dataset, "variant": variant, "scales": scales,
-                "n_images": len(records), **(meta or {})}  # fmt: skip
+    metadata = {
+        **META,
+        "model": spec,
+        "dataset": dataset,
+        "variant": variant,
+        "scales": scales,
+        "n_images": len(records),
+        **(meta or {}),
+    }
     write_parquet(folder / files["predictions"], table, metadata)
     standard = [(r.labels[0] if int(r.image_id[1:]) % 3 == seed % 3 else 998) for r in records]
-    top5 = [[p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994]
-            for p, r in zip(standard, records, strict=True)]
-    write_parquet(folder / files["standard"], pa.table({"image_id": [r.image_id for r in records],
-                  "pred": pa.array(standard, pa.int16()), "top5": pa.array(top5, pa.list_(pa.int16()))}),
-                  {"model": spec, "geometry": GEOMETRY})  # fmt: skip
+    top5 = [
+        [p, 997, r.labels[0] if int(r.image_id[1:]) % 2 else 996, 995, 994]
+        for p, r in zip(standard, records, strict=True)
+    ]
+    write_parquet(
+        folder / files["standard"],
+        pa.table(
+            {
+                "image_id": [r.image_id for r in records],
+                "pred": pa.array(standard, pa.int16()),
+                "top5": pa.array(top5, pa.list_(pa.int16())),
+            }
+        ),
+        {"model": spec, "geometry": GEOMETRY},
+    )
     metrics = []
     with contextlib.chdir(folder):
         for label_set in label_sets:
             scored = dataset if label_set == "in" else f"{dataset}_{label_set}"
-            analysis = analyze_predictions(files["predictions"], records, top_k=top_k, label_set=label_set,
-                                           limits=limits,
-                                           standard_path=files["standard"] if variant == "original" else None)
+            analysis = analyze_predictions(
+                files["predictions"],
+                records,
+                top_k=top_k,
+                label_set=label_set,
+                limits=limits,
+                standard_path=files["standard"] if variant == "original" else None,
+            )
             out = {n: layout.path(n, scored=scored, variant=variant, model=model) for n in ("metrics", "cover")}
-            write_analysis(analysis, out["metrics"], out["cover"], layout.path("correct", scored=scored,
-                           variant=variant, model=model))  # fmt: skip
+            write_analysis(
+                analysis,
+                out["metrics"],
+                out["cover"],
+                layout.path("correct", scored=scored, variant=variant, model=model),
+            )
             metrics.append(out["metrics"])
     write_index(folder / layout.path("study_index"), folder, metrics)
     return folder
@@ -101,8 +167,10 @@ def brute_force(seed: int, scales=SCALES, records=RECORDS) -> dict[str, float]:
     order = transforms(scales)
     ids = [int(r.image_id[1:]) for r in records]
     one = sum(hit(seed, i, Transform(256, 1, 1)) for i in ids)
-    return {"acc_1crop": 100 * one / len(ids), "acc_max": 100 * sum(any(hit(seed, i, t) for t in order) for i in ids)
-            / len(ids)}  # fmt: skip
+    return {
+        "acc_1crop": 100 * one / len(ids),
+        "acc_max": 100 * sum(any(hit(seed, i, t) for t in order) for i in ids) / len(ids),
+    }
 
 
 def reseal(folder: Path) -> None:
@@ -162,8 +230,11 @@ def test_every_number_is_recomputed_from_the_predictions_and_the_files_sha256(tm
     assert list(rows[0]) == list(COLUMNS)
     # one group (the same key: model resnet50.a1_in1k for both), best 1-crop first: 4 of 12 (a) over 3 (b)
     assert [brute_force(s)["acc_1crop"] for s in (0, 1)] == [100 * 4 / 12, 100 * 3 / 12]
-    assert [(r["study"], r["model"], r["label_set"]) for r in rows] == [("a", "r50", "in"), ("b", "r18", "in"),
-                                                                      ("a", "r50", "real")]  # fmt: skip
+    assert [(r["study"], r["model"], r["label_set"]) for r in rows] == [
+        ("a", "r50", "in"),
+        ("b", "r18", "in"),
+        ("a", "r50", "real"),
+    ]
     for row in rows[:2]:
         expected = brute_force(0 if row["model"] == "r50" else 1)
         assert row["acc_1crop"] == f"{expected['acc_1crop']:.2f}" and row["acc_max"] == f"{expected['acc_max']:.2f}"
@@ -173,8 +244,12 @@ def test_every_number_is_recomputed_from_the_predictions_and_the_files_sha256(tm
             k = round(float(row[column]) * N / 100)
             ci = binomtest(k, N).proportion_ci(method="wilson")
             assert (row[f"{column}_lo"], row[f"{column}_hi"]) == (f"{100 * ci.low:.2f}", f"{100 * ci.high:.2f}")
-        assert (row["param_count"], row["img_size"], row["crop_pct"], row["interpolation"]) == ("25.56", "224", "0.95",
-                                                                                               "bicubic")  # fmt: skip
+        assert (row["param_count"], row["img_size"], row["crop_pct"], row["interpolation"]) == (
+            "25.56",
+            "224",
+            "0.95",
+            "bicubic",
+        )
         assert (row["mean"], row["std"], row["class_set"]) == ("[0.485, 0.456, 0.406]", "[0.229, 0.224, 0.225]", "full")
     real = rows[2]  # under ReaL every image also has label 4, which no transform predicts: the same hits
     assert real["acc_1crop"] == rows[0]["acc_1crop"] and real["group"].startswith("demo / original / real: 12 images")
@@ -190,24 +265,35 @@ def test_two_studies_of_one_config_are_one_group_with_the_same_numbers(tmp_path)
     assert len({r["group"] for r in rows}) == 1 and len({r["key_sha256"] for r in rows}) == 1
     numbers = ["acc_standard", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact"]
     assert [r[c] for c in numbers for r in rows[:1]] == [r[c] for c in numbers for r in rows[1:]]
-    assert [(r["study"], r["note"]) for r in rows] == [("a", "same numbers as study b"),
-                                                       ("b", "same numbers as study a")]  # fmt: skip
+    assert [(r["study"], r["note"]) for r in rows] == [
+        ("a", "same numbers as study b"),
+        ("b", "same numbers as study a"),
+    ]
 
 
 #: one change of each comparability-key field (anchors: the 3 x 3 grid is fixed in the code, so no study differs)
 CHANGES = {
-    "dataset": {"dataset": "demo2"}, "images": {"records": RECORDS[:-1]},
+    "dataset": {"dataset": "demo2"},
+    "images": {"records": RECORDS[:-1]},
     "class_set": {"meta": {"class_set": "subset", "class_indices": [0, 1, 2, 3]}},
     "label_set": {"label_sets": ("real",)},
-    "scales": {"scales": [64, 256]}, "resize_backend": {"meta": {"resize_backend": "torch"}},
-    "model": {"spec": {"architecture": "resnet18"}}, "weights_sha256": {"spec": {"weights_sha256": "cd" * 32}},
-    "input_size": {"meta": {"crop_size": 256}}, "mean": {"spec": {"mean": [0.5, 0.5, 0.5]}},
-    "std": {"spec": {"std": [0.5, 0.5, 0.5]}}, "precision": {"meta": {"precision": "bf16"}},
-    "compile": {"meta": {"compile": True}}, "channels_last": {"meta": {"channels_last": True}},
-    "top_k": {"top_k": 2}, "variant": {"variant": "fg"}, "zoomeval": {"meta": {"zoomeval": "0.2.0"}},
-    "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}}, "cover_node_limit": {"limits": CoverLimits(nodes=7)},
+    "scales": {"scales": [64, 256]},
+    "resize_backend": {"meta": {"resize_backend": "torch"}},
+    "model": {"spec": {"architecture": "resnet18"}},
+    "weights_sha256": {"spec": {"weights_sha256": "cd" * 32}},
+    "input_size": {"meta": {"crop_size": 256}},
+    "mean": {"spec": {"mean": [0.5, 0.5, 0.5]}},
+    "std": {"spec": {"std": [0.5, 0.5, 0.5]}},
+    "precision": {"meta": {"precision": "bf16"}},
+    "compile": {"meta": {"compile": True}},
+    "channels_last": {"meta": {"channels_last": True}},
+    "top_k": {"top_k": 2},
+    "variant": {"variant": "fg"},
+    "zoomeval": {"meta": {"zoomeval": "0.2.0"}},
+    "zoomeval_commit": {"meta": {"zoomeval_commit": "bad"}},
+    "cover_node_limit": {"limits": CoverLimits(nodes=7)},
     "revisions": {"meta": {"dataset_revisions": {"parquet": "taesiri/imagenet-hard@" + "5c" * 20}}},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("field", [f for f in KEY_FIELDS if f != "anchors"])
@@ -226,21 +312,28 @@ def test_changing_any_key_field_separates_the_groups_and_the_note_names_it(tmp_p
 
 def test_a_subset_class_set_and_another_normalisation_are_not_ranked_with_the_full_one(tmp_path) -> None:
     subset = {"class_set": "subset", "class_indices": [0, 1, 2, 3, 4, 5, 6, 7]}
-    rows = board(study(tmp_path / "full"), study(tmp_path / "subset", seed=3, meta=subset),
-                 study(tmp_path / "norm", spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}))
+    rows = board(
+        study(tmp_path / "full"),
+        study(tmp_path / "subset", seed=3, meta=subset),
+        study(tmp_path / "norm", spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}),
+    )
     assert len({r["group"] for r in rows}) == 3
     notes = {r["study"]: r["note"] for r in rows}
     digest = hashlib.sha256(json.dumps(subset["class_indices"]).encode()).hexdigest()[:12]
     # full's and norm's headings read alike, so each says in words what separates it from the other; the subset's
     # already differs (it states its classes, below), so it adds nothing
     groups = {r["study"]: r["group"].partition(" — ")[2] for r in rows}
-    assert groups == {"full": "mean 0.485/0.456/0.406 (not 0.5/0.5/0.5), std 0.229/0.224/0.225 (not 0.5/0.5/0.5)",
-                      "subset": "",
-                      "norm": "mean 0.5/0.5/0.5 (not 0.485/0.456/0.406), std 0.5/0.5/0.5 (not 0.229/0.224/0.225)"}
+    assert groups == {
+        "full": "mean 0.485/0.456/0.406 (not 0.5/0.5/0.5), std 0.229/0.224/0.225 (not 0.5/0.5/0.5)",
+        "subset": "",
+        "norm": "mean 0.5/0.5/0.5 (not 0.485/0.456/0.406), std 0.5/0.5/0.5 (not 0.229/0.224/0.225)",
+    }
     assert notes["full"] == f"kept apart from the rows with class_set subset of 8 classes ({digest}) (not full)"
     assert notes["subset"] == f"kept apart from the rows with class_set full (not subset of 8 classes ({digest}))"
-    assert notes["norm"] == ("kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
-                             "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])")  # fmt: skip
+    assert notes["norm"] == (
+        "kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
+        "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])"
+    )
     assert {r["study"]: r["mean"] for r in rows}["norm"] == "[0.5, 0.5, 0.5]"
     # the subset's heading says what it scored: the 4 classes its images have (metrics.json's n_classes, which the
     # scoring takes from the manifest), so a random guess is right 1 time in 4
@@ -305,28 +398,52 @@ def test_malformed_files_and_options_give_one_line_not_a_traceback(tmp_path) -> 
     metrics.write_text(json.dumps([json.loads(document)]))
     reseal_failed = zoomeval("leaderboard", str(a))
     assert reseal_failed.returncode == 2 and "Traceback" not in reseal_failed.stderr
-    write_json(a / "results/study.json", {"kind": "study_index", "schema_version": 1, "results": [
-        {"path": str(metrics.relative_to(a)), "sha256": hashlib.sha256(metrics.read_bytes()).hexdigest(), "key": {}}]})
+    write_json(
+        a / "results/study.json",
+        {
+            "kind": "study_index",
+            "schema_version": 1,
+            "results": [
+                {
+                    "path": str(metrics.relative_to(a)),
+                    "sha256": hashlib.sha256(metrics.read_bytes()).hexdigest(),
+                    "key": {},
+                }
+            ],
+        },
+    )
     assert f"{metrics}: not a metrics document (a JSON object); re-run the analysis" in refused(a)
     metrics.write_text(document)
     (a / "results/study.json").write_text(index)
     predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
     table = pq.read_table(predictions)
     forge = json.loads(table.schema.metadata[b"zoomeval"])
-    for broken, message in [({k: v for k, v in forge.items() if k != "model"}, "metadata field model is None"),
-                            (None, "no zoomeval metadata; expected a file written by zoomeval")]:
+    for broken, message in [
+        ({k: v for k, v in forge.items() if k != "model"}, "metadata field model is None"),
+        (None, "no zoomeval metadata; expected a file written by zoomeval"),
+    ]:
         if broken is None:
             pq.write_table(table.replace_schema_metadata({}), predictions)
         else:
             write_parquet(predictions, table, broken)
-        edit_metrics(a, inputs={"predictions": {"path": str(predictions.relative_to(a)), "sha256": hashlib.sha256(
-            predictions.read_bytes()).hexdigest()}, "standard": None})  # fmt: skip
+        edit_metrics(
+            a,
+            inputs={
+                "predictions": {
+                    "path": str(predictions.relative_to(a)),
+                    "sha256": hashlib.sha256(predictions.read_bytes()).hexdigest(),
+                },
+                "standard": None,
+            },
+        )
         assert f"{predictions}: {message}" in refused(a)
     (tmp_path / "out").mkdir()
     assert "-o " in refused(a, "-o", tmp_path / "out") and "is a directory" in refused(a, "-o", tmp_path / "out")
     assert "written as .csv, .md, .html" in refused(a, "-o", tmp_path / "x.txt")
-    write_json(a / "results/study.json", {"kind": "study_index", "schema_version": 1,
-                                          "results": [{"path": "../../etc/metrics.json"}]})  # fmt: skip
+    write_json(
+        a / "results/study.json",
+        {"kind": "study_index", "schema_version": 1, "results": [{"path": "../../etc/metrics.json"}]},
+    )
     assert "results[0].path is '../../etc/metrics.json'; expected a metrics file results/analysis/" in refused(a)
 
 
@@ -366,10 +483,20 @@ def test_the_timm_format_has_timms_columns_from_the_standard_evaluation(tmp_path
     # top1: i % 3 == seed % 3, 4 of 12; top5 adds the odd images (the label third in top5): 4 + 4 (seed 0: i = 1,
     # 5, 7, 11 are odd and not multiples of 3; seed 1: 3, 5, 9, 11) = 8 of 12
     assert rows == [
-        {"model": m, "top1": "33.333", "top1_err": "66.667", "top5": "66.667", "top5_err": "33.333", "param_count": p,
-         "img_size": "224", "crop_pct": "0.950", "interpolation": "bicubic", "note": ""}
+        {
+            "model": m,
+            "top1": "33.333",
+            "top1_err": "66.667",
+            "top5": "66.667",
+            "top5_err": "33.333",
+            "param_count": p,
+            "img_size": "224",
+            "crop_pct": "0.950",
+            "interpolation": "bicubic",
+            "note": "",
+        }
         for m, p in (("resnet18.a1_in1k", "11.69"), ("resnet50.a1_in1k", "25.56"))
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
@@ -484,8 +611,11 @@ def test_forgeries_resealed_with_every_hash_rewritten_are_refused_by_counts_or_v
     predictions = LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
     flipped, edited, cut = (study(tmp_path / name) for name in ("flipped", "edited", "cut"))
     table = pq.read_table(flipped / predictions)
-    one_crop = next(i for i, (s, r, c) in enumerate(zip(*(table[k].to_pylist() for k in ("scale", "row", "col")),
-                    strict=True)) if (s, r, c) == (256, 1, 1))  # fmt: skip
+    one_crop = next(
+        i
+        for i, (s, r, c) in enumerate(zip(*(table[k].to_pylist() for k in ("scale", "row", "col")), strict=True))
+        if (s, r, c) == (256, 1, 1)
+    )
     preds = table["pred"].to_pylist()
     preds[one_crop] = RECORDS[0].labels[0] if preds[one_crop] == 999 else 999
     metadata = json.loads(table.schema.metadata[b"zoomeval"])
@@ -507,8 +637,11 @@ def test_a_relabelled_manifest_is_refused_where_a_table_reads_it(tmp_path) -> No
     a = study(tmp_path / "a")
     before = zoomeval("leaderboard", str(a), "--format", "timm")
     assert before.returncode == 0, before.stderr
-    write_manifest(a / LAYOUT.path("manifest", dataset="demo"),
-                   [Record(r.image_id, r.path, [900], ["n"], 300, 300) for r in RECORDS], "demo")  # fmt: skip
+    write_manifest(
+        a / LAYOUT.path("manifest", dataset="demo"),
+        [Record(r.image_id, r.path, [900], ["n"], 300, 300) for r in RECORDS],
+        "demo",
+    )
     line = refused(a, "--format", "timm")
     assert f"{a / LAYOUT.path('manifest', dataset='demo')}: its images and labels are not the ones the key" in line
     assert "its images and labels are not the ones" in refused(a, "--verify")
@@ -526,8 +659,10 @@ def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path
     verified._hashed.cache_clear()
     results, problems = verified.read_study(a, LAYOUT)
     assert (len(results), problems) == (2, [])
-    named = [LAYOUT.path("predictions", dataset="demo", variant="original", model="r50"),
-             LAYOUT.path("standard", dataset="demo", model="r50")]  # fmt: skip
+    named = [
+        LAYOUT.path("predictions", dataset="demo", variant="original", model="r50"),
+        LAYOUT.path("standard", dataset="demo", model="r50"),
+    ]
     assert sorted(Path(h).name for h in hashed) == sorted(["metrics.json"] * 2 + [Path(n).name for n in named])
     verified.read_study(a, LAYOUT)  # read again, nothing changed: nothing hashed again
     assert len(hashed) == 4
@@ -541,8 +676,7 @@ def test_study_reads_a_sealed_study_through_the_leaderboards_checks(tmp_path) ->
     assert Study(a).problems == [] and len(Study(a).predictions("demo", "original", "r50").collect()) == N * 27
     predictions = a / LAYOUT.path("predictions", dataset="demo", variant="original", model="r50")
     table = pq.read_table(predictions)
-    write_parquet(predictions, table.slice(1),
-                  json.loads(table.schema.metadata[b"zoomeval"]))  # fmt: skip
+    write_parquet(predictions, table.slice(1), json.loads(table.schema.metadata[b"zoomeval"]))
     line = refused(a).removeprefix("zoomeval leaderboard: ")
     with pytest.raises(ValueError) as info:
         Study(a).predictions("demo", "original", "r50")

@@ -35,8 +35,9 @@ def test_marginal_entropy_is_the_entropy_of_the_mean_softmax() -> None:
     assert marginal_entropy(torch.tensor([[0.0, -1e5], [0.0, -1e5]])).item() == pytest.approx(0.0, abs=1e-6)
 
 
-def hand_gradient(x: np.ndarray, w: np.ndarray, b: np.ndarray, subset: list[int]
-                  ) -> tuple[float, np.ndarray, np.ndarray]:  # fmt: skip
+def hand_gradient(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, subset: list[int]
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Loss and gradients of the marginal entropy of a linear layer's subset logits, by the chain rule:
     dH/dz_kj = -(1/K) p_kj (log pbar_j - sum_c p_kc log pbar_c) on the subset columns, 0 elsewhere."""
     z = (x @ w.T + b)[:, subset]
@@ -102,8 +103,11 @@ def set_bn(layer: nn.modules.batchnorm._BatchNorm) -> nn.modules.batchnorm._Batc
     return layer
 
 
-@pytest.mark.parametrize("make", [lambda: nn.BatchNorm2d(2), lambda: BatchNormAct2d(2, act_layer=nn.ReLU)],
-                         ids=["BatchNorm2d", "timm BatchNormAct2d"])  # fmt: skip
+@pytest.mark.parametrize(
+    "make",
+    [lambda: nn.BatchNorm2d(2), lambda: BatchNormAct2d(2, act_layer=nn.ReLU)],
+    ids=["BatchNorm2d", "timm BatchNormAct2d"],
+)
 def test_the_batch_norm_prior_blends_running_and_batch_statistics_16_to_1(make) -> None:
     layer = set_bn(make())
     net = nn.Sequential(layer)
@@ -152,8 +156,10 @@ def test_every_batch_norm_layer_of_the_embedded_model_is_switched(lite0: nn.Modu
         var = 16 / 17 * m.running_var + 1 / 17 * inp.var(dims, correction=1)
         expected = m.act(nn.functional.batch_norm(inp, mean, var, m.weight, m.bias, False, 0.0, m.eps))
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-        assert not torch.allclose(out, m.act(nn.functional.batch_norm(inp, m.running_mean, m.running_var, m.weight,
-                                                                       m.bias, False, 0.0, m.eps)))  # fmt: skip
+        assert not torch.allclose(
+            out,
+            m.act(nn.functional.batch_norm(inp, m.running_mean, m.running_var, m.weight, m.bias, False, 0.0, m.eps)),
+        )
 
 
 def test_adapting_changes_the_weights_never_the_buffers_and_reset_restores_them_bit_for_bit(lite0) -> None:

@@ -37,11 +37,16 @@ def build_inputs(src, www):
     (src / "v2" / "3" / f"{v2_id('e')}.jpeg").write_bytes(truncated_jpeg(4))  # a bad image, left out
     every = wnids()
     annotations = document(
-        {val(1): {"correct": every}, val(2): {"unclear": every}, val(3): {"correct": every},
-         v2_id("a"): {"correct": every}, v2_id("b"): {"wrong": every}},
+        {
+            val(1): {"correct": every},
+            val(2): {"unclear": every},
+            val(3): {"correct": every},
+            v2_id("a"): {"correct": every},
+            v2_id("b"): {"wrong": every},
+        },
         problematic=[val(3)],
         imagenet_m=[val(2), val(3)],
-    )  # fmt: skip
+    )
     data = json.dumps(annotations).encode()
     (www / "human_accuracy_v3.0.0.json").write_bytes(data)
     return hashlib.sha256(data).hexdigest()
@@ -85,12 +90,17 @@ def test_the_multilabel_table_end_to_end(tmp_path, served, snakemake_run, config
         stats={"pairs": []},
         multilabel={"url": f"{base}/human_accuracy_v3.0.0.json", "sha256": sha},
         datasets={
-            "imagenet": {"adapter": "imagenet_val", "images": str(src / "val"), "annotations": str(src / "bbox"),
-                         "variants": ["original"], "label_sets": ["in", "multilabel", "imagenet_m"]},
+            "imagenet": {
+                "adapter": "imagenet_val",
+                "images": str(src / "val"),
+                "annotations": str(src / "bbox"),
+                "variants": ["original"],
+                "label_sets": ["in", "multilabel", "imagenet_m"],
+            },
             "imagenet_v2": {"adapter": "imagenet_v2", "root": str(src / "v2"), "label_sets": ["in", "multilabel"]},
         },
         inference={"device": "cpu", "batch_size": 16, "num_workers": 0, "store_top5": True},
-    )  # fmt: skip
+    )
     snakemake_run(tmp_path, "results/table_multilabel.csv", METRICS.format("imagenet_imagenet_m"))
     assert (tmp_path / "resources/labels/human_accuracy_v3.0.0.json").read_bytes() == (
         www / "human_accuracy_v3.0.0.json"
@@ -98,27 +108,61 @@ def test_the_multilabel_table_end_to_end(tmp_path, served, snakemake_run, config
     val_row, v2_row = read_rows(tmp_path / "results/table_multilabel.csv")
     unscored = "not scored (not annotated by Shankar et al., or problematic)"
     assert [(r.pop("n_bad"), r.pop("n_unscored"), r.pop("left_out")) for r in (val_row, v2_row)] == [
-        ("0", "1", f"1 {unscored}"), ("1", "1", f"{bad_note('imagenet_v2')} and 1 {unscored}")]  # fmt: skip
-    assert f"imagenet_v2: {bad_note('imagenet_v2')} and 1 {unscored}." in (
-        tmp_path / "results/table_multilabel.md").read_text()  # fmt: skip
+        ("0", "1", f"1 {unscored}"),
+        ("1", "1", f"{bad_note('imagenet_v2')} and 1 {unscored}"),
+    ]
+    assert (
+        f"imagenet_v2: {bad_note('imagenet_v2')} and 1 {unscored}."
+        in (tmp_path / "results/table_multilabel.md").read_text()
+    )
     top1, top5 = one_crop_accuracies(tmp_path, "imagenet")
     assert val_row == {
-        "model": "efficientnet_lite0", "dataset": "imagenet", "n_images": "3", "n_annotated": "3",
-        "n_problematic": "1", "n_scored": "2", "acc_top1": top1, "acc_top5": top5, "acc_multilabel": "50.00",
-        "acc_multilabel_top_k": "50.00", "acc_multilabel_max": "50.00", "n_imagenet_m": "2",
-        "acc_imagenet_m": "100.00", "n_objects": "0", "acc_objects": "", "n_organisms": "2", "acc_organisms": "50.00",
-        "n_no_dogs": "2", "acc_no_dogs": "50.00", "notes": "acc_objects: no image of this slice",
+        "model": "efficientnet_lite0",
+        "dataset": "imagenet",
+        "n_images": "3",
+        "n_annotated": "3",
+        "n_problematic": "1",
+        "n_scored": "2",
+        "acc_top1": top1,
+        "acc_top5": top5,
+        "acc_multilabel": "50.00",
+        "acc_multilabel_top_k": "50.00",
+        "acc_multilabel_max": "50.00",
+        "n_imagenet_m": "2",
+        "acc_imagenet_m": "100.00",
+        "n_objects": "0",
+        "acc_objects": "",
+        "n_organisms": "2",
+        "acc_organisms": "50.00",
+        "n_no_dogs": "2",
+        "acc_no_dogs": "50.00",
+        "notes": "acc_objects: no image of this slice",
         "n_scales": "1",
-    }  # fmt: skip
+    }
     top1, top5 = one_crop_accuracies(tmp_path, "imagenet_v2")
     assert v2_row == {
-        "model": "efficientnet_lite0", "dataset": "imagenet_v2", "n_images": "3", "n_annotated": "2",
-        "n_problematic": "0", "n_scored": "2", "acc_top1": top1, "acc_top5": top5, "acc_multilabel": "50.00",
-        "acc_multilabel_top_k": "50.00", "acc_multilabel_max": "50.00", "n_imagenet_m": "0", "acc_imagenet_m": "",
-        "n_objects": "0", "acc_objects": "", "n_organisms": "2", "acc_organisms": "50.00", "n_no_dogs": "2",
-        "acc_no_dogs": "50.00", "notes": f"{NO_IMAGENET_M}; acc_objects: no image of this slice",
+        "model": "efficientnet_lite0",
+        "dataset": "imagenet_v2",
+        "n_images": "3",
+        "n_annotated": "2",
+        "n_problematic": "0",
+        "n_scored": "2",
+        "acc_top1": top1,
+        "acc_top5": top5,
+        "acc_multilabel": "50.00",
+        "acc_multilabel_top_k": "50.00",
+        "acc_multilabel_max": "50.00",
+        "n_imagenet_m": "0",
+        "acc_imagenet_m": "",
+        "n_objects": "0",
+        "acc_objects": "",
+        "n_organisms": "2",
+        "acc_organisms": "50.00",
+        "n_no_dogs": "2",
+        "acc_no_dogs": "50.00",
+        "notes": f"{NO_IMAGENET_M}; acc_objects: no image of this slice",
         "n_scales": "1",
-    }  # fmt: skip
+    }
     # the label sets are scored by the analysis like any other (their Table A8 rows)
     assert {scored: analysis(tmp_path, scored) for scored in SCORED} == {
         "imagenet_multilabel": (2, 50.0, 50.0),

@@ -40,18 +40,30 @@ def test_offline_weight_fetches_fail_at_once_saying_what_to_do(
     for var in [k for k in os.environ if "proxy" in k.lower() or k.startswith("HF_")]:
         monkeypatch.delenv(var)
     # what the workflow's jobs inherit: the way out (a proxy for torchvision's https URL, the Hub's endpoint)
-    for var, value in [("https_proxy", f"http://{host}"), ("HF_ENDPOINT", f"http://{host}"),
-                       ("HF_HOME", str(tmp_path / "hf")), ("TORCH_HOME", str(tmp_path / "torch"))]:  # fmt: skip
+    for var, value in [
+        ("https_proxy", f"http://{host}"),
+        ("HF_ENDPOINT", f"http://{host}"),
+        ("HF_HOME", str(tmp_path / "hf")),
+        ("TORCH_HOME", str(tmp_path / "torch")),
+    ]:
         monkeypatch.setenv(var, value)
-    config_writer(tmp_path, scales=[64], top_k=1, datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
-                  models=MODELS, stats={"pairs": []})  # fmt: skip
+    config_writer(
+        tmp_path,
+        scales=[64],
+        top_k=1,
+        datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
+        models=MODELS,
+        stats={"pairs": []},
+    )
 
     run = snakemake_run(tmp_path, TORCHVISION, TIMM, "--keep-going", check=False)
 
     out = run.stdout + run.stderr
     assert run.returncode != 0 and out.count("Error in rule fetch_weights") == 2, out
-    logs = {name: (tmp_path / f"logs/fetch/{folder.removeprefix('resources/')}.log").read_text()
-            for name, folder in (("torchvision", TORCHVISION), ("timm", TIMM))}  # fmt: skip
+    logs = {
+        name: (tmp_path / f"logs/fetch/{folder.removeprefix('resources/')}.log").read_text()
+        for name, folder in (("torchvision", TORCHVISION), ("timm", TIMM))
+    }
     torchvision, timm = logs["torchvision"], logs["timm"]
     for log in logs.values():
         assert "cannot reach the host" in log and "so it was not retried" in log, log

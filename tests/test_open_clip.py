@@ -62,8 +62,15 @@ def write_tiny_clip(folder: Path, seed: int = 0) -> dict[str, str]:
     safetensors.torch.save_file(open_clip.create_model(ARCH).state_dict(), weights)
     templates = folder / "templates.txt"
     templates.write_text("".join(f"{t}\n" for t in TEMPLATES))
-    return {"source": "open_clip", "architecture": ARCH, "weights": "tiny", "checkpoint": str(weights),
-            "model_config": str(config), "templates": str(templates), "duplicate_names": "keep_first"}  # fmt: skip
+    return {
+        "source": "open_clip",
+        "architecture": ARCH,
+        "weights": "tiny",
+        "checkpoint": str(weights),
+        "model_config": str(config),
+        "templates": str(templates),
+        "duplicate_names": "keep_first",
+    }
 
 
 def spec_of(entry: dict[str, Any], name: str = "tiny") -> ModelSpec:
@@ -236,7 +243,11 @@ def test_a_head_computed_for_other_settings_is_refused(tiny, tiny_weights, tiny_
 
 
 def test_a_pretrained_tag_loads_from_the_hugging_face_cache_with_the_tags_settings(
-    tiny, hf_cache, no_network, monkeypatch, tmp_path  # noqa: F811 (fixtures)
+    tiny,
+    hf_cache,  # noqa: F811 (a fixture)
+    no_network,  # noqa: F811 (a fixture)
+    monkeypatch,
+    tmp_path,
 ):
     # A tag of the tiny architecture as open_clip declares its own: weights in a hub repo, QuickGELU, its mean/std.
     tag = _pcfg(hf_hub="zoomeval/tiny-clip/", quick_gelu=True, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
@@ -303,8 +314,12 @@ def test_config_defaults_follow_the_model(tiny):
         spec_of({"source": "open_clip", "architecture": "ViT-Nope", "weights": "openai"}, "x")
     resnet = spec_of({"source": "torchvision", "architecture": "resnet50", "weights": "IMAGENET1K_V1"}, "r")
     assert resnet.input_size == 224 and resnet.options is None
-    assert resnet.entry() == {"architecture": "resnet50", "input_size": 224, "source": "torchvision",
-                              "weights": "IMAGENET1K_V1"}  # fmt: skip
+    assert resnet.entry() == {
+        "architecture": "resnet50",
+        "input_size": 224,
+        "source": "torchvision",
+        "weights": "IMAGENET1K_V1",
+    }
 
 
 @pytest.mark.parametrize(
@@ -400,8 +415,17 @@ def test_memo_and_the_baseline_run_an_open_clip_model_with_its_head(tiny, tiny_w
         Image.fromarray(rng.integers(0, 256, (48, 40, 3), dtype=np.uint8)).save(path)
         records.append(Record(f"img{k}", str(path), [k], ["x"], 40, 48))
     spec, subset = spec_of(tiny), [5, 17, 300]
-    meta = run_tta_to_file(tmp_path / "none.parquet", records, spec, "none", "toy", class_indices=subset,
-                           threads=1, weights=tiny_weights, head=tiny_head)  # fmt: skip
+    meta = run_tta_to_file(
+        tmp_path / "none.parquet",
+        records,
+        spec,
+        "none",
+        "toy",
+        class_indices=subset,
+        threads=1,
+        weights=tiny_weights,
+        head=tiny_head,
+    )
     loaded = load_model(spec, tiny_weights, tiny_head)
     mean, std = (torch.tensor(v).view(3, 1, 1) for v in (loaded.mean, loaded.std))
     x = torch.stack([(standard_view(Image.open(r.path).convert("RGB"), 32) - mean) / std for r in records])
@@ -411,6 +435,16 @@ def test_memo_and_the_baseline_run_an_open_clip_model_with_its_head(tiny, tiny_w
     assert table["pred"] == [subset[i] for i in logits[:, subset].argmax(dim=1).tolist()]
     assert table["pred_full"] == logits.argmax(dim=1).tolist()
     assert meta["model"]["zero_shot"]["weights_sha256"] == loaded.weights_sha256
-    run_tta_to_file(tmp_path / "rrc.parquet", records, spec, "memo_rrc", "toy", MemoSettings(views=2),
-                    class_indices=subset, threads=1, weights=tiny_weights, head=tiny_head)  # fmt: skip
+    run_tta_to_file(
+        tmp_path / "rrc.parquet",
+        records,
+        spec,
+        "memo_rrc",
+        "toy",
+        MemoSettings(views=2),
+        class_indices=subset,
+        threads=1,
+        weights=tiny_weights,
+        head=tiny_head,
+    )
     assert set(pq.read_table(tmp_path / "rrc.parquet").column("pred").to_pylist()) <= set(subset)

@@ -41,8 +41,14 @@ def study(tmp_path_factory) -> tuple[Path, dict]:
     """One Snakemake run of Table A8 for the three routes' models (about 2 minutes on 2 busy cores)."""
     workdir = tmp_path_factory.mktemp("own_models")
     models = model_entries(workdir / "files")
-    write_config(workdir, scales=[256], top_k=3, datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
-                 models=models, stats={"pairs": []})  # fmt: skip
+    write_config(
+        workdir,
+        scales=[256],
+        top_k=3,
+        datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
+        models=models,
+        stats={"pairs": []},
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", with_site(workdir / "files" / "site")["PYTHONPATH"])
         run_snakemake(workdir, TABLE_A8)
@@ -97,8 +103,9 @@ def test_each_route_reaches_table_a8_with_the_standard_accuracy_of_its_own_trans
     module, _ = built["timm_file"]
     norm = T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
     _, reference = by_hand(module, T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), norm]), records)
-    assert not np.allclose(pl.read_parquet(LAYOUT.path("standard", dataset="demo", model="timm_file"))["conf"],
-                           reference, rtol=1e-4)  # fmt: skip
+    assert not np.allclose(
+        pl.read_parquet(LAYOUT.path("standard", dataset="demo", model="timm_file"))["conf"], reference, rtol=1e-4
+    )
 
 
 @pytest.mark.workflow
@@ -111,13 +118,18 @@ def test_the_metadata_records_the_transform_the_pinned_weights_and_the_entry_poi
     }
     for name, expected in geometry.items():
         standard = read_metadata(workdir / LAYOUT.path("standard", dataset="demo", model=name))
-        predictions = read_metadata(workdir / LAYOUT.path("predictions", dataset="demo", variant="original",
-                                                          model=name))  # fmt: skip
+        predictions = read_metadata(
+            workdir / LAYOUT.path("predictions", dataset="demo", variant="original", model=name)
+        )
         assert standard["geometry"] == expected, name
         assert standard["model"]["weights_sha256"] == predictions["model"]["weights_sha256"] == models[name]["weights"]
     own = read_metadata(workdir / LAYOUT.path("predictions", dataset="demo", variant="original", model="own"))
-    assert own["model"]["entry_point"] == {"name": "tiny_net", "value": "zoomeval_tiny_models:tiny_net",
-                                           "distribution": "zoomeval-tiny-models", "version": "0.1"}  # fmt: skip
+    assert own["model"]["entry_point"] == {
+        "name": "tiny_net",
+        "value": "zoomeval_tiny_models:tiny_net",
+        "distribution": "zoomeval-tiny-models",
+        "version": "0.1",
+    }
     assert (own["crop_size"], own["model"]["mean"], own["model"]["std"]) == (64, [0.5] * 3, [0.25] * 3)
 
 

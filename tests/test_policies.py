@@ -70,8 +70,12 @@ def test_the_most_confident_right_view_reaches_acc_max_at_the_smallest_covering_
     patterns = [{ONE, A}, {ONE}, {ONE}, {ONE}, {A}, {A}, {A}, {B}, {B}, set()]
     views = confident_when_right(patterns, copies=10)
     acc_max = 100 * views.correct.any(axis=1).mean()
-    covering = min(k for k in range(1, 5) for s in combinations(range(len(ORDER)), k - 1)
-                   if views.correct[:, [ONE, *s]].any(axis=1).mean() * 100 == acc_max)  # fmt: skip
+    covering = min(
+        k
+        for k in range(1, 5)
+        for s in combinations(range(len(ORDER)), k - 1)
+        if views.correct[:, [ONE, *s]].any(axis=1).mean() * 100 == acc_max
+    )
     assert (acc_max, covering) == (90.0, 3)  # 1-crop, A, B
     budgets = [1, 2, 3, 4, 18]
     choices, folds, fitted = cross_validate(views, budgets, n_folds=5, seed=0, max_rows=10_000)
@@ -209,8 +213,10 @@ def test_folds_never_share_an_image_and_each_calibrates_on_the_others(tmp_path):
     assert [r["n_calibration"] for r in document["fitted"]] == [16 - len(f) for f in folds]
     assert document["protocol"] == "cv3" and assign_folds(16, 3, 7).tolist() == assign_folds(16, 3, 7).tolist()
     one = next(r for r in document["rows"] if r["policy"] == "one_crop")
-    assert one["acc"] == 50.0 and one["n_images"] == 16 and (one["acc_lo"], one["acc_hi"]) == pytest.approx(
-        [100 * x for x in wilson_interval(8, 16)]
+    assert (
+        one["acc"] == 50.0
+        and one["n_images"] == 16
+        and (one["acc_lo"], one["acc_hi"]) == pytest.approx([100 * x for x in wilson_interval(8, 16)])
     )
     assert all(r["acc"] == 50.0 for r in document["rows"] if r["budget"] == 1)  # every set starts at the 1-crop
     oracle = [r for r in document["rows"] if r["policy"] == "oracle_max"]
@@ -251,7 +257,12 @@ def test_the_table_and_figure_show_every_point_with_its_interval(tmp_path):
     assert f"d: {why}." in (tmp_path / "t.md").read_text()
     one = next(c for c in cells if c["policy"] == "one_crop")
     assert (one["protocol"], one["passes"], one["acc"], one["acc_max"], one["gap_closed"]) == (
-        "in_sample", "1.00", "50.00", "75.00", "0.00")  # fmt: skip
+        "in_sample",
+        "1.00",
+        "50.00",
+        "75.00",
+        "0.00",
+    )
     memo_cells = [(c["protocol"], c["passes"], c["n_correct"], c["acc"]) for c in cells if "memo" in c["policy"]]
     assert memo_cells == [("in_sample", "5.00", "10", "62.50")]  # 62.5 % of 16 images; memo_rrc did not run
     top = next(c for c in cells if c["policy"] == "oracle_max")
@@ -322,10 +333,26 @@ def test_references_take_the_aggregation_rules_from_the_metrics():
 
 def metrics(dataset: str, aggregation=None) -> Metrics:
     """The metrics fields a policies document reads."""
-    return Metrics(n_images=0, acc_1crop=50.0, acc_top_k=0, acc_max=75.0, cover_size=0, cover_size_exact=0,
-                   cover_gap=0, zoom_groups={}, top_k_centre_share=None, model="m", variant="original",
-                   dataset=dataset, n_transforms=18, n_classes=1000, n_excluded=0, by_origin=None,
-                   aggregation=aggregation, top_k=3)  # fmt: skip
+    return Metrics(
+        n_images=0,
+        acc_1crop=50.0,
+        acc_top_k=0,
+        acc_max=75.0,
+        cover_size=0,
+        cover_size_exact=0,
+        cover_gap=0,
+        zoom_groups={},
+        top_k_centre_share=None,
+        model="m",
+        variant="original",
+        dataset=dataset,
+        n_transforms=18,
+        n_classes=1000,
+        n_excluded=0,
+        by_origin=None,
+        aggregation=aggregation,
+        top_k=3,
+    )
 
 
 def write_files(folder: Path, dataset: str, views: P.Views) -> tuple[Path, Path]:
@@ -374,7 +401,8 @@ def test_a_one_image_dataset_gets_its_references_and_its_policies_left_out_with_
     left = [c for c in cells if c["protocol"] == "cv5"]
     assert [c["policy"] for c in left] == list(P.POLICIES)
     assert {(c["budget"], c["acc"], c["gap_closed"], c["n_images"], c["n_unscored"], c["left_out"]) for c in left} == {
-        ("", "", "", "0", "1", "1 not scored (cross-validation needs at least 2 images, got 1)")}  # fmt: skip
+        ("", "", "", "0", "1", "1 not scored (cross-validation needs at least 2 images, got 1)")
+    }
     one = next(c for c in cells if c["policy"] == "one_crop")
     assert (one["n_images"], one["acc"], one["n_unscored"], one["left_out"]) == ("1", "100.00", "0", "none")
     plot_zoom_policies([document], [], tmp_path / "f.png", "d")

@@ -48,8 +48,12 @@ def test_the_file_round_trips_and_another_kind_is_refused(tmp_path):
     _, table = cv_outputs(*write_files(tmp_path, "d", views), metrics("d"), PoliciesConfig(budgets=(1,), folds=2))
     write_choices(tmp_path / "c.parquet", table, model="m", protocol="cv2")
     back, meta = read_choices(tmp_path / "c.parquet")
-    assert back.equals(table) and meta == {"kind": "policy_choices", "schema_version": 1, "model": "m",
-                                           "protocol": "cv2"}  # fmt: skip
+    assert back.equals(table) and meta == {
+        "kind": "policy_choices",
+        "schema_version": 1,
+        "model": "m",
+        "protocol": "cv2",
+    }
     pq.write_table(table, tmp_path / "plain.parquet")
     with pytest.raises(ValueError, match="plain.parquet: not a policy_choices file .*kind None"):
         read_choices(tmp_path / "plain.parquet")  # no zoomeval metadata at all
@@ -68,14 +72,23 @@ def test_a_dataset_too_small_to_cross_validate_has_no_choices(tmp_path):
 
 
 def hand_table(correct: dict[tuple[str, int], list[bool]]) -> pa.Table:
-    rows = [{"image_id": f"im{i}", "fold": 0, "policy": p, "budget": b, "view": "x", "passes": float(b), "correct": c}
-            for (p, b), cs in correct.items() for i, c in enumerate(cs)]  # fmt: skip
+    rows = [
+        {"image_id": f"im{i}", "fold": 0, "policy": p, "budget": b, "view": "x", "passes": float(b), "correct": c}
+        for (p, b), cs in correct.items()
+        for i, c in enumerate(cs)
+    ]
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
 def test_the_best_policy_is_the_most_often_right_at_the_budget_ties_to_the_earlier():
-    table = hand_table({("max_conf", 2): [True, False, False], ("vote", 2): [False, True, True],
-                        ("cascade", 2): [True, True, False], ("selector", 4): [True, True, True]})  # fmt: skip
+    table = hand_table(
+        {
+            ("max_conf", 2): [True, False, False],
+            ("vote", 2): [False, True, True],
+            ("cascade", 2): [True, True, False],
+            ("selector", 4): [True, True, True],
+        }
+    )
     name, ids, right = best_policy(table, 2)  # vote 2 and cascade 2: the earlier, vote
     assert name == "vote" and ids.tolist() == ["im0", "im1", "im2"] and right.tolist() == [False, True, True]
     assert best_policy(table, 4)[0] == "selector" and best_policy(table, 3) is None
@@ -119,15 +132,18 @@ def test_read_cell_scores_the_best_policy_per_bin_from_the_files_and_refuses_a_b
     write_table(tmp_path / "p.parquet", table, {"kind": "predictions"})
     write_manifest(tmp_path / "manifest.parquet", records, "d")
     write_json(tmp_path / "metrics.json", metrics_document(metrics("d")))
-    document, table = cv_outputs(tmp_path / "correct.npz", tmp_path / "p.parquet", metrics("d"),
-                                 PoliciesConfig(budgets=(1, 2, 4), folds=3))  # fmt: skip
+    document, table = cv_outputs(
+        tmp_path / "correct.npz", tmp_path / "p.parquet", metrics("d"), PoliciesConfig(budgets=(1, 2, 4), folds=3)
+    )
     write_choices(tmp_path / "c.parquet", table)
     paths = [tmp_path / name for name in ("manifest.parquet", "correct.npz", "metrics.json", "c.parquet")]
     for budget, used in ((4, 4), (1000, 18)):
         _, _, _, rows, no_box = read_cell("m", "d", paths, budget)
         policy = rows[0]["policy"]
-        best = max((r for r in document["rows"] if r["policy"] in P.POLICIES and r["budget"] == used),
-                   key=lambda r: (r["n_correct"], -P.POLICIES.index(r["policy"])))  # fmt: skip
+        best = max(
+            (r for r in document["rows"] if r["policy"] in P.POLICIES and r["budget"] == used),
+            key=lambda r: (r["n_correct"], -P.POLICIES.index(r["policy"])),
+        )
         assert no_box == 0 and {(r["policy"], r["budget"]) for r in rows} == {(best["policy"], used)}
         assert sum(r["n_policy"] for r in rows if r["axis"] == "size") == best["n_correct"]
         assert sum(r["n_policy"] for r in rows if r["axis"] == "centre") == best["n_correct"] and policy

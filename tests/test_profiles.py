@@ -206,8 +206,15 @@ def test_slurm_profile_builds_the_expected_sbatch_calls(tmp_path):
     assert shipped.returncode != 0 and "slurm_partition: 'CHANGE_ME' is the" in message, message
     assert not log.exists()  # refused before anything was submitted
     path = filled_in(SLURM, tmp_path / "profile")
-    proc = snakemake(workdir, "--workflow-profile", str(path.parent), target,
-                     "--slurm-init-seconds-before-status-checks", "1", env=env)  # fmt: skip
+    proc = snakemake(
+        workdir,
+        "--workflow-profile",
+        str(path.parent),
+        target,
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        env=env,
+    )
     assert proc.returncode != 0  # every submission is refused
     assert log.exists(), proc.stdout + proc.stderr
     calls = log.read_text().splitlines()

@@ -34,8 +34,11 @@ def make_study(folder: Path) -> Path:
     predictions = results / "predictions/toy/original/m.parquet"
     meta = {"kind": "predictions", "scales": SCALES, "model": {"name": "m", "weights_sha256": "ab"}, "device": "cpu"}
     write_table(predictions, prediction_table(RECORDS, GRID, columns), meta)
-    write_table(results / "predictions/toy/original/m.aggregates.parquet", prediction_table(RECORDS, GRID, columns),
-                {**meta, "kind": "aggregates"})  # fmt: skip
+    write_table(
+        results / "predictions/toy/original/m.aggregates.parquet",
+        prediction_table(RECORDS, GRID, columns),
+        {**meta, "kind": "aggregates"},
+    )
     write_manifest(results / "datasets/toy/manifest.parquet", RECORDS, "toy")
     matrix = correctness_matrix(predictions, RECORDS, order)
     write_matrix(results / "analysis/toy/original/m/correct.npz", matrix, order, RECORDS, 224)
@@ -64,8 +67,10 @@ def test_a_study_reads_its_tables_runs_predictions_matrix_and_provenance(tmp_pat
     assert correct.image_ids == ["a", "b"] and correct.transforms == transforms(SCALES)
     assert sorted(zip(*np.nonzero(correct.matrix), strict=True)) == [(0, 1), (9, 0)]
     labels = study.labels("toy")
-    assert labels.select("image_id", "labels").to_dicts() == [{"image_id": "a", "labels": [1]},
-                                                              {"image_id": "b", "labels": [2, 5]}]  # fmt: skip
+    assert labels.select("image_id", "labels").to_dicts() == [
+        {"image_id": "a", "labels": [1]},
+        {"image_id": "b", "labels": [2, 5]},
+    ]
     assert study.provenance("toy", "original", "m")["model"]["weights_sha256"] == "ab"
 
 

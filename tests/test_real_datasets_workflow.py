@@ -62,8 +62,11 @@ def build_archives(src, www):
     build_objectnet_zip(src)
     # ImageNet-Hard: a Hugging Face Parquet shard
     (src / "hard").mkdir()
-    hard = [(image_bytes("JPEG", (50, 40)), [0, 1], "imagenet"), (b"<html>", [3], "objectnet"),
-            (image_bytes("PNG", (30, 30)), [6], "imagenet_a")]  # fmt: skip
+    hard = [
+        (image_bytes("JPEG", (50, 40)), [0, 1], "imagenet"),
+        (b"<html>", [3], "objectnet"),
+        (image_bytes("PNG", (30, 30)), [6], "imagenet_a"),
+    ]
     write_hard_shard(src / "hard" / "validation-00000-of-00001.parquet", hard)
     return hashlib.sha256((www / "imagenet-a.tar").read_bytes()).hexdigest()
 
@@ -103,25 +106,33 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
             },
             "objectnet": {"adapter": "objectnet", "root": str(src / "objectnet-1.0.zip"), "class_set": "subset"},
             "hard": {"adapter": "imagenet_hard", "parquet": str(src / "hard")},
-        },  # fmt: skip
+        },
     )
     snakemake_run(tmp_path, "results/table_a8.csv")
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = {(r["dataset"], r["variant"]): r for r in csv.DictReader(fh)}
     # ReaL (timm's copy) has an empty list for val image 1: it leaves ReaL scoring only
     assert {k: rows[k]["n_images"] for k in rows} == {
-        ("imagenet", "original"): "3", ("imagenet", "bgset"): "3",
-        ("imagenet_real", "original"): "2", ("imagenet_real", "bgset"): "2",
-        ("imagenet_in_real", "original"): "3", ("imagenet_in_real", "bgset"): "3",
-        ("imagenet_a", "original"): "2", ("objectnet", "original"): "1", ("hard", "original"): "2",
-    }  # fmt: skip
+        ("imagenet", "original"): "3",
+        ("imagenet", "bgset"): "3",
+        ("imagenet_real", "original"): "2",
+        ("imagenet_real", "bgset"): "2",
+        ("imagenet_in_real", "original"): "3",
+        ("imagenet_in_real", "bgset"): "3",
+        ("imagenet_a", "original"): "2",
+        ("objectnet", "original"): "1",
+        ("hard", "original"): "2",
+    }
     # and each row says what it left out: ReaL's image without a label, ImageNet-Hard's undecodable row
     left = {k[0]: (r["n_bad"], r["n_unscored"], r["left_out"]) for k, r in rows.items() if k[1] == "original"}
     assert left == {
-        "imagenet": ("0", "0", "none"), "imagenet_real": ("0", "1", "1 not scored (no ReaL label)"),
-        "imagenet_in_real": ("0", "0", "none"), "imagenet_a": ("0", "0", "none"), "objectnet": ("0", "0", "none"),
+        "imagenet": ("0", "0", "none"),
+        "imagenet_real": ("0", "1", "1 not scored (no ReaL label)"),
+        "imagenet_in_real": ("0", "0", "none"),
+        "imagenet_a": ("0", "0", "none"),
+        "objectnet": ("0", "0", "none"),
         "hard": ("1", "0", f"1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='hard')})"),
-    }  # fmt: skip
+    }
     # the subset policy restricts pred to each dataset's classes
     a = pq.read_table(tmp_path / "results/predictions/imagenet_a/original/efficientnet_lite0.parquet")
     (extracted,) = (tmp_path / "resources" / "imagenet_a" / "root.extracted").glob(f"imagenet-a.tar.{sha}.d")

@@ -14,8 +14,16 @@ from tests.conftest import run_snakemake, write_config
 pytestmark = pytest.mark.workflow
 
 CHROMIUM = shutil.which("chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +53,17 @@ def test_a_report_before_all_is_built_says_to_build_all_first(workdir):
 
 def test_the_plain_report_call_lists_every_result(workdir):
     raw = (workdir / "report.html").read_text()
-    for name in ("table_a8.csv", "table_1.csv", "table_zoom_groups.csv", "table_aggregation.csv", "anchor_grid.png",
-                 "upper_bounds.png", "bbox_contact_sheet.png", "mannwhitney.csv", "summary.csv"):  # fmt: skip
+    for name in (
+        "table_a8.csv",
+        "table_1.csv",
+        "table_zoom_groups.csv",
+        "table_aggregation.csv",
+        "anchor_grid.png",
+        "upper_bounds.png",
+        "bbox_contact_sheet.png",
+        "mannwhitney.csv",
+        "summary.csv",
+    ):
         assert name in raw, name
     # the image browser beside the report, linked from the description and the hard-set caption (JSON-escaped)
     assert raw.count('href=\\"results/browser/index.html\\"') == 2
@@ -61,10 +78,19 @@ def test_outputs_are_world_readable_under_umask_022(workdir):
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_report_renders_tables_figures_masks_and_statistics(workdir):
     dom = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={workdir / 'chromium'}", "--virtual-time-budget=10000", "--dump-dom",
-         f"file://{workdir / 'report.html'}"],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={workdir / 'chromium'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            f"file://{workdir / 'report.html'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     # the report's own JavaScript draws these menu entries, one per result category
     for category in ("Tables", "Figures", "Masks", "Object counts"):
         assert f"<span>{category}</span>" in dom, category

@@ -16,8 +16,11 @@ from zoomeval.core import layout
 from zoomeval.core.layout import JOB_LOGS, OUTPUTS, WILDCARDS, Layout, cases_of, relative_to
 
 #: The files that wire the workflow: every path under the results or logs root they use comes from the layout.
-WIRING = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk")),
-          *sorted((ROOT / "workflow" / "scripts").glob("*.py"))]  # fmt: skip
+WIRING = [
+    ROOT / "Snakefile",
+    *sorted((ROOT / "workflow" / "rules").glob("*.smk")),
+    *sorted((ROOT / "workflow" / "scripts").glob("*.py")),
+]
 #: A path under the default results or logs root, as a literal would spell it.
 SPELLED = re.compile(r"(?<![\w.])(results|logs)/")
 #: A name given to the layout in the rule files: LAYOUT.path("name" / LAYOUT.log("name", or an input function's.
@@ -49,9 +52,11 @@ def test_no_rule_file_snakefile_or_script_spells_a_results_path() -> None:
 def test_the_check_sees_a_spelled_path_and_passes_the_layouts() -> None:
     """Control: a literal results or log path is found, in a plain string or an f-string, in rule syntax too; a
     path taken from the layout, a comment, a caption and a resources path are not."""
-    rule = ('# writes results/table_x.csv\nrule x:\n    input:\n        f"results/analysis/{s}/metrics.json",\n'
-            '    output:\n        report(LAYOUT.path("table_a8", ext="csv"), caption="../report/x.rst"),\n'
-            "    log:\n        'logs/tables/x.log',\n    params:\n        f'{R}/labels/x.json',\n")  # fmt: skip
+    rule = (
+        '# writes results/table_x.csv\nrule x:\n    input:\n        f"results/analysis/{s}/metrics.json",\n'
+        '    output:\n        report(LAYOUT.path("table_a8", ext="csv"), caption="../report/x.rst"),\n'
+        "    log:\n        'logs/tables/x.log',\n    params:\n        f'{R}/labels/x.json',\n"
+    )
     assert spelled_paths(rule) == ['f"results/analysis/{s}/metrics.json"', "'logs/tables/x.log'"]
 
 
@@ -86,8 +91,10 @@ def test_paths_leave_unfilled_wildcards_to_snakemake_and_refuse_unknown_ones() -
     layout = Layout()
     assert layout.path("metrics") == "results/analysis/{scored}/{variant}/{model}/metrics.json"
     assert layout.path("correct", scored="{source}") == "results/analysis/{source}/{variant}/{model}/correct.npz"
-    assert layout.path("predictions", dataset="demo", variant="original", model="m") == \
-        "results/predictions/demo/original/m.parquet"  # fmt: skip
+    assert (
+        layout.path("predictions", dataset="demo", variant="original", model="m")
+        == "results/predictions/demo/original/m.parquet"
+    )
     assert layout.glob("metrics", variant="original") == "results/analysis/*/original/*/metrics.json"
     with pytest.raises(KeyError, match=r"no wildcard \['scored'\]"):
         layout.path("manifest", scored="x")

@@ -33,8 +33,21 @@ PRED_COLUMNS = ["image_id", "scale", "row", "col", "pred", "pred_full", "conf"]
 
 def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen:
     """Snakemake on the small demo in its own session (process group), output in ``workdir/controller.log``."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args, *SMALL_TARGETS]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+        *SMALL_TARGETS,
+    ]
     with open(workdir / "controller.log", "w") as out:
         return subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -54,8 +67,10 @@ def wait_for_first_shard(workdir: Path, proc: subprocess.Popen, timeout: float =
     deadline = time.monotonic() + timeout
     while not finished_shards(workdir):
         if proc.poll() is not None:
-            raise AssertionError(f"snakemake ended ({proc.returncode}) before the first shard:\n"
-                                 + (workdir / "controller.log").read_text()[-5000:])  # fmt: skip
+            raise AssertionError(
+                f"snakemake ended ({proc.returncode}) before the first shard:\n"
+                + (workdir / "controller.log").read_text()[-5000:]
+            )
         if time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError(f"no shard after {timeout} s:\n" + (workdir / "controller.log").read_text()[-5000:])

@@ -88,17 +88,32 @@ def event(kind: str, time: float, **fields: object) -> dict:
 #: A run as the logger plugin writes it: 7 jobs planned, two of them predict jobs; the dataset's job took 10 s;
 #: the first predict job has run for 20 s.
 EVENTS = [
-    event("run_info", 0.0, stats={"generated_dataset": 1, "predict": 2, "standard_eval": 1, "analyze": 2,
-                                   "table_a8": 1, "total": 7}),
+    event(
+        "run_info",
+        0.0,
+        stats={"generated_dataset": 1, "predict": 2, "standard_eval": 1, "analyze": 2, "table_a8": 1, "total": 7},
+    ),
     event("job_started", 0.0, jobs=[1]),
-    event("job_info", 0.0, jobid=1, rule_name="generated_dataset", wildcards={"dataset": "demo"},
-          log=["logs/datasets/demo.log"]),
+    event(
+        "job_info",
+        0.0,
+        jobid=1,
+        rule_name="generated_dataset",
+        wildcards={"dataset": "demo"},
+        log=["logs/datasets/demo.log"],
+    ),
     event("job_finished", 10.0, job_id=1),
     event("progress", 10.0, done=1, total=7),
     event("job_started", 10.0, jobs=[2]),
-    event("job_info", 10.0, jobid=2, rule_name="predict", wildcards={"dataset": "demo", "variant": "original",
-                                                                      "model": "m"}, log=["logs/p.log"]),
-]  # fmt: skip
+    event(
+        "job_info",
+        10.0,
+        jobid=2,
+        rule_name="predict",
+        wildcards={"dataset": "demo", "variant": "original", "model": "m"},
+        log=["logs/p.log"],
+    ),
+]
 #: The plan: 12 images in each of the two prediction files still to write.
 PLANNED = {("demo", "original", "m", ""): 12, ("demo", "fgset", "m", ""): 12}
 #: The running predict job's last record: 4 of 12 images, 108 crops (27 views each) at 10.8 crops/s.
@@ -127,18 +142,35 @@ def test_the_logger_plugin_writes_snakemakes_events_as_json_lines(tmp_path: Path
 
     events = tmp_path / "events.jsonl"
     handler = LogHandler(None, LogHandlerSettings(events=str(events)))  # type: ignore[arg-type]
-    info = logging.makeLogRecord({"msg": "rule", "event": LogEvent.JOB_INFO, "jobid": 2, "rule_name": "predict",
-                                  "wildcards": {"dataset": "demo"}, "log": ["logs/p.log"], "input": ["x"]})
-    for record in (info, logging.makeLogRecord({"msg": "Select jobs to execute..."}),
-                   logging.makeLogRecord({"msg": None, "event": LogEvent.PROGRESS, "done": 1, "total": 7})):
+    info = logging.makeLogRecord(
+        {
+            "msg": "rule",
+            "event": LogEvent.JOB_INFO,
+            "jobid": 2,
+            "rule_name": "predict",
+            "wildcards": {"dataset": "demo"},
+            "log": ["logs/p.log"],
+            "input": ["x"],
+        }
+    )
+    for record in (
+        info,
+        logging.makeLogRecord({"msg": "Select jobs to execute..."}),
+        logging.makeLogRecord({"msg": None, "event": LogEvent.PROGRESS, "done": 1, "total": 7}),
+    ):
         handler.emit(record)
     handler.close()
     written = [json.loads(line) for line in events.read_text().splitlines()]
     assert [{k: v for k, v in w.items() if k != "time"} for w in written] == [
-        {"event": "job_info", "jobid": 2, "rule_name": "predict", "wildcards": {"dataset": "demo"},
-         "log": ["logs/p.log"]},
+        {
+            "event": "job_info",
+            "jobid": 2,
+            "rule_name": "predict",
+            "wildcards": {"dataset": "demo"},
+            "log": ["logs/p.log"],
+        },
         {"event": "progress", "done": 1, "total": 7},
-    ]  # fmt: skip
+    ]
     assert record_of(info)["time"] == info.created
     reader = EventReader(events)
     assert len(reader.read()) == 2 and reader.read() == []  # read once
@@ -151,8 +183,14 @@ def test_the_whole_run_shows_jobs_images_crops_and_one_eta() -> None:
     overall = Tracker(PLANNED, 27).overall(fed(EVENTS), {2: RECORD}, now=30.0)
     assert overall.text() == "1/7 jobs, 4/24 images, 108/648 crops, ETA 0:01:40"
     # two jobs at once half of the time: 5 x 10 s / 1.5
-    both = fed([*EVENTS, event("job_started", 15.0, jobs=[3]), event("job_info", 15.0, jobid=3, rule_name="x"),
-                event("job_finished", 25.0, job_id=3)])  # fmt: skip
+    both = fed(
+        [
+            *EVENTS,
+            event("job_started", 15.0, jobs=[3]),
+            event("job_info", 15.0, jobid=3, rule_name="x"),
+            event("job_finished", 25.0, job_id=3),
+        ]
+    )
     assert Tracker(PLANNED, 27).overall(both, {2: RECORD}, now=30.0).eta == pytest.approx(50 + 50 / (40 / 30))
     # a target that needs one prediction file of the two planned: unknown until its predict job has started
     one = [{**EVENTS[0], "stats": {"predict": 1, "total": 3}}]
@@ -209,16 +247,43 @@ def test_targets_are_target_rules_or_layout_paths_and_reach_snakemake_after_the_
     layout = run_layout(2)
     assert checked_targets([], layout) == ("study",)
     assert checked_targets(["all", "results/table_tta.csv", "results/browser/index.html"], layout) == (
-        "all", "results/limit-2/table_tta.csv", "results/limit-2/browser/index.html")  # fmt: skip
-    for bad in ("--snakefile=EVIL.smk", "-s", "EVIL.smk", "--configfile=EVIL.yaml", "results/../EVIL.smk",
-                "results/datasets/..", "results/evil.smk", "results/table_1.py", "/etc/passwd", "results/table_1.csv\n",
-                "logs/tables/table_1.log", "table_1"):  # fmt: skip
+        "all",
+        "results/limit-2/table_tta.csv",
+        "results/limit-2/browser/index.html",
+    )
+    for bad in (
+        "--snakefile=EVIL.smk",
+        "-s",
+        "EVIL.smk",
+        "--configfile=EVIL.yaml",
+        "results/../EVIL.smk",
+        "results/datasets/..",
+        "results/evil.smk",
+        "results/table_1.py",
+        "/etc/passwd",
+        "results/table_1.csv\n",
+        "logs/tables/table_1.log",
+        "table_1",
+    ):
         with pytest.raises(ValueError, match=re.escape(f"TARGET {bad!r} is neither a target rule")):
             checked_target(bad, layout)
     plan = RunPlan(("results/limit-2/table_a8.csv",), layout, demo_config(limit=2), 4, 1)
-    assert plan.argv("ev.jsonl")[1:] == ["-m", "snakemake", "--cores", "4", "--resources", "gpu=1", "--config",
-                                         "limit=2", "--logger", "zoomeval", "--logger-zoomeval-events", "ev.jsonl",
-                                         "--", "results/limit-2/table_a8.csv"]  # fmt: skip
+    assert plan.argv("ev.jsonl")[1:] == [
+        "-m",
+        "snakemake",
+        "--cores",
+        "4",
+        "--resources",
+        "gpu=1",
+        "--config",
+        "limit=2",
+        "--logger",
+        "zoomeval",
+        "--logger-zoomeval-events",
+        "ev.jsonl",
+        "--",
+        "results/limit-2/table_a8.csv",
+    ]
 
 
 def evil_files(folder: Path) -> tuple[Path, Path, Path]:
@@ -229,17 +294,26 @@ def evil_files(folder: Path) -> tuple[Path, Path, Path]:
     return marker, folder / "EVIL.smk", folder / "EVIL.yaml"
 
 
-@pytest.mark.parametrize("args", [["--", "--snakefile=EVIL.smk"], ["--", "-s", "EVIL.smk"],
-                                  ["--", "--configfile=EVIL.yaml"], ["results/../../EVIL.smk"]],
-                         ids=["--snakefile=", "-s", "--configfile=", "path-out"])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--", "--snakefile=EVIL.smk"],
+        ["--", "-s", "EVIL.smk"],
+        ["--", "--configfile=EVIL.yaml"],
+        ["results/../../EVIL.smk"],
+    ],
+    ids=["--snakefile=", "-s", "--configfile=", "path-out"],
+)
 def test_an_option_or_a_path_outside_the_layout_as_a_target_is_refused_and_runs_nothing(tmp_path, args) -> None:
     assert zoomeval("init", "study", "--preset", "demo", cwd=tmp_path).returncode == 0
     marker, _, _ = evil_files(tmp_path / "study")
     proc = zoomeval("run", "study", *args, cwd=tmp_path)
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == f"zoomeval run: TARGET {args[-1] if args[0] != '--' else args[1]!r} is neither a target " \
-        "rule (`study`, `all`) nor a path of the results layout under results/ (docs/reference/outputs.md); " \
-        "nothing was run\n"  # fmt: skip
+    assert (
+        proc.stderr == f"zoomeval run: TARGET {args[-1] if args[0] != '--' else args[1]!r} is neither a target "
+        "rule (`study`, `all`) nor a path of the results layout under results/ (docs/reference/outputs.md); "
+        "nothing was run\n"
+    )
     assert not marker.exists() and not (tmp_path / "study" / "logs").exists()
 
 
@@ -251,17 +325,22 @@ def test_a_profile_that_names_another_snakefile_or_config_is_refused(tmp_path: P
     (study / "profiles" / "default").mkdir()
     (study / "profiles" / "default" / "config.yaml").write_text(f"cores: 1\nconfigfile: [{evil}]\n")
     proc = zoomeval("run", "study", cwd=tmp_path)
-    assert (proc.returncode, proc.stderr) == (2, "zoomeval run: profiles/default/config.yaml: key 'configfile' makes "
-                                                 "Snakemake read a file zoomeval run does not check; remove it (a "
-                                                 "study's Snakefile and config are its own)\n")  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "zoomeval run: profiles/default/config.yaml: key 'configfile' makes "
+        "Snakemake read a file zoomeval run does not check; remove it (a "
+        "study's Snakefile and config are its own)\n",
+    )
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("cores", ["0", "-3", "two"])
 def test_cores_below_one_are_refused_in_one_line(tmp_path: Path, cores: str) -> None:
     proc = zoomeval("run", str(tmp_path), "--cores", cores, cwd=tmp_path)
-    assert (proc.returncode, proc.stderr) == (2, f"zoomeval run: argument --cores: {cores} is no number of cores; "
-                                                 "give N >= 1 (see zoomeval run --help)\n")  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"zoomeval run: argument --cores: {cores} is no number of cores; give N >= 1 (see zoomeval run --help)\n",
+    )
 
 
 def test_a_second_run_in_a_study_is_refused_before_it_opens_any_file_of_the_first(tmp_path: Path) -> None:
@@ -275,9 +354,12 @@ def test_a_second_run_in_a_study_is_refused_before_it_opens_any_file_of_the_firs
     with holding(study, "zoomeval run --limit 2"):
         proc = zoomeval("run", "study", cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert re.fullmatch(rf"zoomeval run: study: another zoomeval run holds this study \(pid {os.getpid()} on \S+, "
-                        r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d: zoomeval run --limit 2\); wait for it to end, or stop "
-                        r"it with Ctrl-C where it runs; nothing was run\n", proc.stderr)  # fmt: skip
+    assert re.fullmatch(
+        rf"zoomeval run: study: another zoomeval run holds this study \(pid {os.getpid()} on \S+, "
+        r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d: zoomeval run --limit 2\); wait for it to end, or stop "
+        r"it with Ctrl-C where it runs; nothing was run\n",
+        proc.stderr,
+    )
     assert files_and_times(study / "logs") == before
     with holding(study, "again"):  # the lock went with the block that held it
         pass
@@ -298,8 +380,9 @@ print(*supervise(child, lambda: next(ready, lambda: None)(), sys.stderr), flush=
 def test_ctrl_c_once_is_passed_on_and_twice_kills_at_once_without_a_traceback(first: signal.Signals) -> None:
     """A child that ignores SIGINT (a job that will not stop): the first Ctrl-C (or a SIGTERM, which Snakemake in
     its own session would not get) is passed on and the child keeps running; the second kills it at once (-9)."""
-    proc = subprocess.Popen([sys.executable, "-c", SUPERVISED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(first)
     time.sleep(1.5)
@@ -307,8 +390,13 @@ def test_ctrl_c_once_is_passed_on_and_twice_kills_at_once_without_a_traceback(fi
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert (proc.returncode, out) == (0, "-9 2\n")
-    assert err.split("\n") == ["", "zoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop "
-                               "at once)", "", "zoomeval run: stopped at once", ""]  # fmt: skip
+    assert err.split("\n") == [
+        "",
+        "zoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop at once)",
+        "",
+        "zoomeval run: stopped at once",
+        "",
+    ]
 
 
 def test_the_preflight_refuses_gpu_settings_without_a_gpu_and_a_short_disk(tmp_path: Path) -> None:
@@ -342,8 +430,9 @@ def test_a_limit_above_the_images_is_bounded_by_what_the_manifest_or_the_adapter
     manifest.parent.mkdir(parents=True)
     write_manifest(manifest, [Record(f"i{k}", f"i{k}.png", [1], ["n01"], 10, 10) for k in range(3)], "demo")
     assert expected_images(huge, "demo", run_layout(10**12)) == 3
-    assert disk_needs(huge, plan_all(huge), run_layout(10**12))["results/limit-1000000000000"] == (3 * 3 + 8) \
-        * 9 * 36 * 32  # demo: 3 images x 3 variants, demo_clutter: 8 x 1; 9 x 36 rows of 32 bytes each
+    assert (
+        disk_needs(huge, plan_all(huge), run_layout(10**12))["results/limit-1000000000000"] == (3 * 3 + 8) * 9 * 36 * 32
+    )  # demo: 3 images x 3 variants, demo_clutter: 8 x 1; 9 x 36 rows of 32 bytes each
 
 
 def test_weights_that_no_offline_route_holds_from_a_host_that_does_not_answer_are_named(tmp_path, monkeypatch) -> None:
@@ -351,8 +440,10 @@ def test_weights_that_no_offline_route_holds_from_a_host_that_does_not_answer_ar
     host does not answer; not named when the host answers (asked once) or the cache holds the file."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    raw.update(resources=str(tmp_path / "res"), models={"r18": {"source": "torchvision", "architecture": "resnet18",
-                                                                "weights": "IMAGENET1K_V1"}})  # fmt: skip
+    raw.update(
+        resources=str(tmp_path / "res"),
+        models={"r18": {"source": "torchvision", "architecture": "resnet18", "weights": "IMAGENET1K_V1"}},
+    )
     config = load_config(raw, check_paths=False)
     assert list(missing_weights(config, reach=lambda host: False)) == [
         f"models.r18: its weights are not in {tmp_path}/res/weights/torchvision/resnet18.IMAGENET1K_V1 nor in an "
@@ -385,9 +476,10 @@ def test_the_disk_needed_is_the_archives_not_yet_extracted_and_the_predictions_n
     Path(str(inputs["imagenet", "images"].extracted)).mkdir(parents=True)
     (tmp_path / "results" / "predictions" / "imagenet" / "original").mkdir(parents=True)
     (tmp_path / "results" / "predictions" / "imagenet" / "original" / "resnet50.parquet").touch()
-    assert disk_needs(config, inputs, layout) == {str(tmp_path / "res"): (tmp_path / "bbox.tgz").stat().st_size,
-                                                  results: 0}  # fmt: skip
-
+    assert disk_needs(config, inputs, layout) == {
+        str(tmp_path / "res"): (tmp_path / "bbox.tgz").stat().st_size,
+        results: 0,
+    }
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -399,10 +491,17 @@ def test_one_run_names_two_missing_data_files_and_a_missing_weight(tmp_path: Pat
     assert zoomeval("init", "study", "--preset", "imagenet-val", cwd=tmp_path).returncode == 0
     config_path = tmp_path / "study" / "config" / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
-    config["datasets"]["imagenet"].update(images=str(tmp_path / "val.tar"), annotations=str(tmp_path / "bbox.tgz"),
-                                          label_sets=["in"])  # fmt: skip
-    config["models"] = {"mine": {"source": "checkpoint", "architecture": "resnet50", "weights": "ab" * 32,
-                                 "checkpoint": str(tmp_path / "mine.pth")}}  # fmt: skip
+    config["datasets"]["imagenet"].update(
+        images=str(tmp_path / "val.tar"), annotations=str(tmp_path / "bbox.tgz"), label_sets=["in"]
+    )
+    config["models"] = {
+        "mine": {
+            "source": "checkpoint",
+            "architecture": "resnet50",
+            "weights": "ab" * 32,
+            "checkpoint": str(tmp_path / "mine.pth"),
+        }
+    }
     config_path.write_text(yaml.safe_dump(config))
     proc = zoomeval("run", "study", "--limit", "2", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
@@ -421,12 +520,17 @@ def test_one_run_names_two_missing_data_files_and_a_missing_weight(tmp_path: Pat
 TIMM_TYPO = {"r": {"source": "timm", "architecture": "resnet5", "weights": "a1_in1k"}}
 TAG_TYPO = {"t": {"source": "torchvision", "architecture": "resnet18", "weights": "IMAGENET1K_V9"}}
 ARCH_TYPO = {"c": {"source": "torchvision", "architecture": "convnxt_tiny", "weights": "IMAGENET1K_V1"}}
-TIMM_LINE = ("models.r.architecture: 'resnet5' is not a timm model (zoomeval list models timm); closest: resnet50, "
-             "resnet51q, resnet50s, resnet50d, resnet50c")  # fmt: skip
-TAG_LINE = ("models.t.weights: 'IMAGENET1K_V9' is not a pretrained tag of resnet18 ['IMAGENET1K_V1']; closest: "
-            "IMAGENET1K_V1")  # fmt: skip
-ARCH_LINE = ("models.c.architecture: 'convnxt_tiny' is not a torchvision model (zoomeval list models torchvision); "
-             "closest: convnext_tiny, convnext_base, convnext_small, convnext_large")  # fmt: skip
+TIMM_LINE = (
+    "models.r.architecture: 'resnet5' is not a timm model (zoomeval list models timm); closest: resnet50, "
+    "resnet51q, resnet50s, resnet50d, resnet50c"
+)
+TAG_LINE = (
+    "models.t.weights: 'IMAGENET1K_V9' is not a pretrained tag of resnet18 ['IMAGENET1K_V1']; closest: IMAGENET1K_V1"
+)
+ARCH_LINE = (
+    "models.c.architecture: 'convnxt_tiny' is not a torchvision model (zoomeval list models torchvision); "
+    "closest: convnext_tiny, convnext_base, convnext_small, convnext_large"
+)
 TOP_K_LINE = "top_k: 28 picks from 27 zoom transforms (3 scales x 9 anchors); give top_k <= 27 or more scales"
 REFUSALS = {
     "timm-and-torchvision-typos": ({"models": TIMM_TYPO | TAG_TYPO}, [TIMM_LINE, TAG_LINE]),
@@ -461,8 +565,10 @@ def test_the_preflight_names_every_typo_with_its_closest_and_top_k_beyond_the_tr
     assert main(["run", str(typo_study), "--limit", "2"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "Traceback" not in err
-    assert err.splitlines() == [*(f"zoomeval run: {line}" for line in lines),
-                                f"zoomeval run: {len(lines)} problem(s) found before starting; nothing was run"]
+    assert err.splitlines() == [
+        *(f"zoomeval run: {line}" for line in lines),
+        f"zoomeval run: {len(lines)} problem(s) found before starting; nothing was run",
+    ]
     assert not (typo_study / "logs").exists() and not (typo_study / "results").exists()
 
 
@@ -470,8 +576,10 @@ def test_a_bad_limit_or_directory_is_one_line_and_status_2(tmp_path: Path) -> No
     proc = zoomeval("run", str(tmp_path), "--limit", "0", cwd=tmp_path)
     assert (proc.returncode, proc.stderr) == (2, "zoomeval run: --limit: 0 is no number of images; give N >= 1\n")
     proc = zoomeval("run", str(tmp_path / "nosuch"), cwd=tmp_path)
-    assert (proc.returncode, proc.stderr) == (2, f"zoomeval run: {tmp_path}/nosuch is no directory: give a study "
-                                                 "directory (zoomeval init)\n")  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"zoomeval run: {tmp_path}/nosuch is no directory: give a study directory (zoomeval init)\n",
+    )
 
 
 @pytest.mark.parametrize("where", ["config/config.yaml", "profiles/default/config.yaml"])
@@ -491,7 +599,6 @@ def test_a_templated_config_or_profile_is_refused_before_snakemake_renders_it(tm
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"zoomeval run: {where}: line ") and "__use_yte__ asks Snakemake" in proc.stderr
     assert not marker.exists() and not (study / "logs").exists()
-
 
 
 def interrupted_run(study: Path, timeout: float = 900) -> tuple[int, str, list[str]]:
@@ -524,8 +631,11 @@ def demo_study(tmp_path_factory) -> tuple[Path, dict]:
         (study / path).write_text(f"the full run's {path}\n")
     before = {name: files_and_times(study / name) for name in ("results", "logs")}
     steps["limited"] = zoomeval("run", "--limit", "2", cwd=study)
-    steps["untouched"] = [name for name, files in before.items() if files != {
-        k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}]  # fmt: skip
+    steps["untouched"] = [
+        name
+        for name, files in before.items()
+        if files != {k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}
+    ]
     for path in stand_ins:
         (study / path).unlink()
     steps["interrupted"] = interrupted_run(study)
@@ -554,8 +664,10 @@ def test_a_limited_run_builds_its_tables_seals_its_own_tree_and_leaves_the_full_
     study, steps = demo_study
     proc = steps["limited"]
     assert proc.returncode == 0, proc.stderr[-3000:]
-    title = ("# Table A8: maximum possible top-1 accuracy (%) on original images [LIMITED RUN: the first 2 images of "
-             "each dataset only (config limit), not a result]")  # fmt: skip
+    title = (
+        "# Table A8: maximum possible top-1 accuracy (%) on original images [LIMITED RUN: the first 2 images of "
+        "each dataset only (config limit), not a result]"
+    )
     assert proc.stdout.startswith(title + "\n")
     [row] = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
     assert row.split(" | ")[1:4] == ["original", "demo", "2"]

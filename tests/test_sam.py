@@ -163,12 +163,28 @@ def test_write_sam_masks_end_to_end(tmp_path: Path, checkpoint: Path, records: l
     # Permissive settings so a random model's masks reach the counting code; content is not asserted.
     counting = CountFilter(min_iou=-1e9, min_stability=0.0, min_area_fraction=0.0, max_overlap=0.7)
     generator = {"points_per_side": 4, "crop_n_layers": 0, "pred_iou_thresh": 0.0, "stability_score_thresh": 0.0}
-    write_sam_masks(out, records, dataset="demo", method=method, model_type="tiny", checkpoint=checkpoint,
-                    counting=counting, generator_options=generator, build=None)  # fmt: skip
+    write_sam_masks(
+        out,
+        records,
+        dataset="demo",
+        method=method,
+        model_type="tiny",
+        checkpoint=checkpoint,
+        counting=counting,
+        generator_options=generator,
+        build=None,
+    )
 
     table = pq.read_table(out)
-    assert table.schema.names == ["image_id", "method", "mask_png", "area_fraction", "n_objects", "scores",
-                                  "box_coverage"]  # fmt: skip
+    assert table.schema.names == [
+        "image_id",
+        "method",
+        "mask_png",
+        "area_fraction",
+        "n_objects",
+        "scores",
+        "box_coverage",
+    ]
     types = dict(zip(table.schema.names, table.schema.types, strict=True))
     assert types["area_fraction"] == pa.float32() and types["n_objects"] == pa.int16()
     assert types["scores"] == pa.list_(pa.float32()) and types["box_coverage"] == pa.float32()
@@ -201,16 +217,31 @@ def test_write_sam_masks_is_deterministic(tmp_path: Path, checkpoint: Path, reco
     options = {"points_per_side": 4, "pred_iou_thresh": 0.0, "stability_score_thresh": 0.0}
     tables = []
     for run in ("a", "b"):
-        write_sam_masks(tmp_path / f"{run}.parquet", records, dataset="demo", method="sam_auto", model_type="tiny",
-                        checkpoint=checkpoint, counting=CountFilter(min_iou=-1e9, min_stability=0.0),
-                        generator_options=options, build=None)  # fmt: skip
+        write_sam_masks(
+            tmp_path / f"{run}.parquet",
+            records,
+            dataset="demo",
+            method="sam_auto",
+            model_type="tiny",
+            checkpoint=checkpoint,
+            counting=CountFilter(min_iou=-1e9, min_stability=0.0),
+            generator_options=options,
+            build=None,
+        )
         tables.append(pq.read_table(tmp_path / f"{run}.parquet"))
     assert tables[0].equals(tables[1])
 
 
 def test_unknown_method_or_model_type_is_rejected(tmp_path: Path, checkpoint: Path, records: list[Record]):
     with pytest.raises(ValueError, match="method"):
-        write_sam_masks(tmp_path / "x.parquet", records, dataset="demo", method="sam", model_type="tiny",
-                        checkpoint=checkpoint, build=None)  # fmt: skip
+        write_sam_masks(
+            tmp_path / "x.parquet",
+            records,
+            dataset="demo",
+            method="sam",
+            model_type="tiny",
+            checkpoint=checkpoint,
+            build=None,
+        )
     with pytest.raises(ValueError, match="model type"):
         load_sam("vit_xl", checkpoint)

@@ -50,8 +50,7 @@ def why_no_slurm() -> str | None:
     if not (shutil.which("sinfo") and shutil.which("sbatch") and shutil.which("scancel")):
         return "SLURM is not installed (no sinfo/sbatch/scancel); start a local one with `.ci/slurm_up.sh` as root"
     try:
-        proc = subprocess.run(["sinfo", "-h", "-p", "debug", "-o", "%T %c"], capture_output=True, text=True,
-                              timeout=30)  # fmt: skip
+        proc = subprocess.run(["sinfo", "-h", "-p", "debug", "-o", "%T %c"], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return "sinfo did not answer in 30 s; is slurmctld running? (.ci/slurm_up.sh)"
     if proc.returncode != 0:

@@ -80,8 +80,9 @@ def test_the_embedded_model_by_hand_with_its_own_normalisation_not_the_configs(t
     assert table.column_names == ["image_id", "pred", "pred_full", "conf"]
     assert [str(t) for t in table.schema.types] == ["string", "int16", "int16", "float"]
     bicubic = T.InterpolationMode.BICUBIC
-    timm_eval = T.Compose([T.Resize(256, bicubic), T.CenterCrop(224), T.ToTensor(), T.Normalize(embedded.MEAN,
-                                                                                               embedded.STD)])
+    timm_eval = T.Compose(
+        [T.Resize(256, bicubic), T.CenterCrop(224), T.ToTensor(), T.Normalize(embedded.MEAN, embedded.STD)]
+    )
     pred, conf = by_hand(load_model(EMBEDDED, None).module, timm_eval, records, subset)
     frame = pl.read_parquet(tmp_path / "s.parquet")
     assert frame["image_id"].to_list() == ["img0", "img1", "img2"]
@@ -93,7 +94,11 @@ def test_the_embedded_model_by_hand_with_its_own_normalisation_not_the_configs(t
 
 
 def test_an_open_clip_model_by_hand_with_its_own_preprocess_and_top5(
-    tmp_path, records, tiny, tiny_weights, tiny_head  # noqa: F811 (fixtures)
+    tmp_path,
+    records,
+    tiny,  # noqa: F811 (a fixture)
+    tiny_weights,  # noqa: F811 (a fixture)
+    tiny_head,  # noqa: F811 (a fixture)
 ):
     spec = spec_of(tiny)
     settings = InferenceSettings(device="cpu", threads=1, num_workers=0, batch_size=2, store_top5=True)

@@ -101,7 +101,11 @@ def test_bbox_counts_come_from_the_records(tmp_path: Path):
     write_object_counts(path, table, "imagenet")
     meta = read_metadata(path)
     assert (meta["kind"], meta["schema_version"], meta["dataset"], meta["method"]) == (
-        "object_counts", 1, "imagenet", "bbox")  # fmt: skip
+        "object_counts",
+        1,
+        "imagenet",
+        "bbox",
+    )
     assert pq.read_table(path).to_pydict() == table.to_pydict()
 
 
@@ -130,9 +134,11 @@ def test_mann_whitney_csv_has_stable_columns_and_formatted_values(tmp_path: Path
     write_mann_whitney_csv(path, rows)
     with path.open(newline="") as f:
         header, first, second = list(csv.reader(f))
-    assert header == MANN_WHITNEY_COLUMNS == [
-        "dataset1", "dataset2", "n1", "n2", "median1", "median2", "mean1", "mean2", "U", "p_value", "rank_biserial"
-    ]  # fmt: skip
+    assert (
+        header
+        == MANN_WHITNEY_COLUMNS
+        == ["dataset1", "dataset2", "n1", "n2", "median1", "median2", "mean1", "mean2", "U", "p_value", "rank_biserial"]
+    )
     expected = mannwhitneyu(counts["imagenet"], counts["imagenet_a"], alternative="two-sided")
     assert second[:8] == ["imagenet", "imagenet_a", "6", "5", "1.5000", "3.0000", "1.6667", "3.2000"]
     assert second[8] == f"{expected.statistic:.1f}" == "4.5"  # 2 wins (3 > 2) + 5 ties

@@ -100,9 +100,17 @@ def typed_at(typed: Any, path: tuple[str, ...]) -> Any:
 
 def test_the_walk_finds_every_kind_of_key() -> None:
     ids = {case.id for case in CASES}
-    assert {"tta.prior_strength=0.5", "tta.prior_strength=null", "inference.compile=false", "top_k=2",
-            "models.efficientnet_lite0.input_size=17", "models.efficientnet_lite0.mean=0.5",
-            "sam.counting.min_iou=0.5", "scales=2", "browser.predictions_shown=1"} <= ids  # fmt: skip
+    assert {
+        "tta.prior_strength=0.5",
+        "tta.prior_strength=null",
+        "inference.compile=false",
+        "top_k=2",
+        "models.efficientnet_lite0.input_size=17",
+        "models.efficientnet_lite0.mean=0.5",
+        "sam.counting.min_iou=0.5",
+        "scales=2",
+        "browser.predictions_shown=1",
+    } <= ids
     assert len(CASES) >= 35
 
 
@@ -198,10 +206,16 @@ def test_aliases_count_as_the_nodes_they_name_up_to_the_limit() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [*ROOT.glob("config/*.yaml"), *ROOT.glob("profiles/*/config.yaml"), *ROOT.glob("workflow/schemas/*.yaml"),
-             *ROOT.glob("envs/*.yaml"), ROOT / ".github" / "workflows" / "ci.yaml"],
+    "path",
+    [
+        *ROOT.glob("config/*.yaml"),
+        *ROOT.glob("profiles/*/config.yaml"),
+        *ROOT.glob("workflow/schemas/*.yaml"),
+        *ROOT.glob("envs/*.yaml"),
+        ROOT / ".github" / "workflows" / "ci.yaml",
+    ],
     ids=lambda p: str(p.relative_to(ROOT)),
-)  # fmt: skip
+)
 def test_every_shipped_yaml_file_has_no_duplicate_key(path) -> None:
     if path.exists():
         load_yaml(path)
@@ -209,8 +223,12 @@ def test_every_shipped_yaml_file_has_no_duplicate_key(path) -> None:
 
 @pytest.mark.workflow
 def test_snakemake_refuses_a_config_file_with_a_duplicate_key_before_any_job(tmp_path) -> None:
-    write_config(tmp_path, scales=[224, 256], datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
-                 stats={"pairs": []})  # fmt: skip
+    write_config(
+        tmp_path,
+        scales=[224, 256],
+        datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
+        stats={"pairs": []},
+    )
     text = (tmp_path / "config.yaml").read_text()
     lines = text.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("scales:")) + 1
@@ -228,16 +246,22 @@ def test_a_command_line_configfile_that_is_a_template_or_a_bomb_is_refused_namin
     shared references and is refused by the re-read; a template is rendered there first (Snakemake's doing, which
     no workflow can prevent; the checkout's and a study's own config/config.yaml are read before it is) and
     refused after."""
-    for text, message in ((bomb(9), "config.yaml: the document expands to more than 100,000 nodes"),
-                          ("__use_yte__: true\ntop_k: 3\n", "config.yaml: line 1: __use_yte__ asks Snakemake")):
+    for text, message in (
+        (bomb(9), "config.yaml: the document expands to more than 100,000 nodes"),
+        ("__use_yte__: true\ntop_k: 3\n", "config.yaml: line 1: __use_yte__ asks Snakemake"),
+    ):
         (tmp_path / "config.yaml").write_text(text)
         proc = run_snakemake(tmp_path, "--dry-run", check=False)
         assert proc.returncode != 0 and message in proc.stdout + proc.stderr
     # the checkout's default config, read before its configfile directive: the template never runs
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text("__use_yte__: true\ntop_k: ?open('pwned', 'w') and 3\n")
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-n"], cwd=tmp_path,
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-n"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "config/config.yaml: line 1: __use_yte__" in proc.stdout + proc.stderr
     assert not (tmp_path / "pwned").exists()
 
@@ -247,8 +271,10 @@ def bad_configs(marker: str) -> dict[str, tuple[str, str]]:
     where the parser gives one)."""
     deep_list, deep_map = "[" * 100_000, "{a: " * 3_000 + "1" + "}" * 3_000
     return {
-        "object-apply": (f'!!python/object/apply:os.system ["touch {marker}"]\n',
-                         "line 1, column 1: could not determine a constructor for the tag"),
+        "object-apply": (
+            f'!!python/object/apply:os.system ["touch {marker}"]\n',
+            "line 1, column 1: could not determine a constructor for the tag",
+        ),
         "python-name": ("scales: !!python/name:os.system\n", "line 1, column 9: could not determine a constructor"),
         "syntax": ("scales: [1, 2\ntop_k: 3\n", "line 2, column 6: expected ',' or ']', but got ':'"),
         "tab": ("scales:\n\t- 1\n", "line 2, column 1: found character '\\t' that cannot start any token"),
@@ -259,7 +285,7 @@ def bad_configs(marker: str) -> dict[str, tuple[str, str]]:
         "empty": ("", "the config is empty"),
         "comments-only": ("# nothing\n", "the config is empty"),
         "2-MB": ("# " + "x" * 2_000_000 + "\n", "2,000,003 bytes, more than the 1,000,000"),
-    }  # fmt: skip
+    }
 
 
 BAD_CONFIGS = list(bad_configs("M"))
@@ -310,6 +336,9 @@ def test_zoomeval_init_refuses_a_bad_preset_file_before_writing_anything(tmp_pat
     (root / "config" / "config.yaml").write_text("scales: [1, 2\n")
     assert main(["init", str(tmp_path / "study"), "--workflow", str(root)]) == 2
     out, err = capsys.readouterr()
-    assert (out, err) == ("", f"zoomeval init: {root}/config/config.yaml: line 2, column 1: expected ',' or ']', but "
-                              "got '<stream end>'; not a YAML file zoomeval reads\n")  # fmt: skip
+    assert (out, err) == (
+        "",
+        f"zoomeval init: {root}/config/config.yaml: line 2, column 1: expected ',' or ']', but "
+        "got '<stream end>'; not a YAML file zoomeval reads\n",
+    )
     assert not (tmp_path / "study").exists()

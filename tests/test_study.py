@@ -26,7 +26,8 @@ def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_every_config_of_the_checkout_is_a_preset_and_the_reverse() -> None:
     assert sorted(files[0] for files in study_dir.PRESETS.values() if len(files) == 1) == sorted(
-        p.name for p in (ROOT / "config").glob("*.yaml"))  # fmt: skip
+        p.name for p in (ROOT / "config").glob("*.yaml")
+    )
     assert study_dir.preset_summary("demo").startswith("The embedded demo")
 
 
@@ -89,8 +90,13 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
         studies.append(folder)
     before = None
     for folder, targets in zip(studies, (SMALL_TARGETS, ["results/table_a8.csv"]), strict=True):
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *targets], cwd=folder,
-                              capture_output=True, text=True, env=env)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "2", *targets],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         for target in targets:
             assert (folder / target).read_bytes() == (small_reference / target).read_bytes(), (folder.name, target)
@@ -98,8 +104,13 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
             before = files_and_times(studies[0])
     assert files_and_times(studies[0]) == before  # the second run wrote nothing in the first study
     assert "results/table_a8.csv" in before and not (tmp_path / "results").exists()
-    plan = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "-n", *SMALL_TARGETS], cwd=studies[0],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    plan = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "-n", *SMALL_TARGETS],
+        cwd=studies[0],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert "Nothing to be done" in plan.stdout + plan.stderr
     # the report's captions and the workflow description are the module's files
     command = [sys.executable, "-m", "snakemake", "--cores", "2", "--report", "report.html", "results/table_a8.csv"]
@@ -109,8 +120,13 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
     # the two studies sealed (their index, written last by `all`), then on one leaderboard: one group, the same
     # numbers twice, real provenance
     for folder in studies:
-        seal = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/study.json"], cwd=folder,
-                              capture_output=True, text=True, env=env)  # fmt: skip
+        seal = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "1", "results/study.json"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert seal.returncode == 0, seal.stderr[-3000:]
     board = zoomeval("leaderboard", "first", "second", "-o", "board.csv", cwd=tmp_path)
     assert board.returncode == 0, board.stderr
@@ -118,8 +134,10 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
         rows = list(csv.DictReader(fh))
     with open(small_reference / "results/table_a8.csv") as fh:
         (a8,) = list(csv.DictReader(fh))
-    assert [(r["study"], r["note"]) for r in rows] == [("first", "same numbers as study second"),
-                                                       ("second", "same numbers as study first")]  # fmt: skip
+    assert [(r["study"], r["note"]) for r in rows] == [
+        ("first", "same numbers as study second"),
+        ("second", "same numbers as study first"),
+    ]
     same = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact")
     for row in rows:
         assert {k: row[k] for k in same} == {k: a8[k] for k in same}
@@ -128,8 +146,13 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
         assert float(row["param_count"]) == pytest.approx(4.65, abs=0.01)  # EfficientNet-Lite0
         assert row["zoomeval_commit"] == workflow_commit() and row["device"] == "cpu"
     # the leaderboard rule: the same row for the study alone
-    rule = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/leaderboard.csv"],
-                          cwd=studies[0], capture_output=True, text=True, env=env)  # fmt: skip
+    rule = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "results/leaderboard.csv"],
+        cwd=studies[0],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert rule.returncode == 0, rule.stderr[-3000:]
     with open(studies[0] / "results/leaderboard.csv") as fh:
         (own,) = list(csv.DictReader(fh))
@@ -148,13 +171,21 @@ def test_a_study_plans_with_its_default_profile_and_with_the_slurm_profile(tmp_p
     assert zoomeval("init", "s", cwd=tmp_path).returncode == 0
     # the study's copy of the SLURM profile keeps its placeholders until they are filled in, and is refused till then
     profile = tmp_path / "s" / "profiles" / "slurm" / "config.yaml"
-    refused = subprocess.run([sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm", "-n"],
-                             cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm", "-n"],
+        cwd=tmp_path / "s",
+        capture_output=True,
+        text=True,
+    )
     assert refused.returncode != 0 and "slurm_partition" in refused.stdout + refused.stderr
     profile.write_text(profile.read_text().replace("CHANGE_ME", "gpu"))
     for flags, profile in (([], "profiles/default"), (["--workflow-profile", "profiles/slurm"], "profiles/slurm")):
-        proc = subprocess.run([sys.executable, "-m", "snakemake", *flags, "-n", "results/table_a8.csv"],
-                              cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", *flags, "-n", "results/table_a8.csv"],
+            cwd=tmp_path / "s",
+            capture_output=True,
+            text=True,
+        )
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-3000:]
         assert f"Using workflow specific profile {profile}" in out and "table_a8" in out
@@ -191,15 +222,20 @@ def test_the_checkout_path_enters_the_study_files_as_a_literal(tmp_path: Path, n
         assert ast.literal_eval(literal) == str(root.resolve() / "Snakefile")
     assert written["hostile"] == written["plain"]
     assert load_yaml(tmp_path / "hostile-study" / "config" / "config.yaml") == load_yaml(
-        tmp_path / "plain-study" / "config" / "config.yaml")  # fmt: skip
+        tmp_path / "plain-study" / "config" / "config.yaml"
+    )
 
 
 def test_a_checkout_path_holding_code_plans_without_running_it(tmp_path: Path) -> None:
     """Before: the path was pasted between double quotes, so this folder name ran `touch pwned` at `snakemake -n`."""
     root = fake_checkout(tmp_path, 'a"+str(__import__("os").system("touch pwned"))[:0]+"b')
     study_dir.init_study(tmp_path / "s", "demo", root=root)
-    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "results/table_a8.csv"], cwd=tmp_path / "s",
-                          capture_output=True, text=True)  # fmt: skip
+    plan = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "results/table_a8.csv"],
+        cwd=tmp_path / "s",
+        capture_output=True,
+        text=True,
+    )
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert "table_a8" in plan.stdout and not (tmp_path / "s" / "pwned").exists()
 
@@ -207,20 +243,24 @@ def test_a_checkout_path_holding_code_plans_without_running_it(tmp_path: Path) -
 YTE_CONFIG = "__use_yte__: true\ntop_k: ?__import__('os').system('touch pwned') + 3\n"
 
 
-@pytest.mark.parametrize("text,message", [
-    (YTE_CONFIG, "config/config.yaml: line 1: __use_yte__ asks Snakemake to run"),
-    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)),
-     "config/config.yaml: the document expands to more than 100,000 nodes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (YTE_CONFIG, "config/config.yaml: line 1: __use_yte__ asks Snakemake to run"),
+        (
+            "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)),
+            "config/config.yaml: the document expands to more than 100,000 nodes",
+        ),
+    ],
+)
 def test_a_study_config_that_is_a_template_or_an_alias_bomb_is_refused_by_a_dry_run(
     tmp_path: Path, text: str, message: str
 ) -> None:
     """Refused before Snakemake's configfile directive renders it (the marker is never created) or expands it."""
     study_dir.init_study(tmp_path / "s", "demo")
     (tmp_path / "s" / "config" / "config.yaml").write_text(text)
-    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=tmp_path / "s", capture_output=True,
-                          text=True)  # fmt: skip
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=tmp_path / "s", capture_output=True, text=True)
     assert plan.returncode != 0 and message in plan.stdout + plan.stderr, plan.stdout[-3000:]
     assert not (tmp_path / "s" / "pwned").exists()
 
@@ -238,13 +278,22 @@ def test_the_gpu_preset_plans_and_runs_on_a_cpu_only_machine(tmp_path: Path) -> 
     config = load_yaml(path)
     assert (config["inference"]["compile"], config["inference"]["num_workers"]) == (True, 12)
     demo = load_yaml(ROOT / "config" / "config.yaml")
-    config |= {"scales": [224, 256], "top_k": 2, "models": demo["models"],
-               "datasets": {"two": {"adapter": "imagefolder", "root": str(tmp_path / "images")}}}  # fmt: skip
+    config |= {
+        "scales": [224, 256],
+        "top_k": 2,
+        "models": demo["models"],
+        "datasets": {"two": {"adapter": "imagefolder", "root": str(tmp_path / "images")}},
+    }
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     for args in (["-n"], []):
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args, "results/table_a8.csv"],
-                              cwd=tmp_path / "s", capture_output=True, text=True, env=env)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "2", *args, "results/table_a8.csv"],
+            cwd=tmp_path / "s",
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
         if args:  # the plan says it once
             note = "inference.compile: no GPU is visible here, so the jobs run on the CPU with compile turned off"

@@ -21,10 +21,27 @@ from zoomeval.report.tables import (
 
 def metric(model, dataset, n_classes, a, b, c, variant="original"):
     """Metrics with the given accuracies; the fields no test here reads are zero or empty."""
-    return Metrics(model=model, dataset=dataset, variant=variant, acc_1crop=a, acc_top_k=b, acc_max=c, top_k=36,
-                   n_transforms=324, n_classes=n_classes, n_images=0, cover_size=0, cover_size_exact=0, cover_gap=0,
-                   zoom_groups={}, top_k_centre_share=None, n_excluded=0, by_origin=None, aggregation=None,
-                   left_out=LeftOut(dataset))  # fmt: skip
+    return Metrics(
+        model=model,
+        dataset=dataset,
+        variant=variant,
+        acc_1crop=a,
+        acc_top_k=b,
+        acc_max=c,
+        top_k=36,
+        n_transforms=324,
+        n_classes=n_classes,
+        n_images=0,
+        cover_size=0,
+        cover_size_exact=0,
+        cover_gap=0,
+        zoom_groups={},
+        top_k_centre_share=None,
+        n_excluded=0,
+        by_origin=None,
+        aggregation=None,
+        left_out=LeftOut(dataset),
+    )
 
 
 def wilson(k, n):
@@ -63,8 +80,10 @@ def test_table_1_panels_and_random_rows_match_the_paper():
 def test_table_1_files(tmp_path):
     write_table_1(METRICS, tmp_path / "t.csv", tmp_path / "t.md")
     header, *_, random_b = (tmp_path / "t.csv").read_text().splitlines()[:4]
-    assert header.endswith(",n_bad:imagenet,n_unscored:imagenet,n_bad:imagenet_a,n_unscored:imagenet_a,"
-                           "n_bad:objectnet,n_unscored:objectnet,left_out")  # fmt: skip
+    assert header.endswith(
+        ",n_bad:imagenet,n_unscored:imagenet,n_bad:imagenet_a,n_unscored:imagenet_a,"
+        "n_bad:objectnet,n_unscored:objectnet,left_out"
+    )
     assert random_b == "b,Random,3.60,18.00,31.86,0,0,0,0,0,0,imagenet: none; imagenet_a: none; objectnet: none"
     md = (tmp_path / "t.md").read_text()
     assert "(c) all" in md and "| Random | 32.40 | 100.00 | 100.00 |" in md
@@ -75,9 +94,11 @@ def test_table_1_files(tmp_path):
 
 def test_zoom_group_table(tmp_path):
     groups = {"ub_in": 50.0, "excl_in": 50.0, "ub_out": 0.0, "excl_out": 0.0, "ub_224": 25.0, "excl_224": 25.0}
-    rows = [replace(METRICS[0], zoom_groups=groups, top_k_centre_share=25.0),
-            replace(METRICS[1], zoom_groups=groups, top_k_centre_share=50.0),
-            replace(METRICS[4], zoom_groups=groups, top_k_centre_share=float("nan"))]  # fmt: skip
+    rows = [
+        replace(METRICS[0], zoom_groups=groups, top_k_centre_share=25.0),
+        replace(METRICS[1], zoom_groups=groups, top_k_centre_share=50.0),
+        replace(METRICS[4], zoom_groups=groups, top_k_centre_share=float("nan")),
+    ]
     write_table_zoom_groups(rows, tmp_path / "z.csv", tmp_path / "z.md")
     assert (tmp_path / "z.csv").read_text().splitlines() == [
         "model,variant,dataset,ub_in,ub_out,ub_224,excl_in,excl_out,excl_224,top_k_centre_share,n_bad,n_unscored,"
@@ -94,13 +115,19 @@ def test_zoom_group_table(tmp_path):
 
 def test_aggregation_table_uses_the_papers_vit_b32_row(tmp_path):
     # The paper's ImageNet row for ViT-B/32 in its aggregation table; zoom_224 has no view in the second row.
-    vit = {"zoom_in": {"max": 74.35, "mean": 79.31}, "zoom_out": {"max": 71.48, "mean": 69.47},
-           "zoom_224": {"max": 72.66, "mean": 73.67}, "five_crop": {"max": 77.33, "mean": 77.73},
-           "ten_crop": {"max": 77.30, "mean": 77.87}}  # fmt: skip
+    vit = {
+        "zoom_in": {"max": 74.35, "mean": 79.31},
+        "zoom_out": {"max": 71.48, "mean": 69.47},
+        "zoom_224": {"max": 72.66, "mean": 73.67},
+        "five_crop": {"max": 77.33, "mean": 77.73},
+        "ten_crop": {"max": 77.30, "mean": 77.87},
+    }
     no_224 = {k: v for k, v in vit.items() if k != "zoom_224"}
-    rows = [replace(METRICS[3], acc_1crop=75.75, n_images=50000, aggregation=vit, acc_standard=75.912),
-            replace(METRICS[1], n_images=7500, aggregation=no_224),
-            replace(METRICS[4], n_images=50000, aggregation=vit)]  # fmt: skip
+    rows = [
+        replace(METRICS[3], acc_1crop=75.75, n_images=50000, aggregation=vit, acc_standard=75.912),
+        replace(METRICS[1], n_images=7500, aggregation=no_224),
+        replace(METRICS[4], n_images=50000, aggregation=vit),
+    ]
     write_table_aggregation(rows, tmp_path / "g.csv", tmp_path / "g.md")
     assert (tmp_path / "g.csv").read_text().splitlines() == [
         "model,dataset,n_images,acc_1crop,zoom_in_max,zoom_in_mean,zoom_out_max,zoom_out_mean,zoom_224_max,"
@@ -120,13 +147,24 @@ FILE = f"listed in {LAYOUT.path('bad_images', dataset='imagenet')}"
 
 def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     bad = {"n_excluded": 3, "left_out": BAD}
-    rows = [replace(METRICS[0], **bad), METRICS[1], replace(METRICS[4], **bad),
-            replace(METRICS[0], dataset="imagenet_real", left_out=REAL)]  # fmt: skip
+    rows = [
+        replace(METRICS[0], **bad),
+        METRICS[1],
+        replace(METRICS[4], **bad),
+        replace(METRICS[0], dataset="imagenet_real", left_out=REAL),
+    ]
     write_table_a8(rows, tmp_path / "a8.csv", tmp_path / "a8.md", {"resnet50": "resnet50.IMAGENET1K_V1"})
     csv_lines = (tmp_path / "a8.csv").read_text().splitlines()
     assert csv_lines[0].split(",")[4:7] == ["acc_1crop", "acc_top_k", "acc_max"]
-    assert csv_lines[0].split(",")[10:] == ["acc_standard", "architecture", "n_scales", "n_bad", "n_unscored",
-                                            "left_out", "key_sha256"]  # appended in this order
+    assert csv_lines[0].split(",")[10:] == [
+        "acc_standard",
+        "architecture",
+        "n_scales",
+        "n_bad",
+        "n_unscored",
+        "left_out",
+        "key_sha256",
+    ]  # appended in this order
     why = f"3 bad (2 unreadable, 1 over max_resized_pixels, {FILE})"
     arch = "resnet50.IMAGENET1K_V1,36"
     none = ","  # no key recorded (metrics typed by hand)
@@ -135,8 +173,10 @@ def test_table_a8_notes_name_the_excluded_images_per_dataset(tmp_path):
     assert csv_lines[4].endswith(f',3,5,"{why} and 5 not scored (no ReaL label)"{none}')
     notes = (tmp_path / "a8.md").read_text()
     # listed once per dataset (its variants share one manifest); imagenet_a lost no image
-    assert (f"max_resized_pixels): imagenet: {why}; imagenet_a: none; imagenet_real: {why} and 5 not scored "
-            "(no ReaL label).\n") in notes  # fmt: skip
+    assert (
+        f"max_resized_pixels): imagenet: {why}; imagenet_a: none; imagenet_real: {why} and 5 not scored "
+        "(no ReaL label).\n"
+    ) in notes
 
 
 @pytest.mark.parametrize("write", [write_table_a8, write_table_1, write_table_aggregation])
@@ -149,11 +189,14 @@ def test_a_limited_runs_tables_name_its_own_bad_images_file(tmp_path, write):
         assert "listed in results/datasets/" not in text
 
 
-@pytest.mark.parametrize(("variants", "title"), [
-    (["original"], "original"),
-    (["bgset", "original", "bgset"], "original and background-only (bgset)"),
-    (["bgset", "fgset", "original"], "original, object-only (fgset) and background-only (bgset)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("variants", "title"),
+    [
+        (["original"], "original"),
+        (["bgset", "original", "bgset"], "original and background-only (bgset)"),
+        (["bgset", "fgset", "original"], "original, object-only (fgset) and background-only (bgset)"),
+    ],
+)
 def test_table_a8s_title_names_the_variants_that_ran(tmp_path, variants, title):
     write_table_a8([replace(METRICS[0], variant=v) for v in variants], tmp_path / "a8.csv", tmp_path / "a8.md")
     heading = (tmp_path / "a8.md").read_text().splitlines()[0]
@@ -162,8 +205,12 @@ def test_table_a8s_title_names_the_variants_that_ran(tmp_path, variants, title):
 
 def test_a_metrics_file_without_what_it_left_out_says_so(tmp_path):
     write_table_a8([replace(METRICS[1], left_out=None)], tmp_path / "a8.csv", tmp_path / "a8.md")
-    assert (tmp_path / "a8.csv").read_text().splitlines()[1].endswith(
-        ",,,not recorded (metrics written before schema 4; re-run the analysis),")
+    assert (
+        (tmp_path / "a8.csv")
+        .read_text()
+        .splitlines()[1]
+        .endswith(",,,not recorded (metrics written before schema 4; re-run the analysis),")
+    )
 
 
 @pytest.mark.parametrize("writer", ["table_1", "zoom_groups", "aggregation", "imagenet_hard"])
@@ -174,12 +221,14 @@ def test_every_metrics_table_notes_the_bad_and_unscored_images(tmp_path, writer)
     if writer == "imagenet_hard":
         write_table_imagenet_hard(rows, {"resnet50": {"source": "timm", "architecture": "x", "weights": "y"}}, *paths)
     else:
-        {"table_1": write_table_1, "zoom_groups": write_table_zoom_groups,
-         "aggregation": write_table_aggregation}[writer](rows, *paths)  # fmt: skip
+        {"table_1": write_table_1, "zoom_groups": write_table_zoom_groups, "aggregation": write_table_aggregation}[
+            writer
+        ](rows, *paths)
     why = f"3 bad (2 unreadable, 1 over max_resized_pixels, {FILE}) and 5 not scored (no ReaL label)"
     header, first = (tmp_path / "t.csv").read_text().splitlines()[:2]
-    assert header.endswith(",n_bad:imagenet,n_unscored:imagenet,left_out" if writer == "table_1"
-                           else ",n_bad,n_unscored,left_out")  # fmt: skip
+    assert header.endswith(
+        ",n_bad:imagenet,n_unscored:imagenet,left_out" if writer == "table_1" else ",n_bad,n_unscored,left_out"
+    )
     assert first.endswith(f',3,5,"{why}"' if writer != "table_1" else f',3,5,"imagenet: {why}"')
     assert f"imagenet: {why}." in (tmp_path / "t.md").read_text()
 
@@ -201,14 +250,19 @@ def test_a_subset_of_the_classes_is_stated_with_its_chance_level_in_every_tables
     ImageNet-A's 200 (0.5 %) and ObjectNet's 113 (100 / 113 = 0.885 %); ImageNet's 1000 classes add nothing."""
     from zoomeval.report.tables import ZOOM_GROUP_COLUMNS
 
-    rows = [replace(m, zoom_groups=dict.fromkeys(ZOOM_GROUP_COLUMNS, 0.0))
-            for m in [*METRICS, metric("resnet50", "own_data", 4, 100.0, 100.0, 100.0)]]  # fmt: skip
-    said = (" [scored imagenet_a over 200 of the 1000 classes, chance 0.50 %; objectnet over 113 of the 1000 classes, "
-            "chance 0.88 %; own_data over 4 of the 1000 classes, chance 25.00 %]")  # fmt: skip
+    rows = [
+        replace(m, zoom_groups=dict.fromkeys(ZOOM_GROUP_COLUMNS, 0.0))
+        for m in [*METRICS, metric("resnet50", "own_data", 4, 100.0, 100.0, 100.0)]
+    ]
+    said = (
+        " [scored imagenet_a over 200 of the 1000 classes, chance 0.50 %; objectnet over 113 of the 1000 classes, "
+        "chance 0.88 %; own_data over 4 of the 1000 classes, chance 25.00 %]"
+    )
     for write in (write_table_a8, write_table_1, write_table_zoom_groups, write_table_aggregation):
         write(rows, tmp_path / "t.csv", tmp_path / "t.md", limit=2)
         heading = (tmp_path / "t.md").read_text().splitlines()[0]
-        assert heading.endswith(f"{said} [LIMITED RUN: the first 2 images of each dataset only (config limit), not "
-                                "a result]"), heading  # fmt: skip
+        assert heading.endswith(
+            f"{said} [LIMITED RUN: the first 2 images of each dataset only (config limit), not a result]"
+        ), heading
     write_table_a8(METRICS[:1], tmp_path / "t.csv", tmp_path / "t.md")
     assert "scored" not in (tmp_path / "t.md").read_text().splitlines()[0]

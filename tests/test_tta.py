@@ -96,10 +96,25 @@ def test_memo_predictions_stay_in_the_class_subset(records, tmp_path) -> None:
 def test_score_tta_counts_a_prediction_that_is_any_label_as_correct(tmp_path) -> None:
     records = [Record("a", "", [1, 2], [], 1, 1), Record("b", "", [3], [], 1, 1), Record("c", "", [4], [], 1, 1)]
     path = tmp_path / "t.parquet"
-    table = pa.table({"image_id": ["a", "b", "c"], "pred": [2, 3, 5], "pred_full": [2, 3, 5], "conf": [0.5] * 3,
-                      "seconds": [1.0, 2.0, 3.0]}, schema=SCHEMA)  # fmt: skip
-    meta = {"kind": "tta", "schema_version": 1, "method": "memo_rrc", "model": {"name": "m"}, "dataset": "d",
-            "device": "cpu", "settings": {}}  # fmt: skip
+    table = pa.table(
+        {
+            "image_id": ["a", "b", "c"],
+            "pred": [2, 3, 5],
+            "pred_full": [2, 3, 5],
+            "conf": [0.5] * 3,
+            "seconds": [1.0, 2.0, 3.0],
+        },
+        schema=SCHEMA,
+    )
+    meta = {
+        "kind": "tta",
+        "schema_version": 1,
+        "method": "memo_rrc",
+        "model": {"name": "m"},
+        "dataset": "d",
+        "device": "cpu",
+        "settings": {},
+    }
     write_parquet(path, table, meta)
     result = score_tta(path, records)
     assert result.accuracy == pytest.approx(200 / 3) and result.seconds == 6.0 and result.n_images == 3
@@ -123,18 +138,26 @@ def result(method: str, model: str, dataset: str, accuracy: float, seconds: floa
 
 def test_table_5_rows_means_differences_and_the_papers_numbers(tmp_path) -> None:
     results = [
-        result("none", "r50", "in", 70.0, 1.0), result("none", "r50", "ina", 10.0, 1.0),
-        result("none", "mine", "in", 60.0, 3.0), result("none", "mine", "ina", 20.0, 3.0),
-        result("memo_rrc", "r50", "in", 72.0), result("memo_rrc", "r50", "ina", 14.0),
-        result("memo_rrc", "mine", "in", 61.0, 30.0), result("memo_rrc", "mine", "ina", 21.0, 30.0),
-    ]  # fmt: skip
+        result("none", "r50", "in", 70.0, 1.0),
+        result("none", "r50", "ina", 10.0, 1.0),
+        result("none", "mine", "in", 60.0, 3.0),
+        result("none", "mine", "ina", 20.0, 3.0),
+        result("memo_rrc", "r50", "in", 72.0),
+        result("memo_rrc", "r50", "ina", 14.0),
+        result("memo_rrc", "mine", "in", 61.0, 30.0),
+        result("memo_rrc", "mine", "ina", 21.0, 30.0),
+    ]
     adapters = {"in": "imagenet_val", "ina": "imagenet_a"}
     datasets, rows = table_tta_rows(results, adapters, {"r50": "resnet50"})
     assert datasets == ["in", "ina"]
     assert [(r["method"], r["model"]) for r in rows] == [
-        ("none", "r50"), ("none", "mine"), ("none", "all"), ("memo_rrc", "r50"), ("memo_rrc", "mine"),
+        ("none", "r50"),
+        ("none", "mine"),
+        ("none", "all"),
+        ("memo_rrc", "r50"),
+        ("memo_rrc", "mine"),
         ("memo_rrc", "all"),
-    ]  # fmt: skip
+    ]
     rrc_all = rows[5]
     assert rrc_all["cells"] == {"in": 66.5, "ina": 17.5}
     assert rrc_all["mean"] == pytest.approx(42.0)
@@ -152,11 +175,26 @@ def test_table_5_rows_means_differences_and_the_papers_numbers(tmp_path) -> None
     table = list(csv.DictReader((tmp_path / "t.csv").open()))
     why = f"in: 1 bad (1 unreadable, listed in {LAYOUT.path('bad_images', dataset='in')}); ina: none"
     assert table[3] == {
-        "method": "memo_rrc", "model": "r50", "in": "72.00", "ina": "14.00", "mean": "43.00", "std": "41.01",
-        "diff_baseline": "3.00", "seconds_per_image": "1.000", "paper_in": "77.50", "paper_ina": "1.31",
-        "paper_mean": "39.41", "paper_std": "53.87", "paper_diff_baseline": "1.34", "paper_seconds_per_image": "",
-        "n_bad:in": "1", "n_unscored:in": "0", "n_bad:ina": "0", "n_unscored:ina": "0", "left_out": why,
-    }  # fmt: skip
+        "method": "memo_rrc",
+        "model": "r50",
+        "in": "72.00",
+        "ina": "14.00",
+        "mean": "43.00",
+        "std": "41.01",
+        "diff_baseline": "3.00",
+        "seconds_per_image": "1.000",
+        "paper_in": "77.50",
+        "paper_ina": "1.31",
+        "paper_mean": "39.41",
+        "paper_std": "53.87",
+        "paper_diff_baseline": "1.34",
+        "paper_seconds_per_image": "",
+        "n_bad:in": "1",
+        "n_unscored:in": "0",
+        "n_bad:ina": "0",
+        "n_unscored:ina": "0",
+        "left_out": why,
+    }
     assert f"max_resized_pixels): {why}." in (tmp_path / "t.md").read_text()
     md = (tmp_path / "t.md").read_text()
     assert "| MEMO + RRC | r50 | 72.00 (77.50) | 14.00 (1.31) | 43.00 ± 41.01 (39.41 ± 53.87) | 3.00 (1.34) |" in md
@@ -201,4 +239,3 @@ def test_a_killed_job_resumes_at_its_last_finished_shard_with_identical_output(r
     assert meta["n_images"] == 2 and not (tmp_path / ".resumed.parquet.shards").exists()
     other = run_tta_to_file(tmp_path / "seed.parquet", records[:1], LITE0, "memo_rrc", "toy", FAST, seed=1, threads=2)
     assert other["settings"]["seed"] == 1  # the seed is part of the shards' identity, like every MEMO setting
-

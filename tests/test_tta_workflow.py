@@ -24,8 +24,7 @@ def job_counts(out: str) -> dict[str, int]:
     return {name: int(n) for name, n in (line.split() for line in table)}
 
 
-def test_the_demo_builds_table_tta_and_a_memo_setting_reruns_only_the_memo_jobs(tmp_path, snakemake_run,
-                                                                                 config_writer):  # fmt: skip
+def test_the_demo_builds_table_tta_and_a_memo_setting_reruns_only_the_memo_jobs(tmp_path, snakemake_run, config_writer):
     demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config_writer(
         tmp_path,
@@ -48,8 +47,12 @@ def test_the_demo_builds_table_tta_and_a_memo_setting_reruns_only_the_memo_jobs(
     assert "MEMO + RRC: K = 2 views" in (tmp_path / "results" / "table_tta.md").read_text()
     assert_a_killed_forced_rerun_is_completed_without_forcerun(tmp_path, snakemake_run)
 
-    config_writer(tmp_path, datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original"]}},
-                  stats={"pairs": []}, tta={**demo["tta"], "views": 2, "lr": 0.001})  # fmt: skip
+    config_writer(
+        tmp_path,
+        datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original"]}},
+        stats={"pairs": []},
+        tta={**demo["tta"], "views": 2, "lr": 0.001},
+    )
     plan = snakemake_run(tmp_path, "results/table_tta.csv", "--dry-run")
     assert job_counts(plan.stdout + plan.stderr) == {"tta": 2, "table_tta": 1, "total": 3}
 
@@ -58,12 +61,27 @@ def assert_a_killed_forced_rerun_is_completed_without_forcerun(workdir, snakemak
     """``--forcerun tta`` killed while a tta job runs: its file is still the old one (Snakemake removed it before
     the fix, leaving the table of a file that was gone and "Nothing to be done"), and the same command without
     ``--forcerun`` reruns the killed job and the table."""
-    files = [workdir / "results" / "tta" / "demo" / m / "efficientnet_lite0.parquet"
-             for m in ("none", "memo_augmix", "memo_rrc")]  # fmt: skip
+    files = [
+        workdir / "results" / "tta" / "demo" / m / "efficientnet_lite0.parquet"
+        for m in ("none", "memo_augmix", "memo_rrc")
+    ]
     # the target first: --forcerun takes every argument after it
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", "results/table_tta.csv",
-           "--forcerun", "tta"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+        "results/table_tta.csv",
+        "--forcerun",
+        "tta",
+    ]
     with open(workdir / "forced.log", "w") as out:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -81,8 +99,9 @@ def assert_a_killed_forced_rerun_is_completed_without_forcerun(workdir, snakemak
     assert "Nothing to be done" in plan.stdout + plan.stderr
 
 
-def test_the_papers_tta_config_plans_three_methods_for_three_resnets_on_five_datasets(tmp_path, snakemake_run,
-                                                                                       config_writer):  # fmt: skip
+def test_the_papers_tta_config_plans_three_methods_for_three_resnets_on_five_datasets(
+    tmp_path, snakemake_run, config_writer
+):
     config = yaml.safe_load((ROOT / "config" / "tta.yaml").read_text())
     stand_in_data_paths(config, tmp_path)
     for name, entry in config["models"].items():  # stand-ins for the checkpoints, pinned by their sha256

@@ -166,8 +166,13 @@ def test_torchvision_offline_names_the_url_the_folder_the_file_and_torchs_hub_ca
     with pytest.raises(DownloadError, match="cannot reach the host") as info:
         fetch_weights(R18, folder)
     cache = tmp_path / "torch" / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
-    what_to_do(str(info.value), url, str(folder / "resnet18-f37072fd.pth"), "(file name resnet18-f37072fd.pth)",
-               f"in torch's hub cache as {cache}")  # fmt: skip
+    what_to_do(
+        str(info.value),
+        url,
+        str(folder / "resnet18-f37072fd.pth"),
+        "(file name resnet18-f37072fd.pth)",
+        f"in torch's hub cache as {cache}",
+    )
 
 
 def test_torchvision_takes_a_checked_file_from_torchs_hub_cache(tmp_path, r18_state, closed_port, monkeypatch, capsys):
@@ -239,6 +244,10 @@ def test_timm_with_an_unreachable_hub_fails_at_once_naming_repo_files_and_folder
         fetch_weights(TIMM, folder)
     assert sleeps == []  # huggingface_hub's backoff never started (it retries each file 5 times over 23 s)
     repo = f"timm/{TIMM.architecture}.{TIMM.weights}"
-    what_to_do(str(info.value), f"the Hugging Face repo {repo} (model.safetensors or pytorch_model.bin)",
-               f"put it in {folder} as <sha256>.safetensors", f"{endpoint}/{repo}/blob/main/model.safetensors",
-               "HF_HOME=<folder> HF_HUB_OFFLINE=1")  # fmt: skip
+    what_to_do(
+        str(info.value),
+        f"the Hugging Face repo {repo} (model.safetensors or pytorch_model.bin)",
+        f"put it in {folder} as <sha256>.safetensors",
+        f"{endpoint}/{repo}/blob/main/model.safetensors",
+        "HF_HOME=<folder> HF_HUB_OFFLINE=1",
+    )

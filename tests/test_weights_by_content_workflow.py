@@ -17,8 +17,14 @@ PREDICTIONS = "results/predictions/demo/original/{}.parquet"
 
 
 def write_config(tmp_path, config_writer, models):
-    config_writer(tmp_path, scales=[64], top_k=1, datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
-                  models=models, stats={"pairs": []})  # fmt: skip
+    config_writer(
+        tmp_path,
+        scales=[64],
+        top_k=1,
+        datasets={"demo": {"adapter": "demo", "variants": ["original"]}},
+        models=models,
+        stats={"pairs": []},
+    )
 
 
 def recorded(tmp_path, model: str) -> tuple[str, str]:

@@ -29,8 +29,9 @@ def brute_decile(values: list[float], k: int) -> float:
     return sorted(values)[math.floor((len(values) - 1) * k / 10)]
 
 
-def brute_force(records: list[Record], matrix: np.ndarray, one: int = ONE, policy: list[bool] | None = None
-                ) -> list[tuple]:  # fmt: skip
+def brute_force(
+    records: list[Record], matrix: np.ndarray, one: int = ONE, policy: list[bool] | None = None
+) -> list[tuple]:
     """Loop over the images: largest box (first of equals), its area fraction and centre distance by hand, the bin
     as the lowest k whose upper edge the value does not exceed, then count (``one``: the 1-crop's row; ``policy``:
     each image's correctness under a policy, None: not counted)."""
@@ -50,8 +51,9 @@ def brute_force(records: list[Record], matrix: np.ndarray, one: int = ONE, polic
     out = []
     for a, (axis, edges) in enumerate(axes.items()):
         for k in range(len(edges) - 1):
-            members = [i for i, g in geometry.items()
-                       if min(j for j in range(len(edges) - 1) if g[a] <= edges[j + 1]) == k]  # fmt: skip
+            members = [
+                i for i, g in geometry.items() if min(j for j in range(len(edges) - 1) if g[a] <= edges[j + 1]) == k
+            ]
             right = sum(bool(matrix[one, i]) for i in members)
             best = sum(bool(matrix[:, i].any()) for i in members)
             chosen = None if policy is None else sum(bool(policy[i]) for i in members)
@@ -96,7 +98,8 @@ def test_the_table_equals_a_brute_force_recount_on_hand_made_boxes() -> None:
     assert no_box == 2
     assert table_counts(rows) == brute_force(records, matrix, policy=policy.tolist())
     assert table_counts(where_zoom_helps(records, matrix, ORDER, [r.image_id for r in records])[0]) == brute_force(
-        records, matrix)  # fmt: skip
+        records, matrix
+    )
     assert sum(r["n_images"] for r in rows if r["axis"] == "size") == 21
     for r in rows:
         if r["n_images"]:
@@ -105,7 +108,10 @@ def test_the_table_equals_a_brute_force_recount_on_hand_made_boxes() -> None:
             assert (r["acc_max_lo"], r["acc_max_hi"]) == (100 * low, 100 * high)
             low, high = wilson_interval(r["n_policy"], r["n_images"])
             assert (r["acc_policy"], r["acc_policy_lo"], r["acc_policy_hi"]) == (
-                100 * r["n_policy"] / r["n_images"], 100 * low, 100 * high)  # fmt: skip
+                100 * r["n_policy"] / r["n_images"],
+                100 * low,
+                100 * high,
+            )
 
 
 def test_hand_computed_bins_and_the_tie_rule() -> None:
@@ -120,7 +126,9 @@ def test_hand_computed_bins_and_the_tie_rule() -> None:
     size = {r["bin"]: r for r in rows if r["axis"] == "size"}
     assert (size[0]["lo"], size[9]["hi"]) == (0.01, 0.25)
     assert [(k, r["n_images"], r["n_1crop"], r["n_max"]) for k, r in size.items() if r["n_images"]] == [
-        (0, 1, 0, 1), (9, 1, 1, 1)]  # fmt: skip
+        (0, 1, 0, 1),
+        (9, 1, 1, 1),
+    ]
     centre = {r["bin"]: r for r in rows if r["axis"] == "centre"}
     assert [centre[k]["n_images"] for k in range(4)] == [1, 0, 0, 1]
     assert centre[3]["acc_1crop"] == 0.0 and centre[3]["acc_max"] == 100.0 and centre[1]["acc_max"] is None
@@ -170,7 +178,12 @@ def test_the_table_files_escape_cells_and_count_the_images_without_a_box(tmp_pat
         table = list(csv.DictReader(fh))
     assert list(table[0]) == [*COLUMNS, "n_bad", "n_unscored", "left_out"] and len(table) == 28
     assert [table[0][c] for c in ("policy", "budget", "n_policy", "acc_policy", "acc_policy_lo")] == [
-        "vote", "4", "0", "0.00", "0.00"]  # fmt: skip
+        "vote",
+        "4",
+        "0",
+        "0.00",
+        "0.00",
+    ]
     assert [table[14][c] for c in ("policy", "budget", "n_policy", "acc_policy")] == ["", "4", "", ""]
     assert table[0]["model"] == "'=cmd|x" and (table[0]["n_images"], table[0]["acc_max"]) == ("1", "100.00")
     assert (table[0]["n_bad"], table[0]["n_unscored"]) == ("1", "1") and NO_BOX in table[0]["left_out"]

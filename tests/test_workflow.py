@@ -66,14 +66,18 @@ def check_zoom_policies(workdir, table_a8):
     with open(workdir / "results/table_zoom_policies.csv") as fh:
         points = list(csv.DictReader(fh))
     for row in table_a8:
-        mine = [p for p in points if (p["model"], p["variant"], p["dataset"]) == (row["model"], row["variant"],
-                                                                                   row["dataset"])]  # fmt: skip
+        mine = [
+            p
+            for p in points
+            if (p["model"], p["variant"], p["dataset"]) == (row["model"], row["variant"], row["dataset"])
+        ]
         first = {p["acc"] for p in mine if p["budget"] == "1" and p["policy"] != "oracle_top_k"}
         assert first == {row["acc_1crop"]}, row  # every policy, cross-validated or transferred, and the 1-crop
         assert [p["acc"] for p in mine if p["policy"] == "oracle_max"] == [row["acc_max"]]
         assert [p["acc"] for p in mine if p["policy"] == "oracle_top_k"][-1] == row["acc_max"]
         assert {p["protocol"] for p in mine} == {"cv3", "in_sample"} | (
-            {"transfer:demo"} if row["dataset"] == "demo_clutter" else set())  # fmt: skip
+            {"transfer:demo"} if row["dataset"] == "demo_clutter" else set()
+        )
     assert (workdir / "results/figures/demo/zoom_policies.png").stat().st_size > 10_000
 
 
@@ -91,8 +95,9 @@ def recount_best_policy(workdir, dataset, model, m, records, names, budget=4):
     best = max(POLICIES, key=lambda p: (rows[p, budget]["n_correct"], -POLICIES.index(p)))
     index = {r.image_id: i for i, r in enumerate(records)}
     right = [None] * len(records)
-    for image_id, view in choices.filter((pl.col("policy") == best) & (pl.col("budget") == budget)).select(
-            "image_id", "view").iter_rows():  # fmt: skip
+    for image_id, view in (
+        choices.filter((pl.col("policy") == best) & (pl.col("budget") == budget)).select("image_id", "view").iter_rows()
+    ):
         loc, size = view.removeprefix("LOC:").split("_Size:")
         row, col = map(int, loc.split("_"))
         right[index[image_id]] = bool(m[names[(int(size), row, col)], index[image_id]])
@@ -117,8 +122,10 @@ def check_where_zoom_helps(workdir):
         for image_id, scale, row, col, pred in preds.select("image_id", "scale", "row", "col", "pred").iter_rows():
             m[names[(scale, row, col)], index[image_id]] = pred in records[index[image_id]].labels
         mine = [r for r in rows if (r["dataset"], r["model"]) == (dataset, model)]
-        got = [(r["axis"], int(r["bin"]), int(r["n_images"]), int(r["n_1crop"]), int(r["n_max"]), int(r["n_policy"]))
-               for r in mine]  # fmt: skip
+        got = [
+            (r["axis"], int(r["bin"]), int(r["n_images"]), int(r["n_1crop"]), int(r["n_max"]), int(r["n_policy"]))
+            for r in mine
+        ]
         best, right = recount_best_policy(workdir, dataset, model, m, records, names)
         assert got == brute_force(records, m, names[(256, 1, 1)], right)
         assert {(r["policy"], r["budget"]) for r in mine} == {(best, "4")}
@@ -131,9 +138,15 @@ def check_where_zoom_helps(workdir):
 def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
     policies = {"folds": 3, "transfer": [["demo", "demo_clutter"]]}
     config = config_writer(tmp_path, scales=SCALES, top_k=3, policies=policies)
-    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "results/table_aggregation.csv",
-                  "results/table_zoom_policies.csv", "results/figures/demo/zoom_policies.png",
-                  "results/table_where_zoom_helps.csv")  # fmt: skip
+    snakemake_run(
+        tmp_path,
+        "results/table_a8.csv",
+        "results/table_1.csv",
+        "results/table_aggregation.csv",
+        "results/table_zoom_policies.csv",
+        "results/figures/demo/zoom_policies.png",
+        "results/table_where_zoom_helps.csv",
+    )
     with open(tmp_path / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
@@ -157,8 +170,9 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     ]
     assert {(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows} == {("0", "0", "none")}
     for r in rows:  # the digest of the comparability key its metrics.json records
-        key = json.loads((tmp_path / f"results/analysis/{r['dataset']}/{r['variant']}/{r['model']}/metrics.json"
-                          ).read_text())["key"]  # fmt: skip
+        key = json.loads(
+            (tmp_path / f"results/analysis/{r['dataset']}/{r['variant']}/{r['model']}/metrics.json").read_text()
+        )["key"]
         assert r["key_sha256"] == hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
         assert key["scales"] == SCALES and key["variant"] == r["variant"] and key["top_k"] == 3
     assert [(r["model"], r["variant"], r["dataset"]) for r in rows] == [
@@ -174,8 +188,17 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     with open(tmp_path / "results/table_1.csv") as fh:
         table_1 = list(csv.reader(fh))
     left_out = ["0", "0", "0", "0", "demo: none; demo_clutter: none"]  # the demo leaves no image out
-    assert table_1[0] == ["panel", "model", "demo", "demo_clutter", "n_bad:demo", "n_unscored:demo",
-                          "n_bad:demo_clutter", "n_unscored:demo_clutter", "left_out"]  # fmt: skip
+    assert table_1[0] == [
+        "panel",
+        "model",
+        "demo",
+        "demo_clutter",
+        "n_bad:demo",
+        "n_unscored:demo",
+        "n_bad:demo_clutter",
+        "n_unscored:demo_clutter",
+        "left_out",
+    ]
     assert table_1[1] == ["a", "efficientnet_lite0", rows[0]["acc_1crop"], rows[3]["acc_1crop"], *left_out]
     assert table_1[2] == ["b", "Random", "0.30", "0.30", *left_out]  # top_k = 3 guesses among 1000 classes
     assert table_1[4] == ["c", "Random", "1.80", "1.80", *left_out]  # 18 transforms
@@ -203,8 +226,11 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     for variant in ("original", "fgset", "bgset"):
         path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
-        data = sum(meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups)
-                   for c in range(meta.num_columns))  # fmt: skip
+        data = sum(
+            meta.row_group(g).column(c).total_compressed_size
+            for g in range(meta.num_row_groups)
+            for c in range(meta.num_columns)
+        )
         assert data / meta.num_rows <= 16  # column bytes per (image, transform) row, without the footer
 
     # the HTML report holds the tables with their captions
@@ -316,8 +342,11 @@ def test_an_unknown_architecture_is_refused_by_a_dry_run_with_the_closest_names(
     assert "closest: a1_in1k, " in out
     # timm's own arch.tag spelling and torchvision's weight enum plan the run, each with its weights' fetch job
     config["models"]["r50"] = {"source": "timm", "architecture": "resnet50.a1_in1k"}
-    config["models"]["tv50"] = {"source": "torchvision", "architecture": "resnet50",
-                                "weights": "ResNet50_Weights.IMAGENET1K_V2"}  # fmt: skip
+    config["models"]["tv50"] = {
+        "source": "torchvision",
+        "architecture": "resnet50",
+        "weights": "ResNet50_Weights.IMAGENET1K_V2",
+    }
     config["models"]["clip"] = {"source": "open_clip", "architecture": "hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"}
     config_writer(tmp_path, **config)
     plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
@@ -369,8 +398,15 @@ def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
     # each model's weights are fetched by a job of its own; a standard evaluation per dataset and model
-    assert counts == {"fetch_weights": 2, "dataset_manifest": 1, "predict": 2, "standard_eval": 2, "analyze": 2,
-                      "table_a8": 1, "total": 10}  # fmt: skip
+    assert counts == {
+        "fetch_weights": 2,
+        "dataset_manifest": 1,
+        "predict": 2,
+        "standard_eval": 2,
+        "analyze": 2,
+        "table_a8": 1,
+        "total": 10,
+    }
 
 
 def test_the_imagenet_gpu_recipe_plans_as_printed(tmp_path, snakemake_run):
@@ -383,25 +419,44 @@ def test_the_imagenet_gpu_recipe_plans_as_printed(tmp_path, snakemake_run):
     plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--resources", "gpu=1")
     counts = job_counts(plan.stdout + plan.stderr)
     # the stand-ins are empty files, not archives: the real tar and tgz add two extract_archive jobs
-    assert counts == {"fetch_weights": 1, "dataset_manifest": 1, "predict": 1, "standard_eval": 1, "analyze": 3,
-                      "table_a8": 1, "total": 8}  # fmt: skip
+    assert counts == {
+        "fetch_weights": 1,
+        "dataset_manifest": 1,
+        "predict": 1,
+        "standard_eval": 1,
+        "analyze": 3,
+        "table_a8": 1,
+        "total": 8,
+    }
 
 
 def test_the_gpu_preset_plans_the_same_jobs_in_a_study_directory(tmp_path):
     """The same recipe as docs/how-to/imagenet-gpu.md runs it first: `zoomeval init DIR --preset gpu`, then plain
     snakemake in DIR."""
-    init = subprocess.run([sys.executable, "-m", "zoomeval", "init", "s", "--preset", "gpu"], cwd=tmp_path,
-                          capture_output=True, text=True)  # fmt: skip
+    init = subprocess.run(
+        [sys.executable, "-m", "zoomeval", "init", "s", "--preset", "gpu"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert init.returncode == 0, init.stderr
     path = tmp_path / "s" / "config" / "config.yaml"
     config = yaml.safe_load(path.read_text())
     stand_in_data_paths(config, tmp_path)
     path.write_text(yaml.safe_dump(config))
-    plan = subprocess.run([sys.executable, "-m", "snakemake", "results/table_a8.csv", "-n", "--resources", "gpu=1"],
-                          cwd=tmp_path / "s", capture_output=True, text=True)  # fmt: skip
+    plan = subprocess.run(
+        [sys.executable, "-m", "snakemake", "results/table_a8.csv", "-n", "--resources", "gpu=1"],
+        cwd=tmp_path / "s",
+        capture_output=True,
+        text=True,
+    )
     assert plan.returncode == 0, plan.stderr[-3000:]
-    assert job_counts(plan.stdout + plan.stderr) == {"fetch_weights": 1, "dataset_manifest": 1, "predict": 1,
-                                                     "standard_eval": 1, "analyze": 3, "table_a8": 1, "total": 8}
+    assert job_counts(plan.stdout + plan.stderr) == {
+        "fetch_weights": 1,
+        "dataset_manifest": 1,
+        "predict": 1,
+        "standard_eval": 1,
+        "analyze": 3,
+        "table_a8": 1,
+        "total": 8,
+    }
 
 
 def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, snakemake_run, config_writer):
@@ -417,8 +472,17 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     # evaluation per dataset and model; 3 archives to download and extract, Shankar et al.'s annotations (matched to
     # ImageNet and ImageNet-V2), 1 Hugging Face dataset, 5 torchvision checkpoints and CLIP's weights to fetch
     fetches = {"fetch_url": 4, "extract_archive": 3, "fetch_hf": 1, "fetch_weights": 6}
-    jobs = {"dataset_manifest": 6, "generated_dataset": 1, "box_masks": 1, "zero_shot_head": 1, "predict": 6 * (3 + 6),
-            "standard_eval": 6 * 7, "analyze": 6 * (5 * 3 + 2 + 5), "multilabel_labels": 2, "table_a8": 1}  # fmt: skip
+    jobs = {
+        "dataset_manifest": 6,
+        "generated_dataset": 1,
+        "box_masks": 1,
+        "zero_shot_head": 1,
+        "predict": 6 * (3 + 6),
+        "standard_eval": 6 * 7,
+        "analyze": 6 * (5 * 3 + 2 + 5),
+        "multilabel_labels": 2,
+        "table_a8": 1,
+    }
     assert counts == {**jobs, **fetches, "total": 7 + 1 + 1 + 54 + 42 + 132 + 2 + 1 + 14}
     assert "results/analysis/imagenet_in_real/bgset/vit32/metrics.json" in out
     assert "results/zero_shot/ViT-L-14.openai." in out
@@ -434,11 +498,18 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     # zoom policies: cross-validated per scored prediction file, and 5 transfers from ImageNet per model
     assert (counts["zoom_policies"], counts["zoom_policies_transfer"]) == (6 * (5 * 3 + 2 + 5), 5 * 6)
     assert "results/policies/transfer/imagenet/objectnet/original/vit32.json" in out
-    for path in ("predictions/objectnet/original/clip_vit_l_14.parquet", "standard/imagenet_hard/clip_vit_l_14.parquet",
-                 "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
-                 "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png", "table_imagenet_hard.md",
-                 "table_zoom_groups.csv", "table_aggregation.csv", "table_1.csv", "table_zoom_policies.csv",
-                 "figures/imagenet_real/zoom_policies.png"):  # fmt: skip
+    for path in (
+        "predictions/objectnet/original/clip_vit_l_14.parquet",
+        "standard/imagenet_hard/clip_vit_l_14.parquet",
+        "analysis/imagenet_real/fgset/clip_vit_l_14/metrics.json",
+        "figures/imagenet_a/original/clip_vit_l_14/centre_bias.png",
+        "table_imagenet_hard.md",
+        "table_zoom_groups.csv",
+        "table_aggregation.csv",
+        "table_1.csv",
+        "table_zoom_policies.csv",
+        "figures/imagenet_real/zoom_policies.png",
+    ):
         assert f"results/{path}" in out
     stats = snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "--dry-run")
     out = stats.stdout + stats.stderr
@@ -446,8 +517,15 @@ def test_the_papers_config_plans_every_dataset_label_set_and_model(tmp_path, sna
     counts = {name: int(n) for name, n in (line.split() for line in table)}
     # boxes count ImageNet's objects; SAM's automatic masks count those of ImageNet-A and ObjectNet; ImageNet-A's
     # archive and the SAM checkpoint are downloaded
-    assert counts == {"fetch_url": 2, "extract_archive": 1, "dataset_manifest": 3, "sam_masks": 2, "object_counts": 3,
-                      "mann_whitney": 1, "total": 12}  # fmt: skip
+    assert counts == {
+        "fetch_url": 2,
+        "extract_archive": 1,
+        "dataset_manifest": 3,
+        "sam_masks": 2,
+        "object_counts": 3,
+        "mann_whitney": 1,
+        "total": 12,
+    }
 
 
 def job_counts(out: str) -> dict[str, int]:
@@ -461,10 +539,30 @@ def test_the_imagenet_hard_config_plans_the_cards_table(tmp_path, snakemake_run)
     out = plan.stdout + plan.stderr
     # 13 models, four of them zero-shot with four distinct heads; the Parquet shards and 13 weights fetched
     counts = job_counts(out)
-    assert {k: counts[k] for k in ("fetch_hf", "fetch_weights", "generated_dataset", "zero_shot_head", "predict",
-                                   "standard_eval", "analyze", "table_imagenet_hard", "table_a8")} == {
-        "fetch_hf": 1, "fetch_weights": 13, "generated_dataset": 1, "zero_shot_head": 4, "predict": 13,
-        "standard_eval": 13, "analyze": 13, "table_imagenet_hard": 1, "table_a8": 1}  # fmt: skip
+    assert {
+        k: counts[k]
+        for k in (
+            "fetch_hf",
+            "fetch_weights",
+            "generated_dataset",
+            "zero_shot_head",
+            "predict",
+            "standard_eval",
+            "analyze",
+            "table_imagenet_hard",
+            "table_a8",
+        )
+    } == {
+        "fetch_hf": 1,
+        "fetch_weights": 13,
+        "generated_dataset": 1,
+        "zero_shot_head": 4,
+        "predict": 13,
+        "standard_eval": 13,
+        "analyze": 13,
+        "table_imagenet_hard": 1,
+        "table_a8": 1,
+    }
     assert {"table_where_zoom_helps", "where_zoom_helps_figure"}.isdisjoint(counts)  # no boxes: not requested
     for model in ("vgg16", "vgg19", "efficientnet_l2_ns", "clip_vit_l_14_336", "openclip_vit_bigg_14"):
         assert f"results/analysis/imagenet_hard/original/{model}/metrics.json" in out

@@ -36,14 +36,20 @@ def encoded(array: np.ndarray, fmt: str) -> bytes:
 def write_hard_fixture(folder):
     """Two shards of photos (a cat, a cup, a rocket, a camera) with label lists and origins."""
     folder.mkdir()
-    write_hard_shard(folder / "validation-00000-of-00002.parquet", [
-        (encoded(data.chelsea(), "JPEG"), [281, 282, 285], "imagenet_sketch"),  # tabby, tiger cat, Egyptian cat
-        (encoded(data.coffee(), "PNG"), [967, 968, 504], "objectnet"),  # espresso, cup, coffee mug
-    ])  # fmt: skip
-    write_hard_shard(folder / "validation-00001-of-00002.parquet", [
-        (encoded(data.rocket(), "JPEG"), [1], "imagenet_sketch"),  # goldfish: wrong for any sane model
-        (encoded(data.camera()[::2, ::2], "PNG"), [759, 872], "imagenet_a"),  # reflex camera, tripod
-    ])  # fmt: skip
+    write_hard_shard(
+        folder / "validation-00000-of-00002.parquet",
+        [
+            (encoded(data.chelsea(), "JPEG"), [281, 282, 285], "imagenet_sketch"),  # tabby, tiger cat, Egyptian cat
+            (encoded(data.coffee(), "PNG"), [967, 968, 504], "objectnet"),  # espresso, cup, coffee mug
+        ],
+    )
+    write_hard_shard(
+        folder / "validation-00001-of-00002.parquet",
+        [
+            (encoded(data.rocket(), "JPEG"), [1], "imagenet_sketch"),  # goldfish: wrong for any sane model
+            (encoded(data.camera()[::2, ::2], "PNG"), [759, 872], "imagenet_a"),  # reflex camera, tripod
+        ],
+    )
 
 
 def hard_rows(folder) -> list[dict]:
@@ -68,8 +74,14 @@ def test_zero_shot_model_and_imagenet_hard_table_end_to_end(tmp_path, snakemake_
     subset = "hard_subset"  # the same images scored over the 10 classes their labels name
     lite0 = {"source": "embedded", "architecture": embedded.ARCHITECTURE, "weights": embedded.WEIGHTS_FILE}
     datasets = {"hard": hard, subset: {**hard, "class_set": "subset"}}
-    config = config_writer(tmp_path, scales=[64, 256], top_k=3, datasets=datasets,
-                           models={"lite0": lite0, "tiny_clip": tiny}, stats={"pairs": []})  # fmt: skip
+    config = config_writer(
+        tmp_path,
+        scales=[64, 256],
+        top_k=3,
+        datasets=datasets,
+        models={"lite0": lite0, "tiny_clip": tiny},
+        stats={"pairs": []},
+    )
 
     run = snakemake_run(tmp_path, *TARGETS)
 
@@ -94,8 +106,14 @@ def test_zero_shot_model_and_imagenet_hard_table_end_to_end(tmp_path, snakemake_
     standard = pl.read_parquet(tmp_path / "results/standard/hard/lite0.parquet")
     assert standard["image_id"].to_list() == ["00000", "00001", "00002", "00003"]
     # timm's evaluation of tf_efficientnet_lite0.in1k: crop_pct 0.875 at 224 px, bicubic
-    timm_eval = T.Compose([T.Resize(256, T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor(),
-                           T.Normalize(embedded.MEAN, embedded.STD)])  # fmt: skip
+    timm_eval = T.Compose(
+        [
+            T.Resize(256, T.InterpolationMode.BICUBIC),
+            T.CenterCrop(224),
+            T.ToTensor(),
+            T.Normalize(embedded.MEAN, embedded.STD),
+        ]
+    )
     model = embedded.load_efficientnet_lite0()
     with torch.inference_mode():
         images = [Image.open(io.BytesIO(r["image"]["bytes"])).convert("RGB") for r in rows]
@@ -131,8 +149,10 @@ def test_zero_shot_model_and_imagenet_hard_table_end_to_end(tmp_path, snakemake_
     # the standard accuracy beside the 1-crop in Table A8 and Table 1 (panel s)
     with open(tmp_path / "results/table_1.csv") as fh:
         panel_s = [r[:4] for r in csv.reader(fh) if r[0] == "s"]  # then the left-out columns
-    assert panel_s == [["s", m, a8[(m, "hard")]["acc_standard"], a8[(m, "hard_subset")]["acc_standard"]]
-                       for m in ("lite0", "tiny_clip")]  # fmt: skip
+    assert panel_s == [
+        ["s", m, a8[(m, "hard")]["acc_standard"], a8[(m, "hard_subset")]["acc_standard"]]
+        for m in ("lite0", "tiny_clip")
+    ]
 
     # the zoom grid's normalisation is not the head's: changing it re-runs the zoom grid only
     config["models"]["tiny_clip"]["mean"] = [0.5, 0.5, 0.5]

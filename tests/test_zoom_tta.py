@@ -45,9 +45,16 @@ pytestmark = pytest.mark.workflow
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("zoom_tta") / "study"
     demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    write_config(work, scales=SCALES, top_k=2, limit=6, stats={"pairs": []},
-                 datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original"]}},
-                 models={"lite0": demo["models"]["efficientnet_lite0"]}, policies={**demo["policies"], "folds": 3})
+    write_config(
+        work,
+        scales=SCALES,
+        top_k=2,
+        limit=6,
+        stats={"pairs": []},
+        datasets={"demo": {**demo["datasets"]["demo"], "variants": ["original"]}},
+        models={"lite0": demo["models"]["efficientnet_lite0"]},
+        policies={**demo["policies"], "folds": 3},
+    )
     run_snakemake(work, LAYOUT6.path("policies", **WHERE))
     return work
 
@@ -95,8 +102,13 @@ def fit_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     real = export.fold_fit
     monkeypatch.setattr(export, "fit", lambda views, *args: once(("all", *map(str, args)), lambda: fit(views, *args)))
-    monkeypatch.setattr(export, "fold_fit", lambda views, folds, k, *args: once(
-        (k, folds.tobytes(), *map(str, args)), lambda: real(views, folds, k, *args)))  # fmt: skip
+    monkeypatch.setattr(
+        export,
+        "fold_fit",
+        lambda views, folds, k, *args: once(
+            (k, folds.tobytes(), *map(str, args)), lambda: real(views, folds, k, *args)
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,14 +119,17 @@ def image_ids(study: Path) -> list[str]:
 
 def study_choices(study: Path):
     """The policies fitted on every image of the study's matrix, applied to its stored predictions."""
-    views, _ = read_views(study / LAYOUT6.path("correct", **WHERE),
-                          study / LAYOUT6.path("predictions", dataset="demo", variant="original", model="lite0"))
+    views, _ = read_views(
+        study / LAYOUT6.path("correct", **WHERE),
+        study / LAYOUT6.path("predictions", dataset="demo", variant="original", model="lite0"),
+    )
     budgets = budgets_for(study_settings(study).budgets, len(views.order))
     return views, budgets, apply(fit(views, budgets, 200_000, 0), views.unlabelled(), budgets)
 
 
-def test_the_wrapper_answers_every_image_as_the_policy_does_on_the_studys_predictions(study, images, classifier,
-                                                                                     fit_once):  # fmt: skip
+def test_the_wrapper_answers_every_image_as_the_policy_does_on_the_studys_predictions(
+    study, images, classifier, fit_once
+):
     views, budgets, choices = study_choices(study)
     assert budgets == [1, 2, 4, 9, 18]
     rows = np.arange(views.n_images)
@@ -166,18 +181,37 @@ def test_the_crops_it_runs_are_the_predict_jobs_pixel_for_pixel(study, images):
 def test_the_file_is_versioned_deterministic_and_names_its_model_and_data(study, tmp_path, capsys):
     out = [tmp_path / "a.json", tmp_path / "b.json"]
     for path in out:
-        args = ["policy", "export", str(study), "--policy", "cascade", "--budget", "4", "--fit", "demo",
-                "--limit", "6", "-o", str(path)]  # fmt: skip
+        args = [
+            "policy",
+            "export",
+            str(study),
+            "--policy",
+            "cascade",
+            "--budget",
+            "4",
+            "--fit",
+            "demo",
+            "--limit",
+            "6",
+            "-o",
+            str(path),
+        ]
         assert main(args) == 0
     assert out[0].read_bytes() == out[1].read_bytes()
     document = json.loads(out[0].read_text())
     assert (document["kind"], document["schema_version"], document["policy"], document["budget"]) == (
-        "zoom_policy", 1, "cascade", 4)  # fmt: skip
+        "zoom_policy",
+        1,
+        "cascade",
+        4,
+    )
     assert document["rule"]["length"] == len(document["views"]) and document["views"][0] == [256, 1, 1]
     assert document["model"]["weights_sha256"] == recorded_spec_sha(study)
     held = json.loads((study / LAYOUT6.path("policies", **WHERE)).read_text())["rows"]
-    assert document["held_out"] == {"protocol": "cv3", **next(r for r in held if r["policy"] == "cascade"
-                                                               and r["budget"] == 4)}  # fmt: skip
+    assert document["held_out"] == {
+        "protocol": "cv3",
+        **next(r for r in held if r["policy"] == "cascade" and r["budget"] == 4),
+    }
     assert document["fitted_on"]["n_images"] == 6 and document["fitted_on"]["budgets"] == [1, 2, 4, 9, 18]
 
 
@@ -204,14 +238,26 @@ def test_another_model_is_refused(study):
 def test_a_config_edited_since_the_policies_job_is_refused(study):
     """The refit must be the table's: a seed that is not the one the policies document records is refused."""
     edited = dataclasses.replace(study_settings(study), seed=study_settings(study).seed + 1)
-    with pytest.raises(ValueError, match=r"^policies.seed: \d+ in the study's config, \d+ in .*policies.*: the config "
-                       "changed since its policies job ran"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^policies.seed: \d+ in the study's config, \d+ in .*policies.*: the config "
+        "changed since its policies job ran",
+    ):
         export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=edited)
 
 
-@pytest.mark.parametrize("change", [{"kind": "zoom_policies"}, {"schema_version": 2}, {"views": [[256, 1]]},
-                                    {"rule": {"name": "cascade", "tau": 0.5}}, {"rule": {"name": "oracle"}},
-                                    {"views": "256"}, {"model": {}}])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kind": "zoom_policies"},
+        {"schema_version": 2},
+        {"views": [[256, 1]]},
+        {"rule": {"name": "cascade", "tau": 0.5}},
+        {"rule": {"name": "oracle"}},
+        {"views": "256"},
+        {"model": {}},
+    ],
+)
 def test_a_malformed_policy_file_is_refused_naming_it(study, tmp_path, change):
     document = export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=study_settings(study))
     path = tmp_path / "policy.json"
@@ -229,13 +275,16 @@ def run_cli(args: list[str]) -> int:
         return int(exit_.code)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--policy", "cascade", "--budget", "3", "--fit", "demo"], "--budget: 3 is none of the study's budgets"),
-    (["--policy", "cascade", "--budget", "4", "--fit", "nowhere"], "--model: "),
-    (["--policy", "oracle", "--budget", "4", "--fit", "demo"], "--policy: invalid choice"),
-    (["--policy", "vote", "--budget", "4", "--fit", "demo", "--model", "nobody"], "no such file"),
-    (["--policy", "vote", "--budget", "4", "--fit", "demo", "--fold", "3"], "--fold: 3 is no fold of"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policy", "cascade", "--budget", "3", "--fit", "demo"], "--budget: 3 is none of the study's budgets"),
+        (["--policy", "cascade", "--budget", "4", "--fit", "nowhere"], "--model: "),
+        (["--policy", "oracle", "--budget", "4", "--fit", "demo"], "--policy: invalid choice"),
+        (["--policy", "vote", "--budget", "4", "--fit", "demo", "--model", "nobody"], "no such file"),
+        (["--policy", "vote", "--budget", "4", "--fit", "demo", "--fold", "3"], "--fold: 3 is no fold of"),
+    ],
+)
 def test_bad_arguments_are_one_line_exit_2(study, tmp_path, capsys, args, message):
     code = run_cli(["policy", "export", str(study), *args, "--limit", "6", "-o", str(tmp_path / "p.json")])
     err = capsys.readouterr().err.strip()
@@ -244,8 +293,9 @@ def test_bad_arguments_are_one_line_exit_2(study, tmp_path, capsys, args, messag
     assert not (tmp_path / "p.json").exists()
 
 
-def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validation(study, images, image_ids,
-                                                                                    classifier, fit_once):  # fmt: skip
+def test_each_folds_own_policy_answers_its_held_out_images_as_the_cross_validation(
+    study, images, image_ids, classifier, fit_once
+):
     """Item 3: fold K's file on fold K's images gives the cross-validation's choices, passes and labels there, so the
     folds together give the table row's count of right answers, for every rule and budget."""
     settings = study_settings(study)
@@ -302,8 +352,9 @@ def transferred(study: Path):
     path.unlink()
 
 
-def test_the_all_image_fit_is_the_transfer_jobs_and_answers_its_target_as_the_table_does(study, images, classifier,
-                                                                                         transferred):  # fmt: skip
+def test_the_all_image_fit_is_the_transfer_jobs_and_answers_its_target_as_the_table_does(
+    study, images, classifier, transferred
+):
     path, document = transferred
     views, _, _ = study_choices(study)
     for name in RULE_NAMES:
@@ -327,8 +378,9 @@ def policy_file(study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(study, images, policy_file, tmp_path,
-                                                                                monkeypatch, capsys):  # fmt: skip
+def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
+    study, images, policy_file, tmp_path, monkeypatch, capsys
+):
     """zoomeval predict: files as named, then a folder's image files recursively in sorted order (hidden ones and
     other files left out); each row the wrapper's answer; a path a spreadsheet would run is written as text."""
     folder = tmp_path / "images"
@@ -339,8 +391,24 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
     for path, i in named.items():
         images[i].save(path, quality=100) if path.suffix == ".jpg" else images[i].save(path)
     monkeypatch.chdir(tmp_path)
-    assert main(["predict", "--policy", str(policy_file), "--study", str(study), "=cmd.jpg", "images",
-                 "-o", "out.csv", "--batch-size", "5"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "predict",
+                "--policy",
+                str(policy_file),
+                "--study",
+                str(study),
+                "=cmd.jpg",
+                "images",
+                "-o",
+                "out.csv",
+                "--batch-size",
+                "5",
+            ]
+        )
+        == 0
+    )
     lines = (tmp_path / "out.csv").read_text().splitlines()
     assert lines[0] == "path,label,wnid,class_name,confidence,scale,row,col,passes"
     order = [tmp_path / "=cmd.jpg", folder / "a.jpg", folder / "sub" / "b.png"]
@@ -350,7 +418,9 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
     for line, answer in zip(lines[1:], answers, strict=True):
         cells = next(csv.reader([line]))
         assert cells[1:3] == [str(answer.label), wnids()[answer.label]] and cells[5:] == [
-            *map(str, answer.view), str(answer.passes)]  # fmt: skip
+            *map(str, answer.view),
+            str(answer.passes),
+        ]
         assert float(cells[4]) == pytest.approx(answer.confidence, rel=1e-5)
     png, own = lines[3].split(","), tta([images[1]])[0]  # PNG is lossless: the study's own image, answered alike
     assert (int(png[1]), [int(x) for x in png[5:8]]) == (own.label, list(own.view))
@@ -358,19 +428,25 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
     assert capsys.readouterr().out.splitlines() == [lines[0], lines[2]]  # CSV on stdout without -o
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing", "nowhere.jpg: no such file or folder"),
-    ("junk", "junk.jpg: not an image this reads"),
-    ("policy", "policy.json: not a JSON document"),
-    ("weights", "no such folder: the policy's weights are not under"),
-    ("device", "--device: 'gpu0' is no torch device"),
-    ("empty", "no image files"),
-])  # fmt: skip
-def test_predict_refuses_a_bad_input_in_one_line_exit_2(study, policy_file, tmp_path, capsys, monkeypatch, case,
-                                                        message):  # fmt: skip
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "nowhere.jpg: no such file or folder"),
+        ("junk", "junk.jpg: not an image this reads"),
+        ("policy", "policy.json: not a JSON document"),
+        ("weights", "no such folder: the policy's weights are not under"),
+        ("device", "--device: 'gpu0' is no torch device"),
+        ("empty", "no image files"),
+    ],
+)
+def test_predict_refuses_a_bad_input_in_one_line_exit_2(
+    study, policy_file, tmp_path, capsys, monkeypatch, case, message
+):
     # the demo's weights ship in the package (its source fetches nothing): a source that keeps them in a folder
-    monkeypatch.setattr("zoomeval.inference.models.weights_folder",
-                        lambda spec, resources: None if case != "weights" else f"{resources}/weights/x/y.tag")
+    monkeypatch.setattr(
+        "zoomeval.inference.models.weights_folder",
+        lambda spec, resources: None if case != "weights" else f"{resources}/weights/x/y.tag",
+    )
     (tmp_path / "junk.jpg").write_text("not a JPEG")
     (tmp_path / "policy.json").write_text("{")
     (tmp_path / "empty").mkdir()

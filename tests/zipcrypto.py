@@ -64,8 +64,9 @@ def write_encrypted_zip(
             keys = _Keys(password.encode())
             packed = keys.encrypt(rng.randbytes(11) + bytes([crc >> 24])) + keys.encrypt(packed)
         raw = name.encode()
-        fields = struct.pack("<HHHHHIIIHH", 20, flags, method, _DOS_TIME, _DOS_DATE, crc, len(packed), len(data),
-                             len(raw), 0)  # fmt: skip
+        fields = struct.pack(
+            "<HHHHHIIIHH", 20, flags, method, _DOS_TIME, _DOS_DATE, crc, len(packed), len(data), len(raw), 0
+        )
         mode = 0o40755 if folder else 0o100000 | file_mode
         central += struct.pack("<IH", 0x02014B50, 0x031E) + fields
         central += struct.pack("<HHHII", 0, 0, 0, (mode << 16) | (0x10 if folder else 0), len(body)) + raw

@@ -139,9 +139,11 @@ def _is_section(node: dict[str, Any]) -> bool:
 def config_reference(schema: dict[str, Any]) -> str:
     """docs/reference/config.md: every key, with its type, default, what a change reruns and the details."""
     lines = ["# Config keys", "", GENERATED.format(source=f"`{SCHEMA}`"), ""]
-    lines += ["Every key of a config file, as the schema declares it; how a config is checked and what",
-              '"Reruns" means: [How a config is checked](validation.md). A key a config leaves out takes its default.',
-              ""]  # fmt: skip
+    lines += [
+        "Every key of a config file, as the schema declares it; how a config is checked and what",
+        '"Reruns" means: [How a config is checked](validation.md). A key a config leaves out takes its default.',
+        "",
+    ]
     for title, node, keys in sections(schema):
         if node is None:
             lines += [f"## {title}", ""]
@@ -173,10 +175,16 @@ SECTION = re.compile(r"^ *(input|output|log|params|resources):\n", re.M)
 def rules_reference(root: Path, rule_files: list[Path]) -> str:
     """docs/reference/rules.md: each rule of ``rule_files`` (relative to ``root``) with the comment above it and its
     input, output, log, params and resources."""
-    lines = ["# Rules", "", GENERATED.format(source="`Snakefile` and `workflow/rules/*.smk`"), "",
-             "Every rule of the workflow, file by file, with the comment above it and its declarations as written",
-             "(wildcards in braces; names in capitals are constants of `workflow/rules/common.smk`). How the stages",
-             "fit together: [The pipeline](../explanations/pipeline.md).", ""]  # fmt: skip
+    lines = [
+        "# Rules",
+        "",
+        GENERATED.format(source="`Snakefile` and `workflow/rules/*.smk`"),
+        "",
+        "Every rule of the workflow, file by file, with the comment above it and its declarations as written",
+        "(wildcards in braces; names in capitals are constants of `workflow/rules/common.smk`). How the stages",
+        "fit together: [The pipeline](../explanations/pipeline.md).",
+        "",
+    ]
     for path in rule_files:
         text = (root / path).read_text()
         lines += [f"## `{path.as_posix()}`", ""]
@@ -240,27 +248,50 @@ def outputs_reference(notes: dict[str, Any]) -> str:
         raise ValueError(f"{OUTPUT_NOTES}: details of {unknown}, which the layout does not declare")
     layout, limited = Layout(), run_layout(2)
     source = f"`src/zoomeval/core/layout.py`, the stages' declarations to it and `{OUTPUT_NOTES}`"
-    lines = ["# Output files", "", GENERATED.format(source=source), "",
-             "Every file and folder a study writes, as the results layout (`zoomeval.core.layout`) declares it:",
-             f"paths are relative to the study directory, under the results root `{layout.root}` (git-ignored), and",
-             f"the jobs' logs under `{layout.logs}` beside it; a run limited to N images (config key `limit`) has",
-             f"its own of each (N = 2: `{limited.root}`, `{limited.logs}`). A name in braces is a wildcard.", "",
-             notes["intro"].strip(), "",
-             "## Wildcards", "", "| wildcard | what it stands for |", "|---|---|",
-             *(f"| `{{{name}}}` | {what} |" for name, what in WILDCARDS.items()), "", "## Results", ""]  # fmt: skip
+    lines = [
+        "# Output files",
+        "",
+        GENERATED.format(source=source),
+        "",
+        "Every file and folder a study writes, as the results layout (`zoomeval.core.layout`) declares it:",
+        f"paths are relative to the study directory, under the results root `{layout.root}` (git-ignored), and",
+        f"the jobs' logs under `{layout.logs}` beside it; a run limited to N images (config key `limit`) has",
+        f"its own of each (N = 2: `{limited.root}`, `{limited.logs}`). A name in braces is a wildcard.",
+        "",
+        notes["intro"].strip(),
+        "",
+        "## Wildcards",
+        "",
+        "| wildcard | what it stands for |",
+        "|---|---|",
+        *(f"| `{{{name}}}` | {what} |" for name, what in WILDCARDS.items()),
+        "",
+        "## Results",
+        "",
+    ]
     for output in OUTPUTS.values():
         lines += _output_entry(output, layout, notes["details"].get(output.name))
     logs = [f"| `{rule}` | `{layout.log(rule)}` |" for rule in JOB_LOGS]
-    lines += ["## Logs", "", "One log per job, by rule (`dataset`: both manifest rules'; `table`: every table's).", "",
-              "| rule | log |", "|---|---|", *logs, "", notes["after"].strip()]  # fmt: skip
+    lines += [
+        "## Logs",
+        "",
+        "One log per job, by rule (`dataset`: both manifest rules'; `table`: every table's).",
+        "",
+        "| rule | log |",
+        "|---|---|",
+        *logs,
+        "",
+        notes["after"].strip(),
+    ]
     return "\n".join(lines) + "\n"
 
 
 #: A file shown in a page: the block between these two lines is the file's text, fenced (``{path}`` relative to the
 #: repository), written by :func:`included_files`.
 INCLUDE_START = "<!-- include {path}: python tools/docs.py copies the file here; edit the file, not this -->"
-INCLUDE = re.compile(r"^<!-- include (?P<path>\S+): .*? -->\n(?P<block>.*?)^<!-- end include (?P=path) -->$",
-                     re.M | re.S)  # fmt: skip
+INCLUDE = re.compile(
+    r"^<!-- include (?P<path>\S+): .*? -->\n(?P<block>.*?)^<!-- end include (?P=path) -->$", re.M | re.S
+)
 
 
 def included_files(root: Path, text: str) -> str:

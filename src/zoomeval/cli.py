@@ -46,8 +46,10 @@ def first_paragraph(text: str) -> str:
 def registry_rows(kind: str) -> list[tuple[str, str]]:
     """``(name, what it is)`` for every entry of one registry, in registration order."""
     if kind == "adapters":
-        return [(a.name, f"inputs: {', '.join(a.required) or '-'}; boxes: {'yes' if a.boxes else 'no'}; "
-                         f"{a.classes}") for a in REGISTRIES.adapters.values()]  # fmt: skip
+        return [
+            (a.name, f"inputs: {', '.join(a.required) or '-'}; boxes: {'yes' if a.boxes else 'no'}; {a.classes}")
+            for a in REGISTRIES.adapters.values()
+        ]
     if kind == "sources":
         modules = {s.name: sys.modules[s.load.__module__] for s in REGISTRIES.sources.values()}
         docs = {name: first_paragraph(inspect.getdoc(module) or "") for name, module in modules.items()}
@@ -88,8 +90,10 @@ def _list(args: argparse.Namespace) -> int:
             raise ValueError("zoomeval list models needs a SOURCE (zoomeval list sources)")
         cat = catalogue(args.source)
         if not (pairs := matching(cat, args.pattern or "*")):
-            raise ValueError(f"no {args.source} model matches {args.pattern!r} (a shell pattern over "
-                             "architecture.weights, e.g. 'resnet50*')")  # fmt: skip
+            raise ValueError(
+                f"no {args.source} model matches {args.pattern!r} (a shell pattern over "
+                "architecture.weights, e.g. 'resnet50*')"
+            )
         # a model that cannot be evaluated gets a third column saying why
         _print_rows((a, t, *[f"not evaluable: {why}" for why in [unusable(cat, a, t)] if why]) for a, t in pairs)
         return 0
@@ -129,8 +133,15 @@ def _audit(args: argparse.Namespace) -> int:
 
     if args.sample < 1:
         raise ValueError(f"--sample: {args.sample} is no number of rows; give N >= 1")
-    auditor = Auditor(args.sample, args.seed, args.device, args.precision, tuple(args.images or ()),
-                      args.resources, run_layout(_limit(args)))  # fmt: skip
+    auditor = Auditor(
+        args.sample,
+        args.seed,
+        args.device,
+        args.precision,
+        tuple(args.images or ()),
+        args.resources,
+        run_layout(_limit(args)),
+    )
     record = audit_study(Path(args.directory), auditor)
     for line in report_lines(record):
         print(terminal_text(line))
@@ -221,28 +232,12 @@ def parser() -> argparse.ArgumentParser:
     init.set_defaults(run=_init)
     listing = commands.add_parser("list", help="list adapters, sources, label sets, presets, or a source's models")
     listing.add_argument("kind", choices=[*REGISTRY_KINDS, "models"])
-    listing.add_argument("source", nargs="?",
-                         help="models: the model source (timm, torchvision, open_clip, entry_point)")
+    listing.add_argument(
+        "source", nargs="?", help="models: the model source (timm, torchvision, open_clip, entry_point)"
+    )
     listing.add_argument("pattern", nargs="?", help="models: a shell pattern over architecture.weights")
     listing.set_defaults(run=_list)
-    board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
-    board.add_argument("directories", nargs="+", metavar="DIR", type=directory)
-    board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
-    board.add_argument("--allow-stale", action="store_true",
-                       help="list stale, missing, tampered or malformed results apart instead of refusing them")
-    board.add_argument("--verify", action="store_true",
-                       help="recompute every result from its predictions first and fail on any difference")
-    board.add_argument("--format", choices=["leaderboard", "timm"], default="leaderboard",
-                       help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)")
-    board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
-    board.add_argument("--limit", type=int, metavar="N",
-                       help=f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})")
-    board.add_argument("--audit", type=int, metavar="N",
-                       help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails")
-    board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
-    board.add_argument("--images", action="append", type=directory, metavar="DIR",
-                       help="--audit: your copy of the dataset, where images are found by content")
-    board.set_defaults(run=_leaderboard)
+    add_leaderboard(commands)
     add_export(commands)
     add_audit(commands)
     add_policy(commands)
@@ -251,28 +246,88 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def add_leaderboard(commands: argparse._SubParsersAction) -> None:
+    board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
+    board.add_argument("directories", nargs="+", metavar="DIR", type=directory)
+    board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
+    board.add_argument(
+        "--allow-stale",
+        action="store_true",
+        help="list stale, missing, tampered or malformed results apart instead of refusing them",
+    )
+    board.add_argument(
+        "--verify",
+        action="store_true",
+        help="recompute every result from its predictions first and fail on any difference",
+    )
+    board.add_argument(
+        "--format",
+        choices=["leaderboard", "timm"],
+        default="leaderboard",
+        help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)",
+    )
+    board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
+    board.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})",
+    )
+    board.add_argument(
+        "--audit",
+        type=int,
+        metavar="N",
+        help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails",
+    )
+    board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
+    board.add_argument(
+        "--images",
+        action="append",
+        type=directory,
+        metavar="DIR",
+        help="--audit: your copy of the dataset, where images are found by content",
+    )
+    board.set_defaults(run=_leaderboard)
+
+
 def add_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="check a study, then build its tables and seal it, with a progress display")
     run.add_argument("directory", nargs="?", default=".", help="the study directory (default: the current one)")
-    run.add_argument("targets", nargs="*", metavar="TARGET",
-                     help="`study` (default: every table and the sealed study.json), `all` (also the figures, "
-                     "browser and hard sets) or a path of the results layout, e.g. "
-                     f"{Layout().path('table_tta', ext='csv')}")
-    run.add_argument("--limit", type=int, metavar="N",
-                     help=f"the first N images of each dataset, in {limited_root('N')}")
-    run.add_argument("--cores", type=cores, metavar="N", help="cores for Snakemake, N >= 1 (default: all this process "
-                     "may use)")
-    run.add_argument("--report", action="store_true", help="write Snakemake's report of the targets after the run "
-                     f"({Layout().path('report')})")
+    run.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="`study` (default: every table and the sealed study.json), `all` (also the figures, "
+        "browser and hard sets) or a path of the results layout, e.g. "
+        f"{Layout().path('table_tta', ext='csv')}",
+    )
+    run.add_argument(
+        "--limit", type=int, metavar="N", help=f"the first N images of each dataset, in {limited_root('N')}"
+    )
+    run.add_argument(
+        "--cores", type=cores, metavar="N", help="cores for Snakemake, N >= 1 (default: all this process may use)"
+    )
+    run.add_argument(
+        "--report",
+        action="store_true",
+        help=f"write Snakemake's report of the targets after the run ({Layout().path('report')})",
+    )
     run.set_defaults(run=_run)
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:
-    export = commands.add_parser("export", help="write a study's verified results in the formats other tools read, "
-                                 "as a bundle that zoomeval leaderboard reads back")  # fmt: skip
+    export = commands.add_parser(
+        "export",
+        help="write a study's verified results in the formats other tools read, "
+        "as a bundle that zoomeval leaderboard reads back",
+    )
     export.add_argument("directory", metavar="DIR", type=directory)
-    export.add_argument("--format", required=True, choices=["hf", "timm", "eee"],
-                        help="hf: .eval_results YAML per model repo; timm: results CSVs; eee: Every Eval Ever records")
+    export.add_argument(
+        "--format",
+        required=True,
+        choices=["hf", "timm", "eee"],
+        help="hf: .eval_results YAML per model repo; timm: results CSVs; eee: Every Eval Ever records",
+    )
     export.add_argument("-o", "--output", help="the bundle folder to create (default: <study>-<format>)")
     export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
     export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
@@ -283,19 +338,40 @@ def add_export(commands: argparse._SubParsersAction) -> None:
 def add_audit(commands: argparse._SubParsersAction) -> None:
     from zoomeval.report.audit import DEFAULT_SAMPLE, LOGIT_ERROR
 
-    audit = commands.add_parser("audit", help="recompute a seeded sample of every file's rows of a sealed study here "
-                                "and compare them with what is stored; exit 1 on any mismatch")  # fmt: skip
+    audit = commands.add_parser(
+        "audit",
+        help="recompute a seeded sample of every file's rows of a sealed study here "
+        "and compare them with what is stored; exit 1 on any mismatch",
+    )
     audit.add_argument("directory", metavar="DIR", type=directory)
-    audit.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, metavar="N",
-                       help=f"rows recomputed per file (default {DEFAULT_SAMPLE}; all of a smaller file)")
+    audit.add_argument(
+        "--sample",
+        type=int,
+        default=DEFAULT_SAMPLE,
+        metavar="N",
+        help=f"rows recomputed per file (default {DEFAULT_SAMPLE}; all of a smaller file)",
+    )
     audit.add_argument("--seed", type=int, metavar="S", help="the sample's seed (default: drawn fresh, and printed)")
-    audit.add_argument("--images", action="append", type=directory, metavar="DIR",
-                       help="your copy of the dataset: images are found in it by content (repeatable)")
-    audit.add_argument("--resources", type=directory, metavar="DIR",
-                       help="where the weights are (default: the study's resources folder)")
+    audit.add_argument(
+        "--images",
+        action="append",
+        type=directory,
+        metavar="DIR",
+        help="your copy of the dataset: images are found in it by content (repeatable)",
+    )
+    audit.add_argument(
+        "--resources",
+        type=directory,
+        metavar="DIR",
+        help="where the weights are (default: the study's resources folder)",
+    )
     audit.add_argument("--device", default="auto", help="the audit's device (default: auto, CUDA where present)")
-    audit.add_argument("--precision", default="fp32", choices=sorted({p for p, _ in LOGIT_ERROR}),
-                       help="the audit's precision (default fp32)")
+    audit.add_argument(
+        "--precision",
+        default="fp32",
+        choices=sorted({p for p, _ in LOGIT_ERROR}),
+        help="the audit's precision (default fp32)",
+    )
     audit.add_argument("--limit", type=int, metavar="N", help="audit the study's run limited to N images")
     audit.set_defaults(run=_audit)
 
@@ -303,8 +379,11 @@ def add_audit(commands: argparse._SubParsersAction) -> None:
 def add_policy(commands: argparse._SubParsersAction) -> None:
     policy = commands.add_parser("policy", help="take a study's fitted label-free zoom policy away as a file")
     actions = policy.add_subparsers(dest="action", required=True)
-    export = actions.add_parser("export", help="write one fitted policy (views, rule, model, held-out accuracy) "
-                                "as a versioned JSON file that zoomeval.ZoomTTA applies")  # fmt: skip
+    export = actions.add_parser(
+        "export",
+        help="write one fitted policy (views, rule, model, held-out accuracy) "
+        "as a versioned JSON file that zoomeval.ZoomTTA applies",
+    )
     export.add_argument("directory", metavar="DIR", type=directory)
     export.add_argument("--policy", required=True, choices=["cascade", "max_conf", "vote", "selector"])
     export.add_argument("--budget", required=True, type=int, metavar="K", help="forward passes (views) per image")
@@ -312,21 +391,33 @@ def add_policy(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--model", metavar="NAME", help="the study's model (default: its only one)")
     export.add_argument("--variant", default="original", help="the image variant (default: original)")
     export.add_argument("--limit", type=int, metavar="N", help="the study's run limited to N images")
-    export.add_argument("--fold", type=int, metavar="K", help="cross-validation fold K's own policy, fitted on the "
-                        "other folds' images (default: fitted on every image)")  # fmt: skip
-    export.add_argument("-o", "--output", metavar="FILE",
-                        help="default: <policy>-<budget>.<model>.<DATASET>[.fold<K>].json")
+    export.add_argument(
+        "--fold",
+        type=int,
+        metavar="K",
+        help="cross-validation fold K's own policy, fitted on the other folds' images (default: fitted on every image)",
+    )
+    export.add_argument(
+        "-o", "--output", metavar="FILE", help="default: <policy>-<budget>.<model>.<DATASET>[.fold<K>].json"
+    )
     export.set_defaults(run=_policy_export)
 
 
 def add_predict(commands: argparse._SubParsersAction) -> None:
-    predict = commands.add_parser("predict", help="apply an exported zoom policy to image files and folders: a CSV "
-                                  "row per image (class, confidence, the view that answered, passes)")  # fmt: skip
+    predict = commands.add_parser(
+        "predict",
+        help="apply an exported zoom policy to image files and folders: a CSV "
+        "row per image (class, confidence, the view that answered, passes)",
+    )
     predict.add_argument("images", nargs="+", metavar="IMAGE", help="image files, and folders searched recursively")
     predict.add_argument("--policy", required=True, metavar="FILE", help="a file of zoomeval policy export")
     weights = predict.add_mutually_exclusive_group(required=True)
-    weights.add_argument("--study", type=directory, metavar="DIR",
-                         help="the study the policy came from (its weights under DIR/resources)")
+    weights.add_argument(
+        "--study",
+        type=directory,
+        metavar="DIR",
+        help="the study the policy came from (its weights under DIR/resources)",
+    )
     weights.add_argument("--resources", type=directory, metavar="DIR", help="the folder holding the weights/ folder")
     predict.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     predict.add_argument("--batch-size", type=int, default=64, metavar="N", help="crops per forward pass (default 64)")
@@ -368,8 +459,9 @@ def _policy_export(args: argparse.Namespace) -> int:
 
     layout, folder = run_layout(_limit(args)), Path(args.directory)
     model = args.model or study_model(folder, layout, args.fit, args.variant)
-    document = export_policy(folder, layout, args.fit, args.variant, model, args.policy, args.budget,
-                             study_settings(folder), args.fold)  # fmt: skip
+    document = export_policy(
+        folder, layout, args.fit, args.variant, model, args.policy, args.budget, study_settings(folder), args.fold
+    )
     fold = "" if args.fold is None else f".fold{args.fold}"
     output = args.output or f"{args.policy}-{args.budget}.{model}.{args.fit}{fold}.json"
     write_json(output, document)

@@ -88,8 +88,9 @@ def _offline_copy(spec: ModelSpec) -> tuple[bool, str | None]:
     return any(isinstance(path, str) for path in found), _hub_host()
 
 
-def missing_weights(config: Config, reach: Callable[[str], bool] = host_answers, found: Sequence[str] = ()
-                    ) -> Iterator[str]:  # fmt: skip
+def missing_weights(
+    config: Config, reach: Callable[[str], bool] = host_answers, found: Sequence[str] = ()
+) -> Iterator[str]:
     """A line for each model whose weights are neither in its weights folder nor to be had: a download that no
     offline route holds, from a host that does not answer (a missing local checkpoint is the config's problem);
     not for a model ``found`` names (a misspelt tag names no download)."""
@@ -126,8 +127,12 @@ def model_problems(config: Config, found: list[str]) -> list[str]:
     the workflow's ``onstart`` runs, every model here, not the first only): a timm tag without weights on the Hub,
     an architecture, preset or entry point that does not exist (with the closest names), a local file whose sha256
     is not the pinned one, a normalisation that is not the weights'; not for a model ``found`` already names."""
-    return [line for spec in config.models.values() if not _named(spec, found)
-            for line in _caught(partial(check_model, spec))]  # fmt: skip
+    return [
+        line
+        for spec in config.models.values()
+        if not _named(spec, found)
+        for line in _caught(partial(check_model, spec))
+    ]
 
 
 def _rows_per_image(config: Config) -> int:
@@ -183,8 +188,9 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def short_disk(needs: dict[str, int], free: Callable[[Path], int] = lambda p: shutil.disk_usage(p).free
-               ) -> Iterator[str]:  # fmt: skip
+def short_disk(
+    needs: dict[str, int], free: Callable[[Path], int] = lambda p: shutil.disk_usage(p).free
+) -> Iterator[str]:
     """A line for each file system with less free space than the folders on it need (``needs``: bytes by folder)."""
     by_device: dict[int, tuple[Path, int, list[str]]] = {}
     for folder, size in needs.items():
@@ -193,8 +199,10 @@ def short_disk(needs: dict[str, int], free: Callable[[Path], int] = lambda p: sh
         by_device[where.stat().st_dev] = (path, total + size, [*folders, folder])
     for path, total, folders in by_device.values():
         if total and (available := free(path)) < total:
-            yield (f"disk: {', '.join(folders)} need about {total / 1e9:.1f} GB (extracted archives, predictions) "
-                   f"but {path} has {available / 1e9:.1f} GB free")  # fmt: skip
+            yield (
+                f"disk: {', '.join(folders)} need about {total / 1e9:.1f} GB (extracted archives, predictions) "
+                f"but {path} has {available / 1e9:.1f} GB free"
+            )
 
 
 def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
@@ -205,12 +213,15 @@ def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
     if cuda_index(settings.device) is not None:
         yield f"inference.device: {settings.device!r} but this machine has no GPU (the NVIDIA driver lists none)"
     elif settings.precision != "fp32":
-        yield (f"inference.precision: {settings.precision} is a GPU setting (a GPU preset?) but this machine has no "
-               "GPU (the NVIDIA driver lists none); run it on the GPU machine, or use fp32 on the CPU")  # fmt: skip
+        yield (
+            f"inference.precision: {settings.precision} is a GPU setting (a GPU preset?) but this machine has no "
+            "GPU (the NVIDIA driver lists none); run it on the GPU machine, or use fp32 on the CPU"
+        )
 
 
-def problems(config: Config, layout: Layout, found: list[str], reach: Callable[[str], bool] = host_answers
-             ) -> list[str]:  # fmt: skip
+def problems(
+    config: Config, layout: Layout, found: list[str], reach: Callable[[str], bool] = host_answers
+) -> list[str]:
     """Every problem the preflight finds (empty: Snakemake may start): ``found``, the workflow's own checks of the
     config (:func:`zoomeval.registries.checked_config`: keys, local paths, model names with the closest), then
     ``top_k``, the checks the workflow makes when a run starts (the models, :func:`model_problems`), weights, GPU

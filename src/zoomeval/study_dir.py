@@ -111,8 +111,15 @@ PRESET_SUMMARIES = {
 #: The command in a preset's opening comment (the demo's has none).
 _COMMAND = re.compile(r"^#\s+(snakemake .*)$", re.M)
 #: Tables the ``study`` target builds (:mod:`zoomeval.run.targets`): a preset command naming one needs no target.
-_STUDY_TABLES = ("table_a8", "table_1", "table_zoom_groups", "table_aggregation", "table_zoom_policies",
-                 "table_imagenet_hard", "table_multilabel")  # fmt: skip
+_STUDY_TABLES = (
+    "table_a8",
+    "table_1",
+    "table_zoom_groups",
+    "table_aggregation",
+    "table_zoom_policies",
+    "table_imagenet_hard",
+    "table_multilabel",
+)
 #: Config values a user must replace: a path under /data (the manual downloads) or a placeholder sha256 of zeros.
 _PLACEHOLDER = re.compile(r"^(/data/.*|0{64})$")
 
@@ -136,8 +143,11 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     root_text = repr(str(root.resolve()))
     literal = repr(str(snakefile.resolve()))
     src = repr(str(root.resolve() / "src"))
-    written[0].write_text(STUDY_SNAKEFILE.format(version=__version__, root=root_text, snakefile=literal, src=src,
-                                                    results=RESULTS, logs=LOGS))
+    written[0].write_text(
+        STUDY_SNAKEFILE.format(
+            version=__version__, root=root_text, snakefile=literal, src=src, results=RESULTS, logs=LOGS
+        )
+    )
     sources = " + ".join(repr(str(c.resolve())) for c in configs)
     header = CONFIG_HEADER.format(preset=preset, source=sources)
     written[1].write_text(header + "\n".join(c.read_text() for c in configs))
@@ -166,8 +176,10 @@ def run_steps(name: str, root: Path = CHECKOUT) -> list[str]:
     sealed = not targets or targets == ["all"]
     what = f"the study: its tables, sealed in {Layout().path('study_index')}" if sealed else " and ".join(targets)
     what += " and the rest of `all`" if targets == ["all"] else ""
-    steps = [f"{run} --limit 2   # a smoke test: the first 2 images of each dataset, in {run_layout(2).root}",
-             f"{run}   # the preflight, then {what}"]  # fmt: skip
+    steps = [
+        f"{run} --limit 2   # a smoke test: the first 2 images of each dataset, in {run_layout(2).root}",
+        f"{run}   # the preflight, then {what}",
+    ]
     return [*steps, "zoomeval leaderboard .   # its results, read through the seal"] if sealed else steps
 
 

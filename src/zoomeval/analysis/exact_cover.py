@@ -84,8 +84,12 @@ def reduce_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix[:, _essential_images(matrix)]
 
 
-def exact_cover(matrix: np.ndarray, node_limit: int = COVER_NODE_LIMIT, time_limit: float | None = None,
-                greedy: list[int] | None = None) -> ExactCover:  # fmt: skip
+def exact_cover(
+    matrix: np.ndarray,
+    node_limit: int = COVER_NODE_LIMIT,
+    time_limit: float | None = None,
+    greedy: list[int] | None = None,
+) -> ExactCover:
     """Minimum set of transforms (rows) covering every coverable image (column) of a boolean matrix.
 
     Solves ``min sum(x) s.t. A x >= 1, x binary`` on :func:`reduce_rows` with ``scipy.optimize.milp`` within
@@ -172,8 +176,9 @@ def _contains_any(sets: np.ndarray, pool: np.ndarray, skip_self: bool = False) -
     return contains
 
 
-def _solve(reduced: np.ndarray, node_limit: int, time_limit: float | None, greedy: list[int]
-           ) -> tuple[str, list[int], float | None, int | None]:  # fmt: skip
+def _solve(
+    reduced: np.ndarray, node_limit: int, time_limit: float | None, greedy: list[int]
+) -> tuple[str, list[int], float | None, int | None]:
     """Status, sorted picks, dual bound and nodes of the 0/1 program on ``reduced``, falling back to ``greedy``."""
     n_transforms, n_rows = reduced.shape
     rows, cols = np.nonzero(reduced.T)
@@ -183,8 +188,13 @@ def _solve(reduced: np.ndarray, node_limit: int, time_limit: float | None, greed
         options["time_limit"] = time_limit
     with warnings.catch_warnings():  # milp passes the options it does not name (threads) to HiGHS, and says so
         warnings.filterwarnings("ignore", re.escape("Unrecognized options detected: {'threads'}"), RuntimeWarning)
-        res = milp(np.ones(n_transforms), integrality=np.ones(n_transforms), bounds=Bounds(0, 1),
-                   constraints=LinearConstraint(a, lb=1), options=options)  # fmt: skip
+        res = milp(
+            np.ones(n_transforms),
+            integrality=np.ones(n_transforms),
+            bounds=Bounds(0, 1),
+            constraints=LinearConstraint(a, lb=1),
+            options=options,
+        )
     bound = getattr(res, "mip_dual_bound", None)
     dual_bound = float(bound) if bound is not None and np.isfinite(bound) else None
     nodes = getattr(res, "mip_node_count", None)

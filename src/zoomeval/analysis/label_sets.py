@@ -85,12 +85,15 @@ def relabel(records: list[Record], label_set: str, labels_path: str | os.PathLik
         raise ValueError(f"label set {label_set!r} needs {entry.source}, which this dataset does not have")
     if entry.labels_file and labels_path is None:
         where = OUTPUTS["labels"].template.format(dataset="<dataset>", labels_file=entry.labels_file)
-        raise ValueError(f"label set {label_set!r} reads {entry.source} from {where} under the results root; give "
-                         "its path")  # fmt: skip
+        raise ValueError(
+            f"label set {label_set!r} reads {entry.source} from {where} under the results root; give its path"
+        )
     scored = entry.relabel(records, labels_path) if entry.labels_file else entry.relabel(records)
     if records and not scored:
-        raise ValueError(f"label set {label_set!r} leaves none of the dataset's {len(records)} images to score; "
-                         "remove it from the dataset's label_sets")  # fmt: skip
+        raise ValueError(
+            f"label set {label_set!r} leaves none of the dataset's {len(records)} images to score; "
+            "remove it from the dataset's label_sets"
+        )
     return scored
 
 
@@ -113,8 +116,11 @@ def own_or_real_labels(records: list[Record]) -> list[Record]:
     return [replace(r, labels=sorted(set(r.labels) | set(r.real_labels or []))) for r in records]
 
 
-SHANKAR = {"source": "Shankar et al.'s multi-label annotations", "labels_file": multilabel.LABELS_FILE,
-           "check": multilabel.check_dataset}  # fmt: skip
+SHANKAR = {
+    "source": "Shankar et al.'s multi-label annotations",
+    "labels_file": multilabel.LABELS_FILE,
+    "check": multilabel.check_dataset,
+}
 
 
 @register("multilabel", **SHANKAR, unscored="not annotated by Shankar et al., or problematic")
@@ -122,8 +128,11 @@ def multilabel_correct(records: list[Record], labels_path: str | os.PathLike[str
     """Shankar et al. 2020: correct if the prediction is one of the labels judged correct, over the annotated images
     that are not problematic. An image whose annotation has no correct label is never correct."""
     labels = multilabel.read_dataset_labels(labels_path)
-    return [replace(r, labels=list(labels[r.image_id].correct)) for r in records
-            if r.image_id in labels and not labels[r.image_id].problematic]  # fmt: skip
+    return [
+        replace(r, labels=list(labels[r.image_id].correct))
+        for r in records
+        if r.image_id in labels and not labels[r.image_id].problematic
+    ]
 
 
 @register("imagenet_m", **SHANKAR, unscored="not an ImageNet-M image")
@@ -131,5 +140,8 @@ def imagenet_m_correct_or_unclear(records: list[Record], labels_path: str | os.P
     """ImageNet-M (Vasudevan et al. 2022) as TensorFlow Datasets and Shift Happens score it: correct if the
     prediction is a correct or an unclear label, over the ImageNet-M images, problematic or not."""
     labels = multilabel.read_dataset_labels(labels_path)
-    return [replace(r, labels=sorted({*labels[r.image_id].correct, *labels[r.image_id].unclear})) for r in records
-            if r.image_id in labels and labels[r.image_id].imagenet_m]  # fmt: skip
+    return [
+        replace(r, labels=sorted({*labels[r.image_id].correct, *labels[r.image_id].unclear}))
+        for r in records
+        if r.image_id in labels and labels[r.image_id].imagenet_m
+    ]

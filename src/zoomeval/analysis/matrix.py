@@ -19,8 +19,12 @@ from zoomeval.core.zoom import Transform, ZoomGrid
 BATCH_ROWS = 1 << 21
 
 
-def correctness_matrix(predictions_path: str | os.PathLike[str], records: list[Record], order: list[Transform],
-                       batch_rows: int = BATCH_ROWS) -> np.ndarray:  # fmt: skip
+def correctness_matrix(
+    predictions_path: str | os.PathLike[str],
+    records: list[Record],
+    order: list[Transform],
+    batch_rows: int = BATCH_ROWS,
+) -> np.ndarray:
     """``(len(order), len(records))`` bool matrix: does transform t classify image i correctly?
 
     An image with several labels is correct if the prediction is any of them. Rows of other images or transforms
@@ -31,14 +35,20 @@ def correctness_matrix(predictions_path: str | os.PathLike[str], records: list[R
     for i, r in enumerate(records):
         labels[i, : len(r.labels)] = r.labels
     matrix = np.zeros((len(order), len(records)), dtype=bool)
-    for t, i, values in prediction_batches(predictions_path, [r.image_id for r in records], order, ["pred"],
-                                           batch_rows):  # fmt: skip
+    for t, i, values in prediction_batches(
+        predictions_path, [r.image_id for r in records], order, ["pred"], batch_rows
+    ):
         matrix[t, i] = (labels[i] == values["pred"][:, None]).any(axis=1)
     return matrix
 
 
-def prediction_columns(predictions_path: str | os.PathLike[str], image_ids: list[str], order: list[Transform],
-                       columns: list[str], batch_rows: int = BATCH_ROWS) -> dict[str, np.ndarray]:  # fmt: skip
+def prediction_columns(
+    predictions_path: str | os.PathLike[str],
+    image_ids: list[str],
+    order: list[Transform],
+    columns: list[str],
+    batch_rows: int = BATCH_ROWS,
+) -> dict[str, np.ndarray]:
     """``(len(image_ids), len(order))`` arrays of the prediction file's ``columns`` (e.g. ``pred``, ``conf``), read
     once in batches and checked as :func:`correctness_matrix` checks them."""
     schema = pq.read_schema(predictions_path)
@@ -49,9 +59,13 @@ def prediction_columns(predictions_path: str | os.PathLike[str], image_ids: list
     return out
 
 
-def prediction_batches(predictions_path: str | os.PathLike[str], image_ids: list[str], order: list[Transform],
-                       columns: list[str], batch_rows: int = BATCH_ROWS
-                       ) -> Iterator[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]:  # fmt: skip
+def prediction_batches(
+    predictions_path: str | os.PathLike[str],
+    image_ids: list[str],
+    order: list[Transform],
+    columns: list[str],
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]:
     """The prediction file ``batch_rows`` rows at a time: each batch's transform and image indices and ``columns``,
     for the rows of ``image_ids`` under ``order``. Once read, refuses a file that does not predict every (image,
     transform) pair."""

@@ -79,10 +79,29 @@ class Metrics(Scores):
 
 #: Column order of metrics.json (the order of the version 1 files, acc_top_k in acc_top36's place).
 METRICS_KEYS = (
-    "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
-    "cover_gap", "zoom_groups", "top_k_centre_share", "n_transforms", "n_classes", "n_excluded", "by_origin",
-    "aggregation", "top_k", "acc_standard", "left_out", "inputs", "key",
-)  # fmt: skip
+    "model",
+    "variant",
+    "dataset",
+    "n_images",
+    "acc_1crop",
+    "acc_top_k",
+    "acc_max",
+    "cover_size",
+    "cover_size_exact",
+    "cover_gap",
+    "zoom_groups",
+    "top_k_centre_share",
+    "n_transforms",
+    "n_classes",
+    "n_excluded",
+    "by_origin",
+    "aggregation",
+    "top_k",
+    "acc_standard",
+    "left_out",
+    "inputs",
+    "key",
+)
 #: Keys added by a schema version, with the value that stands in for them in older files.
 ADDED_KEYS = {3: {"acc_standard": None}, 4: {"left_out": None}, 5: {"inputs": None, "key": None}}
 
@@ -93,8 +112,9 @@ def metrics_document(metrics: Metrics) -> dict[str, Any]:
     return {"schema_version": METRICS_SCHEMA_VERSION, **{key: values[key] for key in METRICS_KEYS}}
 
 
-def write_metrics(metrics: Metrics, cover: dict[str, Any], metrics_path: str | os.PathLike[str],
-                  cover_path: str | os.PathLike[str]) -> None:  # fmt: skip
+def write_metrics(
+    metrics: Metrics, cover: dict[str, Any], metrics_path: str | os.PathLike[str], cover_path: str | os.PathLike[str]
+) -> None:
     """Save metrics.json and cover.json (the metrics followed by the cover document)."""
     document = metrics_document(metrics)
     write_json(cover_path, {**document, **cover})
@@ -103,8 +123,13 @@ def write_metrics(metrics: Metrics, cover: dict[str, Any], metrics_path: str | o
 
 #: Fields checked on reading, by expected form: counts, percentages (None allowed where marked) and names.
 COUNTS = ("n_images", "cover_size", "cover_size_exact", "cover_gap", "n_transforms", "n_classes", "n_excluded", "top_k")
-PERCENTAGES = {"acc_1crop": True, "acc_top_k": False, "acc_max": False, "acc_standard": True,
-               "top_k_centre_share": True}  # fmt: skip
+PERCENTAGES = {
+    "acc_1crop": True,
+    "acc_top_k": False,
+    "acc_max": False,
+    "acc_standard": True,
+    "top_k_centre_share": True,
+}
 NAMES = ("model", "variant", "dataset")
 
 
@@ -122,14 +147,17 @@ def check_document(document: dict[str, Any], path: str | os.PathLike[str]) -> No
     for name, nullable in PERCENTAGES.items():
         value = document[name]
         if not ((value is None and nullable) or (_is_number(value) and 0 <= value <= 100)):
-            raise ValueError(f"{path}: {name} is {value!r}; expected a number from 0 to 100"
-                             + (" or null" if nullable else ""))  # fmt: skip
+            raise ValueError(
+                f"{path}: {name} is {value!r}; expected a number from 0 to 100" + (" or null" if nullable else "")
+            )
     for name in NAMES:
         if not isinstance(document[name], str):
             raise ValueError(f"{path}: {name} is {document[name]!r}; expected a string")
     if not document["cover_size_exact"] <= document["cover_size"] <= document["n_transforms"]:
-        raise ValueError(f"{path}: cover sizes {document['cover_size_exact']} (exact) and {document['cover_size']} "
-                         f"(greedy); expected exact <= greedy <= n_transforms ({document['n_transforms']})")
+        raise ValueError(
+            f"{path}: cover sizes {document['cover_size_exact']} (exact) and {document['cover_size']} "
+            f"(greedy); expected exact <= greedy <= n_transforms ({document['n_transforms']})"
+        )
 
 
 def read_metrics(path: str | os.PathLike[str]) -> Metrics:
@@ -142,8 +170,10 @@ def read_metrics(path: str | os.PathLike[str]) -> Metrics:
     if version == 1 and "acc_top36" in document:
         document["acc_top_k"] = document.pop("acc_top36")
     if version not in range(1, METRICS_SCHEMA_VERSION + 1):
-        raise ValueError(f"{path}: metrics schema_version {version!r} is not one this zoomeval reads "
-                         f"(1 to {METRICS_SCHEMA_VERSION}); upgrade zoomeval or re-run the analysis")  # fmt: skip
+        raise ValueError(
+            f"{path}: metrics schema_version {version!r} is not one this zoomeval reads "
+            f"(1 to {METRICS_SCHEMA_VERSION}); upgrade zoomeval or re-run the analysis"
+        )
     for added, defaults in ADDED_KEYS.items():
         if version < added:
             document = {**defaults, **document}

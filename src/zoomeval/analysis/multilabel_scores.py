@@ -60,26 +60,44 @@ def _percent(hits: list[bool]) -> float | None:
     return 100 * sum(hits) / len(hits) if hits else None
 
 
-def score(dataset: str, one_crop: pl.DataFrame, records: list[Record], labels: dict[str, MultiLabels],
-          coverage: Coverage, groups: dict[str, frozenset[int]], multilabel: Metrics) -> MultilabelScores:  # fmt: skip
+def _check_agrees(multilabel: Metrics, acc_multilabel: float | None, n_scored: int) -> None:
+    """Refuse a ``multilabel`` analysis whose 1-crop accuracy or image count is not the one recomputed here."""
+    if (
+        acc_multilabel is None
+        or n_scored != multilabel.n_images
+        or multilabel.acc_1crop is None
+        or abs(acc_multilabel - multilabel.acc_1crop) > 1e-9
+    ):
+        raise ValueError(
+            f"{multilabel.model} on {multilabel.dataset}: multi-label 1-crop accuracy {acc_multilabel} over "
+            f"{n_scored} images here, {multilabel.acc_1crop} over {multilabel.n_images} in its analysis; the "
+            "analysis is stale: re-run it (snakemake --forcerun analyze)"
+        )
+
+
+def score(
+    dataset: str,
+    one_crop: pl.DataFrame,
+    records: list[Record],
+    labels: dict[str, MultiLabels],
+    coverage: Coverage,
+    groups: dict[str, frozenset[int]],
+    multilabel: Metrics,
+) -> MultilabelScores:
     """The row of one (model, dataset) from its 1-crop predictions, the manifest's records (original labels), the
     dataset's annotations, the class slices and the metrics of its ``multilabel`` analysis (which must agree with
     the 1-crop predictions: the same images, the same accuracy)."""
     by_id = {row["image_id"]: row for row in one_crop.iter_rows(named=True)}
     if len(by_id) != one_crop.height or set(by_id) != {r.image_id for r in records}:
-        raise ValueError(f"{multilabel.model} on {multilabel.dataset}: the 1-crop predictions do not cover the "
-                         "manifest's images once each; re-run predict")  # fmt: skip
+        raise ValueError(
+            f"{multilabel.model} on {multilabel.dataset}: the 1-crop predictions do not cover the "
+            "manifest's images once each; re-run predict"
+        )
     scored = [r for r in records if r.image_id in labels and not labels[r.image_id].problematic]
     top5 = "top5" in one_crop.columns
     multi = [by_id[r.image_id]["pred"] in labels[r.image_id].correct for r in scored]
     acc_multilabel = _percent(multi)
-    if acc_multilabel is None or len(scored) != multilabel.n_images or multilabel.acc_1crop is None \
-            or abs(acc_multilabel - multilabel.acc_1crop) > 1e-9:  # fmt: skip
-        raise ValueError(
-            f"{multilabel.model} on {multilabel.dataset}: multi-label 1-crop accuracy {acc_multilabel} over "
-            f"{len(scored)} images here, {multilabel.acc_1crop} over {multilabel.n_images} in its analysis; the "
-            "analysis is stale: re-run it (snakemake --forcerun analyze)"
-        )
+    _check_agrees(multilabel, acc_multilabel, len(scored))
     in_m = [r for r in records if r.image_id in labels and labels[r.image_id].imagenet_m]
     return MultilabelScores(
         model=multilabel.model,
@@ -91,7 +109,7 @@ def score(dataset: str, one_crop: pl.DataFrame, records: list[Record], labels: d
         acc_multilabel=acc_multilabel,
         acc_imagenet_m=_percent(
             [by_id[r.image_id]["pred"] in {*labels[r.image_id].correct, *labels[r.image_id].unclear} for r in in_m]
-        ),  # fmt: skip
+        ),
         slices={
             name: (len(hits), _percent(hits))
             for name, classes in groups.items()

@@ -143,8 +143,10 @@ class _MaxConfSearch:
         self.gain = self._terms(np.arange(views.n_images))
 
     def _terms(self, images: np.ndarray) -> np.ndarray:
-        return sum((_gains(self.conf[p], self.correct[p], self.key[p], self.right[p]) for p in _parts(images)),
-                   np.zeros(self.conf.shape[1], np.int64))  # fmt: skip
+        return sum(
+            (_gains(self.conf[p], self.correct[p], self.key[p], self.right[p]) for p in _parts(images)),
+            np.zeros(self.conf.shape[1], np.int64),
+        )
 
     def gains(self) -> np.ndarray:
         return self.gain.copy()
@@ -377,6 +379,8 @@ def apply(policy: Policy, views: Views, budgets: Sequence[int]) -> dict[tuple[st
         out["cascade", b] = choose_cascade(views, policy.max_conf, *policy.cascade[b])
         selector = policy.selector.get(b)
         chosen = policy.max_conf[:b]
-        out["selector", b] = (choose_selector(views, chosen, selector) if selector else choose_max_conf(views, chosen),
-                              passes)  # fmt: skip
+        out["selector", b] = (
+            choose_selector(views, chosen, selector) if selector else choose_max_conf(views, chosen),
+            passes,
+        )
     return out

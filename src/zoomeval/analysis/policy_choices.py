@@ -25,20 +25,27 @@ from zoomeval.core.zoom import Transform
 #: 1: these columns (:data:`SCHEMA`); metadata ``kind`` ``policy_choices``.
 SCHEMA_VERSION = 1
 KIND = "policy_choices"
-SCHEMA = pa.schema([
-    ("image_id", pa.string()),
-    ("fold", pa.int32()),  # the fold the image was held out in (its policy was fitted on the others)
-    ("policy", pa.string()),
-    ("budget", pa.int32()),
-    ("view", pa.string()),  # the transform whose pred answers the image (Transform.name)
-    ("passes", pa.float64()),  # forward passes the policy spent on the image
-    ("correct", pa.bool_()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("fold", pa.int32()),  # the fold the image was held out in (its policy was fitted on the others)
+        ("policy", pa.string()),
+        ("budget", pa.int32()),
+        ("view", pa.string()),  # the transform whose pred answers the image (Transform.name)
+        ("passes", pa.float64()),  # forward passes the policy spent on the image
+        ("correct", pa.bool_()),
+    ]
+)
 declare("policy_choices", SCHEMA, SCHEMA_VERSION)
 
 
-def choices_table(choices: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]], correct: np.ndarray,
-                  folds: np.ndarray, image_ids: Sequence[str], order: Sequence[Transform]) -> pa.Table:  # fmt: skip
+def choices_table(
+    choices: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]],
+    correct: np.ndarray,
+    folds: np.ndarray,
+    image_ids: Sequence[str],
+    order: Sequence[Transform],
+) -> pa.Table:
     """The rows of ``choices`` (``(policy, budget) -> (view, passes)`` per image, :data:`Choices`), in its order then
     the images'; ``correct`` ``(n_images, n_transforms)`` scores each chosen view."""
     names = np.array([t.name for t in order], dtype=object)
@@ -46,12 +53,20 @@ def choices_table(choices: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray
     parts = []
     for (policy, budget), (view, passes) in choices.items():
         n = len(image_ids)
-        parts.append(pa.table({
-            "image_id": pa.array(image_ids, pa.string()), "fold": pa.array(folds, pa.int32()),
-            "policy": pa.array([policy] * n, pa.string()), "budget": pa.array(np.full(n, budget), pa.int32()),
-            "view": pa.array(names[view], pa.string()), "passes": pa.array(np.asarray(passes, dtype=float)),
-            "correct": pa.array(correct[images, view], pa.bool_()),
-        }, schema=SCHEMA))  # fmt: skip
+        parts.append(
+            pa.table(
+                {
+                    "image_id": pa.array(image_ids, pa.string()),
+                    "fold": pa.array(folds, pa.int32()),
+                    "policy": pa.array([policy] * n, pa.string()),
+                    "budget": pa.array(np.full(n, budget), pa.int32()),
+                    "view": pa.array(names[view], pa.string()),
+                    "passes": pa.array(np.asarray(passes, dtype=float)),
+                    "correct": pa.array(correct[images, view], pa.bool_()),
+                },
+                schema=SCHEMA,
+            )
+        )
     return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
 
 
@@ -69,8 +84,10 @@ def read_choices(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]
     except KeyError:  # a Parquet file without zoomeval's metadata
         meta = {}
     if meta.get("kind") != KIND or meta.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{path}: not a {KIND} file of schema version {SCHEMA_VERSION} (kind {meta.get('kind')!r}, "
-                         f"schema_version {meta.get('schema_version')!r}); re-run its policies job")  # fmt: skip
+        raise ValueError(
+            f"{path}: not a {KIND} file of schema version {SCHEMA_VERSION} (kind {meta.get('kind')!r}, "
+            f"schema_version {meta.get('schema_version')!r}); re-run its policies job"
+        )
     return pq.read_table(path, schema=SCHEMA), meta
 
 

@@ -33,8 +33,9 @@ MIN_CV_IMAGES = 2
 Choices = Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]]
 
 
-def read_views(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str]
-               ) -> tuple[Views, list[str]]:  # fmt: skip
+def read_views(
+    matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str]
+) -> tuple[Views, list[str]]:
     """The views of a scored prediction file and its image ids: ``correct`` from its correctness matrix (the label
     set it was scored under), ``pred`` and ``conf`` read once from the predictions."""
     matrix, order, image_ids = read_matrix(matrix_path)
@@ -62,8 +63,9 @@ def fold_fit(views: Views, folds: np.ndarray, fold: int, budgets: Sequence[int],
     return fit(views.subset(np.flatnonzero(folds != fold)), budgets, max_rows, seed)
 
 
-def cross_validate(views: Views, budgets: Sequence[int], n_folds: int, seed: int, max_rows: int
-                   ) -> tuple[Choices, np.ndarray, list[Policy]]:  # fmt: skip
+def cross_validate(
+    views: Views, budgets: Sequence[int], n_folds: int, seed: int, max_rows: int
+) -> tuple[Choices, np.ndarray, list[Policy]]:
     """Each image's choices when its fold is the test set and the others calibrate, the folds and each fold's
     fitted policy."""
     folds = assign_folds(views.n_images, n_folds, seed)
@@ -79,8 +81,7 @@ def cross_validate(views: Views, budgets: Sequence[int], n_folds: int, seed: int
     return out, folds, fitted
 
 
-def transfer(source: Views, target: Views, budgets: Sequence[int], seed: int, max_rows: int
-             ) -> tuple[Choices, Policy]:  # fmt: skip
+def transfer(source: Views, target: Views, budgets: Sequence[int], seed: int, max_rows: int) -> tuple[Choices, Policy]:
     """The choices on every ``target`` image of the policy fitted on every ``source`` image; the target's labels are
     not passed to the fit nor to the choice."""
     policy = fit(source, budgets, max_rows, seed)
@@ -103,17 +104,28 @@ def paired(one_crop: np.ndarray, right: np.ndarray) -> dict[str, Any]:
 UNPAIRED = dict.fromkeys(("n_right_to_wrong", "n_wrong_to_right", "mcnemar_p"))
 
 
-def row(policy: str, budget: int, hits: int, n: int, passes: np.ndarray,
-        pair: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def row(
+    policy: str, budget: int, hits: int, n: int, passes: np.ndarray, pair: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """One point of ``n`` images, ``hits`` of them right: accuracy (%) with its Wilson 95 % interval, the mean
     forward passes per image (``passes``: each image's) with a normal 95 % interval of the mean, and ``pair`` (by
     :func:`paired`; empty where the point has no per-image correctness)."""
     lo, hi = wilson_interval(hits, n)
     mean = float(passes.mean())
     half = Z95 * float(passes.std(ddof=1)) / np.sqrt(n) if n > 1 else 0.0
-    return {"policy": policy, "budget": budget, "passes": mean, "passes_lo": mean - half, "passes_hi": mean + half,
-            "n_images": n, "n_correct": hits, "acc": 100 * hits / n, "acc_lo": 100 * lo,
-            "acc_hi": 100 * hi, **(pair or UNPAIRED)}  # fmt: skip
+    return {
+        "policy": policy,
+        "budget": budget,
+        "passes": mean,
+        "passes_lo": mean - half,
+        "passes_hi": mean + half,
+        "n_images": n,
+        "n_correct": hits,
+        "acc": 100 * hits / n,
+        "acc_lo": 100 * lo,
+        "acc_hi": 100 * hi,
+        **(pair or UNPAIRED),
+    }
 
 
 def policy_rows(choices: Choices, correct: np.ndarray, start: int) -> list[dict[str, Any]]:
@@ -123,8 +135,16 @@ def policy_rows(choices: Choices, correct: np.ndarray, start: int) -> list[dict[
     out = []
     for (name, b), (view, passes) in choices.items():
         right = correct[images, view]
-        out.append(row(name, b, int(right.sum()), len(images), np.asarray(passes, dtype=float),
-                       paired(correct[:, start], right)))  # fmt: skip
+        out.append(
+            row(
+                name,
+                b,
+                int(right.sum()),
+                len(images),
+                np.asarray(passes, dtype=float),
+                paired(correct[:, start], right),
+            )
+        )
     return out
 
 
@@ -155,8 +175,10 @@ def policy_record(policy: Policy, views: Views, **extra: Any) -> dict[str, Any]:
     return {
         **extra,
         **{key: [names[t] for t in getattr(policy, key)] for key in ("max_conf", "cover", "vote")},
-        "cascade": {str(b): {"tau": None if np.isinf(tau) else tau, "length": length}
-                    for b, (tau, length) in policy.cascade.items()},  # fmt: skip
+        "cascade": {
+            str(b): {"tau": None if np.isinf(tau) else tau, "length": length}
+            for b, (tau, length) in policy.cascade.items()
+        },
         "selector": {str(b): vars(s) for b, s in policy.selector.items()},
     }
 
@@ -164,21 +186,34 @@ def policy_record(policy: Policy, views: Views, **extra: Any) -> dict[str, Any]:
 def policies_document(metrics: Metrics, protocol: str, rows: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     """The policies job's JSON document: what was scored (the target's metrics), the rows, then ``extra`` (the
     folds and fitted policies)."""
-    head = {"kind": "zoom_policies", "schema_version": SCHEMA_VERSION, "model": metrics.model,
-            "variant": metrics.variant, "dataset": metrics.dataset, "protocol": protocol}  # fmt: skip
+    head = {
+        "kind": "zoom_policies",
+        "schema_version": SCHEMA_VERSION,
+        "model": metrics.model,
+        "variant": metrics.variant,
+        "dataset": metrics.dataset,
+        "protocol": protocol,
+    }
     left = None if metrics.left_out is None else metrics.left_out.document()
-    return {**head, "acc_1crop": metrics.acc_1crop, "acc_max": metrics.acc_max, "left_out": left, "rows": rows,
-            **extra}  # fmt: skip
+    return {**head, "acc_1crop": metrics.acc_1crop, "acc_max": metrics.acc_max, "left_out": left, "rows": rows, **extra}
 
 
-def cv_document(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str], metrics: Metrics,
-                settings: PoliciesConfig) -> dict[str, Any]:  # fmt: skip
+def cv_document(
+    matrix_path: str | os.PathLike[str],
+    predictions_path: str | os.PathLike[str],
+    metrics: Metrics,
+    settings: PoliciesConfig,
+) -> dict[str, Any]:
     """The document of :func:`cv_outputs`."""
     return cv_outputs(matrix_path, predictions_path, metrics, settings)[0]
 
 
-def cv_outputs(matrix_path: str | os.PathLike[str], predictions_path: str | os.PathLike[str], metrics: Metrics,
-               settings: PoliciesConfig) -> tuple[dict[str, Any], pa.Table]:  # fmt: skip
+def cv_outputs(
+    matrix_path: str | os.PathLike[str],
+    predictions_path: str | os.PathLike[str],
+    metrics: Metrics,
+    settings: PoliciesConfig,
+) -> tuple[dict[str, Any], pa.Table]:
     """The cross-validated policies of one scored prediction file, its references, folds and fitted policies, and
     each image's held-out choices (:mod:`zoomeval.analysis.policy_choices`). With fewer than :data:`MIN_CV_IMAGES`
     images only the references and no choice: ``not_fitted`` says why, and the table lists the policies as left out
@@ -187,20 +222,37 @@ def cv_outputs(matrix_path: str | os.PathLike[str], predictions_path: str | os.P
     budgets = budgets_for(settings.budgets, len(views.order))
     if views.n_images < MIN_CV_IMAGES:
         why = f"cross-validation needs at least {MIN_CV_IMAGES} images, got {views.n_images}"
-        return policies_document(metrics, f"cv{settings.folds}", reference_rows(views, budgets, metrics),
-                                 seed=settings.seed, folds=[], fitted=[], not_fitted=why), SCHEMA.empty_table()
+        return policies_document(
+            metrics,
+            f"cv{settings.folds}",
+            reference_rows(views, budgets, metrics),
+            seed=settings.seed,
+            folds=[],
+            fitted=[],
+            not_fitted=why,
+        ), SCHEMA.empty_table()
     choices, folds, fitted = cross_validate(views, budgets, settings.folds, settings.seed, settings.selector_rows)
     rows = policy_rows(choices, views.correct, start_view(views.order)) + reference_rows(views, budgets, metrics)
     ids = np.asarray(image_ids)
     records = [policy_record(p, views, fold=k, n_calibration=int((folds != k).sum())) for k, p in enumerate(fitted)]
-    document = policies_document(metrics, f"cv{int(folds.max()) + 1}", rows, seed=settings.seed,
-                                 folds=[ids[folds == k].tolist() for k in range(len(fitted))], fitted=records)
+    document = policies_document(
+        metrics,
+        f"cv{int(folds.max()) + 1}",
+        rows,
+        seed=settings.seed,
+        folds=[ids[folds == k].tolist() for k in range(len(fitted))],
+        fitted=records,
+    )
     return document, choices_table(choices, views.correct, folds, image_ids, views.order)
 
 
-def transfer_document(source: tuple[str | os.PathLike[str], str | os.PathLike[str]],
-                      target: tuple[str | os.PathLike[str], str | os.PathLike[str]], metrics: Metrics,
-                      source_name: str, settings: PoliciesConfig) -> dict[str, Any]:  # fmt: skip
+def transfer_document(
+    source: tuple[str | os.PathLike[str], str | os.PathLike[str]],
+    target: tuple[str | os.PathLike[str], str | os.PathLike[str]],
+    metrics: Metrics,
+    source_name: str,
+    settings: PoliciesConfig,
+) -> dict[str, Any]:
     """The policies fitted on every image of the ``source`` (correctness matrix, predictions) scored on every image of
     the ``target``, whose labels (its correctness matrix) are read only once the choices are made."""
     source_views, _ = read_views(*source)
@@ -215,5 +267,10 @@ def transfer_document(source: tuple[str | os.PathLike[str], str | os.PathLike[st
     target_views = Views(columns["pred"], columns["conf"], np.ascontiguousarray(matrix.T), order)
     rows = policy_rows(choices, target_views.correct, start_view(order))
     rows += reference_rows(target_views, budgets, metrics)
-    return policies_document(metrics, f"transfer:{source_name}", rows, seed=settings.seed,
-                             fitted=[policy_record(policy, source_views, n_calibration=source_views.n_images)])
+    return policies_document(
+        metrics,
+        f"transfer:{source_name}",
+        rows,
+        seed=settings.seed,
+        fitted=[policy_record(policy, source_views, n_calibration=source_views.n_images)],
+    )

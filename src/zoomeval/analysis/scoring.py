@@ -54,8 +54,9 @@ def _finite(value: float) -> float | None:
     return None if np.isnan(value) else value
 
 
-def analyze(matrix: np.ndarray, order: list[Transform], top_k: int = 36, limits: CoverLimits = DEFAULT_LIMITS
-            ) -> tuple[Scores, dict[str, Any]]:  # fmt: skip
+def analyze(
+    matrix: np.ndarray, order: list[Transform], top_k: int = 36, limits: CoverLimits = DEFAULT_LIMITS
+) -> tuple[Scores, dict[str, Any]]:
     """Accuracies, the greedy cover and the exact minimum cover (within ``limits``) of a correctness matrix (rows in
     ``order``).
 
@@ -87,16 +88,26 @@ def greedy_scores(matrix: np.ndarray, order: list[Transform], greedy: list[int],
     }
 
 
-def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform], top_k: int,
-                   limits: CoverLimits = DEFAULT_LIMITS) -> dict[str, Any]:  # fmt: skip
+def cover_document(
+    picks: list[Pick], exact: ExactCover, order: list[Transform], top_k: int, limits: CoverLimits = DEFAULT_LIMITS
+) -> dict[str, Any]:
     """The covers as saved in cover.json: the greedy picks in order with their gains, and the exact cover's
     transforms, size, dual bound, solver status, limits and nodes explored, and the solver."""
     greedy, covered = [], 0
     for rank, p in enumerate(picks, start=1):
         covered += p.gain
         t = order[p.index]
-        greedy.append({"rank": rank, "transform": t.name, "scale": t.scale, "row": t.row, "col": t.col,
-                       "gain": p.gain, "covered": covered})  # fmt: skip
+        greedy.append(
+            {
+                "rank": rank,
+                "transform": t.name,
+                "scale": t.scale,
+                "row": t.row,
+                "col": t.col,
+                "gain": p.gain,
+                "covered": covered,
+            }
+        )
     return {
         "top_k": top_k,
         "greedy": greedy,
@@ -115,8 +126,9 @@ def cover_document(picks: list[Pick], exact: ExactCover, order: list[Transform],
     }
 
 
-def by_origin(matrix: np.ndarray, order: list[Transform], records: list[Record], standard: np.ndarray | None = None
-              ) -> dict[str, dict[str, float | int | None]] | None:  # fmt: skip
+def by_origin(
+    matrix: np.ndarray, order: list[Transform], records: list[Record], standard: np.ndarray | None = None
+) -> dict[str, dict[str, float | int | None]] | None:
     """1-crop accuracy, upper bound and standard-evaluation accuracy (``standard``: correct per record, if any) per
     source dataset, where the images come from several (ImageNet-Hard)."""
     origins = np.array([r.origin for r in records])
@@ -183,15 +195,21 @@ def analyze_predictions(
         top_k=top_k,
         acc_standard=None if standard is None or not len(standard) else 100 * float(standard.mean()),
         left_out=left_out,
-        inputs={"predictions": file_input(predictions_path),
-                "standard": None if standard_path is None else file_input(standard_path)},
+        inputs={
+            "predictions": file_input(predictions_path),
+            "standard": None if standard_path is None else file_input(standard_path),
+        },
         key=comparability_key(meta, images_digest(records), label_set, top_k, limits.nodes),
-    )  # fmt: skip
+    )
     return Analysis(metrics, cover, matrix, order, records, meta["crop_size"])
 
 
-def write_analysis(analysis: Analysis, metrics_path: str | os.PathLike[str], cover_path: str | os.PathLike[str],
-                   matrix_path: str | os.PathLike[str]) -> None:  # fmt: skip
+def write_analysis(
+    analysis: Analysis,
+    metrics_path: str | os.PathLike[str],
+    cover_path: str | os.PathLike[str],
+    matrix_path: str | os.PathLike[str],
+) -> None:
     """Save metrics.json, cover.json (the metrics with the covers) and the correctness matrix."""
     write_matrix(matrix_path, analysis.matrix, analysis.order, analysis.records, analysis.crop_size)
     write_metrics(analysis.metrics, analysis.cover, metrics_path, cover_path)

@@ -12,8 +12,10 @@ def standard_correct(predictions: pl.DataFrame, records: list[Record], column: s
     """Bool per record (in order): is its standard-evaluation ``pred`` one of its labels (``column="top5"``: is one
     of its top-5 predictions)? Every record must have exactly one prediction (the file may hold more images: a label
     set such as ReaL leaves some out)."""
-    ids = pl.DataFrame({"image_id": [r.image_id for r in records], "i": np.arange(len(records))},
-                       schema={"image_id": pl.String, "i": pl.Int64})  # fmt: skip
+    ids = pl.DataFrame(
+        {"image_id": [r.image_id for r in records], "i": np.arange(len(records))},
+        schema={"image_id": pl.String, "i": pl.Int64},
+    )
     keyed = predictions.select(pl.col("image_id").cast(pl.String), column).join(ids, on="image_id", how="inner")
     if keyed.height != len(records) or keyed["i"].n_unique() != len(records):
         raise ValueError(

@@ -26,8 +26,19 @@ COUNT_METHODS = ("bbox", "sam_auto")
 OBJECT_COUNTS_SCHEMA_VERSION = 1
 OBJECT_COUNTS_SCHEMA = pa.schema([("image_id", pa.string()), ("method", pa.string()), ("n_objects", pa.int16())])
 
-MANN_WHITNEY_COLUMNS = ["dataset1", "dataset2", "n1", "n2", "median1", "median2", "mean1", "mean2", "U", "p_value",
-                        "rank_biserial"]  # fmt: skip
+MANN_WHITNEY_COLUMNS = [
+    "dataset1",
+    "dataset2",
+    "n1",
+    "n2",
+    "median1",
+    "median2",
+    "mean1",
+    "mean2",
+    "U",
+    "p_value",
+    "rank_biserial",
+]
 declare("object_counts", OBJECT_COUNTS_SCHEMA, OBJECT_COUNTS_SCHEMA_VERSION)
 declare("mann_whitney", MANN_WHITNEY_COLUMNS)
 # Medians of integer counts are multiples of 0.5 and U a multiple of 0.5, so these formats are exact there;
@@ -78,8 +89,13 @@ def write_object_counts(path: str | os.PathLike[str], table: pa.Table, dataset: 
     methods = set(table["method"].to_pylist())
     if len(methods) != 1:
         raise ValueError(f"dataset {dataset!r}: object counts need exactly one method, found {sorted(methods)}")
-    meta = {"kind": "object_counts", "schema_version": OBJECT_COUNTS_SCHEMA_VERSION, "dataset": dataset,
-            "method": methods.pop(), "zoomeval": __version__}  # fmt: skip
+    meta = {
+        "kind": "object_counts",
+        "schema_version": OBJECT_COUNTS_SCHEMA_VERSION,
+        "dataset": dataset,
+        "method": methods.pop(),
+        "zoomeval": __version__,
+    }
     write_parquet(path, table, meta)
 
 

@@ -85,14 +85,21 @@ def policy_correctness(best: tuple[str, np.ndarray, np.ndarray] | None, image_id
         return None
     _, ids, right = best
     if len(ids) != len(image_ids) or set(ids) != set(image_ids):
-        raise ValueError(f"the policy choices hold {len(ids)} image(s), not the correctness matrix's "
-                         f"{len(image_ids)}: a policies job of other predictions; re-run it")  # fmt: skip
+        raise ValueError(
+            f"the policy choices hold {len(ids)} image(s), not the correctness matrix's "
+            f"{len(image_ids)}: a policies job of other predictions; re-run it"
+        )
     index = {image_id: k for k, image_id in enumerate(ids)}
     return right[[index[i] for i in image_ids]]
 
 
-def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[Transform], image_ids: list[str],
-                     policy: np.ndarray | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+def where_zoom_helps(
+    records: Sequence[Record],
+    matrix: np.ndarray,
+    order: list[Transform],
+    image_ids: list[str],
+    policy: np.ndarray | None = None,
+) -> tuple[list[dict[str, Any]], int]:
     """The rows (by ``axis`` ``size`` then ``centre``, by bin) of one correctness matrix over ``image_ids`` (its
     columns, each in ``records``), with ``policy``'s accuracy (each image's held-out correctness under the best
     policy, in the columns' order; :func:`policy_correctness`) where given, and the number of its images left out for
@@ -101,8 +108,9 @@ def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[
         raise ValueError("the 1-crop transform is not among the matrix's transforms; where_zoom_helps needs it")
     one = order.index(Transform(*ONE_CROP))
     if matrix.shape != (len(order), len(image_ids)):
-        raise ValueError(f"a correctness matrix of shape {matrix.shape} for {len(order)} transforms and "
-                         f"{len(image_ids)} images")  # fmt: skip
+        raise ValueError(
+            f"a correctness matrix of shape {matrix.shape} for {len(order)} transforms and {len(image_ids)} images"
+        )
     by_id = {r.image_id: r for r in records}
     if missing := [i for i in image_ids if i not in by_id]:
         raise ValueError(f"{len(missing)} image(s) of the matrix are not in the manifest, e.g. {missing[:3]}")
@@ -114,13 +122,24 @@ def where_zoom_helps(records: Sequence[Record], matrix: np.ndarray, order: list[
     by_policy = None if policy is None else np.asarray(policy, dtype=bool)[kept]
     rows = []
     # without a box there are no deciles: the size bins are kept, empty and without edges (None)
-    for axis, values, edges in (("size", sizes, size_edges(sizes) if sizes.size else [None] * (N_SIZE_BINS + 1)),
-                                ("centre", distances, CENTRE_EDGES)):  # fmt: skip
+    for axis, values, edges in (
+        ("size", sizes, size_edges(sizes) if sizes.size else [None] * (N_SIZE_BINS + 1)),
+        ("centre", distances, CENTRE_EDGES),
+    ):
         bins = bin_index(values, edges) if values.size else np.zeros(0, dtype=np.int64)
         for k in range(len(edges) - 1):
             inside = bins == k
             lo, hi = (None if e is None else float(e) for e in edges[k : k + 2])
-            rows.append({"axis": axis, "bin": k, "lo": lo, "hi": hi, "n_images": int(inside.sum()),
-                         **_accuracy(one_crop[inside], "1crop"), **_accuracy(any_crop[inside], "max"),
-                         **_accuracy(None if by_policy is None else by_policy[inside], "policy")})  # fmt: skip
+            rows.append(
+                {
+                    "axis": axis,
+                    "bin": k,
+                    "lo": lo,
+                    "hi": hi,
+                    "n_images": int(inside.sum()),
+                    **_accuracy(one_crop[inside], "1crop"),
+                    **_accuracy(any_crop[inside], "max"),
+                    **_accuracy(None if by_policy is None else by_policy[inside], "policy"),
+                }
+            )
     return rows, int((~kept).sum())

@@ -123,8 +123,10 @@ class ModelSpec:
         accepted = _names(source.options) if getattr(source, "options", None) is not None else set()
         if stray := [k for k in own if k not in accepted]:
             readers = [s.name for s in (sources or {}).values() if s.options and stray[0] in _names(s.options)]
-            raise ConfigError(f"models.{name}.{stray[0]}: only source {' or '.join(readers)} reads it; "
-                              f"remove it from this {entry['source']} model")  # fmt: skip
+            raise ConfigError(
+                f"models.{name}.{stray[0]}: only source {' or '.join(readers)} reads it; "
+                f"remove it from this {entry['source']} model"
+            )
         options = source.options(**own) if accepted else None
         spec = cls(name=name, **values, options=options)
         if "input_size" not in entry and getattr(source, "input_size", None) is not None:
@@ -190,8 +192,12 @@ class InferenceSettings:
         toolchain, and a job of the GPU preset died there with SIGSEGV), so it is turned off elsewhere, saying so.
         (``device: cpu`` with ``compile: true`` is refused by the config check.)"""
         if self.compile and device_type != "cuda":
-            log.warning("inference.compile: turned off: inference.device %r resolved to the %s here, and torch.compile "
-                        "is used on CUDA only", self.device, device_type)  # fmt: skip
+            log.warning(
+                "inference.compile: turned off: inference.device %r resolved to the %s here, and torch.compile "
+                "is used on CUDA only",
+                self.device,
+                device_type,
+            )
             return replace(self, compile=False)
         return self
 

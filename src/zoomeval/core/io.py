@@ -94,8 +94,9 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a JSON document ({exc})") from exc
     except RecursionError:
-        raise ValueError(f"{path}: nested deeper than any zoomeval document (a JSON parser's recursion limit); not "
-                         "one of its files") from None
+        raise ValueError(
+            f"{path}: nested deeper than any zoomeval document (a JSON parser's recursion limit); not one of its files"
+        ) from None
 
 
 def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[str, Any], **options: Any) -> None:

@@ -167,6 +167,7 @@ audit                    audit.json
     the last `zoomeval audit`'s record (sample, seed, device, results): for reference only
 """)
 
+
 @dataclass(frozen=True)
 class Declared:
     """What the stage that writes an output declares of it: its columns in order and its schema version."""

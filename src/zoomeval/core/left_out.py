@@ -32,8 +32,11 @@ class LeftOut:
         return None if self.unscored is None else sum(self.unscored.values())
 
     def document(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "bad": dict(self.bad),
-                "unscored": None if self.unscored is None else dict(self.unscored)}  # fmt: skip
+        return {
+            "dataset": self.dataset,
+            "bad": dict(self.bad),
+            "unscored": None if self.unscored is None else dict(self.unscored),
+        }
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> LeftOut:

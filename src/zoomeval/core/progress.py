@@ -57,8 +57,10 @@ def format_eta(seconds: float | None) -> str:
 
 def format_line(progress: Progress) -> str:
     """The log line of ``progress``."""
-    return (f"progress: {progress.done}/{progress.total} images, {progress.crops_per_second:.1f} crops/s, "
-            f"{progress.crops_per_second / progress.views:.2f} images/s, ETA {format_eta(progress.eta)}")  # fmt: skip
+    return (
+        f"progress: {progress.done}/{progress.total} images, {progress.crops_per_second:.1f} crops/s, "
+        f"{progress.crops_per_second / progress.views:.2f} images/s, ETA {format_eta(progress.eta)}"
+    )
 
 
 def records_path(log: str | os.PathLike[str]) -> str:
@@ -110,8 +112,9 @@ def last_record(path: str | os.PathLike[str]) -> Progress | None:
 class ProgressLog:
     """Counts a job's crops and logs its progress every :data:`PROGRESS_SECONDS` (and on :meth:`line`)."""
 
-    def __init__(self, images: int, views: int, logger: logging.Logger,
-                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+    def __init__(
+        self, images: int, views: int, logger: logging.Logger, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.images, self.views, self.crops, self.logger, self.clock = images, views, 0, logger, clock
         self.start = self.last = clock()
 
@@ -120,8 +123,9 @@ class ProgressLog:
         elapsed = self.clock() - self.start
         rate = self.crops / elapsed if elapsed > 0 else 0.0
         left = self.images * self.views - self.crops
-        return Progress(self.crops // self.views, self.images, rate, left / rate if rate else None, self.crops,
-                        self.views)  # fmt: skip
+        return Progress(
+            self.crops // self.views, self.images, rate, left / rate if rate else None, self.crops, self.views
+        )
 
     def advance(self, crops: int) -> None:
         self.crops += crops

@@ -116,8 +116,10 @@ def _refuse_depth(text: str, name: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise UnsafeYamlError(f"{name}: line {event.start_mark.line + 1}: lists and mappings nested more "
-                                      f"than {MAX_DEPTH} deep; a config nests a few levels")  # fmt: skip
+                raise UnsafeYamlError(
+                    f"{name}: line {event.start_mark.line + 1}: lists and mappings nested more "
+                    f"than {MAX_DEPTH} deep; a config nests a few levels"
+                )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 
@@ -155,8 +157,10 @@ def load_yaml(path: str | os.PathLike[str]) -> Any:
     """The YAML (or JSON) document in the file ``path``, refused unread above :data:`MAX_BYTES`; refuses
     what :func:`loads_yaml` refuses, naming the file."""
     if (size := Path(path).stat().st_size) > MAX_BYTES:
-        raise UnsafeYamlError(f"{path}: {size:,} bytes, more than the {MAX_BYTES:,} a YAML file zoomeval reads may "
-                              "have (a config is a few kilobytes)")  # fmt: skip
+        raise UnsafeYamlError(
+            f"{path}: {size:,} bytes, more than the {MAX_BYTES:,} a YAML file zoomeval reads may "
+            "have (a config is a few kilobytes)"
+        )
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:

@@ -235,9 +235,11 @@ def check_compile(config: Config) -> None:
     """``compile: true`` with ``device: cpu`` asks for what the jobs do on CUDA only (with ``auto`` resolved to a CPU
     they turn it off, saying so: :meth:`~zoomeval.core.config.InferenceSettings.for_device`)."""
     if config.inference.compile and config.inference.device == "cpu":
-        raise ConfigError("inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on "
-                          "a CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto "
-                          "to compile where a GPU is found")  # fmt: skip
+        raise ConfigError(
+            "inference.compile: true with inference.device: cpu; torch.compile is used on CUDA only (on "
+            "a CPU it needs a C++ toolchain and has crashed jobs): set compile: false, or device: auto "
+            "to compile where a GPU is found"
+        )
 
 
 def check_top_k(config: Config) -> None:
@@ -245,8 +247,10 @@ def check_top_k(config: Config) -> None:
     accuracy of every transform under another name. ``zoomeval run``'s preflight makes this check; the workflow
     does not yet (its small test configs take the default 36 with fewer transforms)."""
     if config.top_k > (transforms := n_views(list(config.scales), False)):
-        raise ConfigError(f"top_k: {config.top_k} picks from {transforms} zoom transforms ({len(config.scales)} scales "
-                          f"x 9 anchors); give top_k <= {transforms} or more scales")  # fmt: skip
+        raise ConfigError(
+            f"top_k: {config.top_k} picks from {transforms} zoom transforms ({len(config.scales)} scales "
+            f"x 9 anchors); give top_k <= {transforms} or more scales"
+        )
 
 
 def check_stats(config: Config) -> None:
@@ -261,11 +265,15 @@ def check_model(model: Any, registries: Registries, check_paths: bool) -> None:
     sha256."""
     readers = [s.name for s in registries.sources.values() if s.local is not None]
     if model.checkpoint is not None and model.source not in readers:
-        raise ConfigError(f"models.{model.name}.checkpoint: only sources {', '.join(readers)} read it; remove it "
-                          f"from this {model.source} model")  # fmt: skip
+        raise ConfigError(
+            f"models.{model.name}.checkpoint: only sources {', '.join(readers)} read it; remove it "
+            f"from this {model.source} model"
+        )
     if check_paths and model.checkpoint is not None and set(model.weights) == {"0"}:  # config/tta.yaml's
-        raise ConfigError(f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
-                          "the checkpoint you verified (sha256sum FILE)")  # fmt: skip
+        raise ConfigError(
+            f"models.{model.name}.weights: the placeholder sha256 names no file; put the sha256 of "
+            "the checkpoint you verified (sha256sum FILE)"
+        )
 
 
 def check_policies(config: Config) -> None:
@@ -274,11 +282,15 @@ def check_policies(config: Config) -> None:
     for k, (source, target) in enumerate(config.policies.transfer):
         for name in (source, target):
             if name not in scored:
-                raise ConfigError(f"policies.transfer[{k}]: {name!r} is not a scored dataset of this config; use one "
-                                  f"of {list(scored)}")  # fmt: skip
+                raise ConfigError(
+                    f"policies.transfer[{k}]: {name!r} is not a scored dataset of this config; use one "
+                    f"of {list(scored)}"
+                )
         if source == target:
-            raise ConfigError(f"policies.transfer[{k}]: source and target are both {source!r}; cross-validation "
-                              "already holds images out within a dataset")  # fmt: skip
+            raise ConfigError(
+                f"policies.transfer[{k}]: source and target are both {source!r}; cross-validation "
+                "already holds images out within a dataset"
+            )
         if not set(scored[source].variants) & set(scored[target].variants):
             raise ConfigError(f"policies.transfer[{k}]: {source!r} and {target!r} share no variant")
 
@@ -288,9 +300,11 @@ def check_where_zoom_helps(config: Config) -> None:
     number of transforms (every view, which is always scored; zoomeval.analysis.policy_eval.budgets_for)."""
     budget, n_transforms = config.where_zoom_helps.budget, n_views(list(config.scales), False)
     if budget < n_transforms and budget not in config.policies.budgets:
-        raise ConfigError(f"where_zoom_helps.budget: {budget} is not one of policies.budgets "
-                          f"{list(config.policies.budgets)} (nor {n_transforms} or more: every view); add it there "
-                          "or choose one of them")  # fmt: skip
+        raise ConfigError(
+            f"where_zoom_helps.budget: {budget} is not one of policies.budgets "
+            f"{list(config.policies.budgets)} (nor {n_transforms} or more: every view); add it there "
+            "or choose one of them"
+        )
 
 
 def check_tta(config: Config) -> None:

@@ -21,9 +21,34 @@ from PIL import Image
 
 #: The 27 hand-picked scales of the authors' ``generate_transform_size_list``.
 HAND_PICKED_SCALES: tuple[int, ...] = (
-    10, 16, 32, 48, 64, 96, 128, 192, 224, 240, 256, 288, 320, 384,
-    448, 512, 576, 640, 664, 672, 680, 690, 700, 720, 768, 832, 896,
-)  # fmt: skip
+    10,
+    16,
+    32,
+    48,
+    64,
+    96,
+    128,
+    192,
+    224,
+    240,
+    256,
+    288,
+    320,
+    384,
+    448,
+    512,
+    576,
+    640,
+    664,
+    672,
+    680,
+    690,
+    700,
+    720,
+    768,
+    832,
+    896,
+)
 #: ``[int(x) for x in np.linspace(10, 1024, 10)]``, appended by the authors after the hand-picked list.
 LINSPACE_SCALES: tuple[int, ...] = tuple(int(x) for x in np.linspace(10, 1024, 10))
 

@@ -297,5 +297,7 @@ def hub_file(repo_id: str, filenames: Sequence[str], revision: str | None, folde
                 pass
         return Path(hf_hub_download(repo_id, last, revision=revision)), last
     except LocalEntryNotFoundError as exc:  # offline, or the Hub unreachable, and not cached
-        raise DownloadError(f"{what}: not in huggingface_hub's cache and not downloaded ({exc}). Without network "
-                            f"here: {place}; or {FETCH_ONCE}") from exc  # fmt: skip
+        raise DownloadError(
+            f"{what}: not in huggingface_hub's cache and not downloaded ({exc}). Without network "
+            f"here: {place}; or {FETCH_ONCE}"
+        ) from exc

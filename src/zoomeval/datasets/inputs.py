@@ -101,8 +101,10 @@ HUB_REVISION = ".hub_revision.json"
 def _commit(snapshot: Path, repo: str) -> str:
     """The commit of a huggingface_hub snapshot folder (``.../snapshots/<commit>``), whatever revision was asked."""
     if not re.fullmatch(r"[0-9a-f]{40}", snapshot.name):
-        raise ValueError(f"{repo}: huggingface_hub gave {snapshot}, not a snapshots/<commit> folder, so the revision "
-                         "read cannot be recorded; use huggingface_hub's own cache (HF_HOME), not a local_dir copy")
+        raise ValueError(
+            f"{repo}: huggingface_hub gave {snapshot}, not a snapshots/<commit> folder, so the revision "
+            "read cannot be recorded; use huggingface_hub's own cache (HF_HOME), not a local_dir copy"
+        )
     return snapshot.name
 
 
@@ -112,8 +114,10 @@ def hub_revision(item: Input) -> str | None:
         return None
     path = Path(str(item.fetched)) / HUB_REVISION
     if not path.is_file():
-        raise ValueError(f"{item.key}: {path} is missing, so the commit its files came from is unknown (fetched by an "
-                         "older zoomeval); fetch it again: rerun with --forcerun fetch_hf")
+        raise ValueError(
+            f"{item.key}: {path} is missing, so the commit its files came from is unknown (fetched by an "
+            "older zoomeval); fetch it again: rerun with --forcerun fetch_hf"
+        )
     recorded = read_json(path)
     return f"{recorded['hf']}@{recorded['revision']}"
 

@@ -63,8 +63,10 @@ def read_annotations(path: str | os.PathLike[str]) -> dict[str, MultiLabels]:
     except ValueError as exc:
         raise ValueError(f"{where}: not a JSON document ({exc}); download human_accuracy_v3.0.0.json again") from None
     if not isinstance(document, dict):
-        raise ValueError(f"{where}: the document is {_type(document)}, expected an object with initial_annots, "
-                         "problematic_images and imagenet_m")  # fmt: skip
+        raise ValueError(
+            f"{where}: the document is {_type(document)}, expected an object with initial_annots, "
+            "problematic_images and imagenet_m"
+        )
     for key, kind in (("initial_annots", dict), ("problematic_images", dict), ("imagenet_m", list)):
         if key not in document:
             raise ValueError(f"{where}: no key {key!r}; is this Shankar et al.'s human_accuracy_v3.0.0.json?")
@@ -124,8 +126,9 @@ class Coverage:
     n_imagenet_m: int
 
 
-def dataset_labels(annotations: dict[str, MultiLabels], image_ids: list[str], adapter: str,
-                   dataset: str) -> tuple[dict[str, MultiLabels], Coverage]:  # fmt: skip
+def dataset_labels(
+    annotations: dict[str, MultiLabels], image_ids: list[str], adapter: str, dataset: str
+) -> tuple[dict[str, MultiLabels], Coverage]:
     """The annotations of a dataset's images (by image id, in manifest order) and their coverage; refuses a dataset
     none of whose images is annotated."""
     labels = {}
@@ -148,8 +151,9 @@ def dataset_labels(annotations: dict[str, MultiLabels], image_ids: list[str], ad
     return labels, coverage
 
 
-def write_dataset_labels(path: str | os.PathLike[str], labels: dict[str, MultiLabels], coverage: Coverage,
-                         dataset: str, source_sha256: str) -> None:  # fmt: skip
+def write_dataset_labels(
+    path: str | os.PathLike[str], labels: dict[str, MultiLabels], coverage: Coverage, dataset: str, source_sha256: str
+) -> None:
     """``results/labels/<dataset>/multilabel.parquet``: one row per annotated image, coverage in the metadata."""
     import pyarrow as pa
 
@@ -165,8 +169,14 @@ def write_dataset_labels(path: str | os.PathLike[str], labels: dict[str, MultiLa
             "imagenet_m": pa.array([m.imagenet_m for m in labels.values()], pa.bool_()),
         }
     )
-    meta = {"kind": "multilabel_labels", "schema_version": LABELS_SCHEMA_VERSION, "zoomeval": __version__,
-            "dataset": dataset, "annotations_sha256": source_sha256, **vars(coverage)}  # fmt: skip
+    meta = {
+        "kind": "multilabel_labels",
+        "schema_version": LABELS_SCHEMA_VERSION,
+        "zoomeval": __version__,
+        "dataset": dataset,
+        "annotations_sha256": source_sha256,
+        **vars(coverage),
+    }
     write_parquet(path, table, meta)
 
 
@@ -210,12 +220,16 @@ def check_dataset(config: Config, dataset: DatasetConfig, index: int, check_path
             f"images of adapter(s) {', '.join(ADAPTERS[label_set])} only, not {dataset.adapter!r}; remove {label_set}"
         )
     if dataset.class_set != "full":
-        raise ConfigError(f"{key}.class_set: label set {label_set} needs class_set: full (the annotations "
-                          "name any of the 1000 classes)")  # fmt: skip
+        raise ConfigError(
+            f"{key}.class_set: label set {label_set} needs class_set: full (the annotations "
+            "name any of the 1000 classes)"
+        )
     if label_set == "multilabel" and "original" not in dataset.variants:
         raise ConfigError(f"{key}.variants: the multi-label table reads the original images; add original")
     if label_set == "multilabel" and ONE_CROP[0] not in config.scales:
-        raise ConfigError(f"scales: the multi-label table of {key} compares 1-crop accuracies (S = "
-                          f"{ONE_CROP[0]}, centre anchor); add {ONE_CROP[0]} to the scales")  # fmt: skip
+        raise ConfigError(
+            f"scales: the multi-label table of {key} compares 1-crop accuracies (S = "
+            f"{ONE_CROP[0]}, centre anchor); add {ONE_CROP[0]} to the scales"
+        )
     if check_paths:
         check_local_input("multilabel", config.multilabel)

@@ -55,8 +55,9 @@ class Rates(NamedTuple):
         return DEVICE_BACKEND if self.device_path >= self.pil else PIL_BACKEND
 
 
-def measured_stream(dataset: ZoomCrops, device: torch.device, workers: int, rest: Callable[[ZoomCrops], Stream]
-                    ) -> Stream:  # fmt: skip
+def measured_stream(
+    dataset: ZoomCrops, device: torch.device, workers: int, rest: Callable[[ZoomCrops], Stream]
+) -> Stream:
     """``(index, crops)`` of each image of ``dataset``: its first images cut in this process on both paths, timed
     (:class:`Rates`), and the others from ``rest`` (the job's loader) of ``dataset`` from there on, with the faster
     path."""
@@ -68,11 +69,20 @@ def measured_stream(dataset: ZoomCrops, device: torch.device, workers: int, rest
         yield i, timings.cut(dataset, i, device)
     rates = timings.rates(max(workers, 1))
     choice = rates.choice()
-    log.info("resize_backend auto: the device path %.1f images/s (%.1f of device time on %s, its %d workers decode "
-             "and plan %.1f), PIL %.1f images/s in %d workers (decode and crops): the rest of the job (%d images) "
-             "runs on %s", rates.device_path, rates.device, device, rates.workers, rates.device_workers, rates.pil,
-             rates.workers, len(dataset) - sample, "the device path" if choice == DEVICE_BACKEND else "PIL in the "
-             "workers")  # fmt: skip
+    log.info(
+        "resize_backend auto: the device path %.1f images/s (%.1f of device time on %s, its %d workers decode "
+        "and plan %.1f), PIL %.1f images/s in %d workers (decode and crops): the rest of the job (%d images) "
+        "runs on %s",
+        rates.device_path,
+        rates.device,
+        device,
+        rates.workers,
+        rates.device_workers,
+        rates.pil,
+        rates.workers,
+        len(dataset) - sample,
+        "the device path" if choice == DEVICE_BACKEND else "PIL in the workers",
+    )
     if sample < len(dataset):
         yield from ((sample + i, crops) for i, crops in rest(dataset.rest(sample, choice)))
 
@@ -103,8 +113,10 @@ class Timings:
         self.spans.append((begin, _mark(device)))
         differ = int((crops.cpu() != reference).sum())  # waits for the device: these images only
         if differ:
-            raise RuntimeError(f"resize_backend auto: the device path's crops of {dataset.records[i].path} differ "
-                               f"from PIL's in {differ} values on {device}: set resize_backend: pil (and report it)")
+            raise RuntimeError(
+                f"resize_backend auto: the device path's crops of {dataset.records[i].path} differ "
+                f"from PIL's in {differ} values on {device}: set resize_backend: pil (and report it)"
+            )
         return crops
 
     def rates(self, workers: int) -> Rates:

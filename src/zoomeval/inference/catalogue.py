@@ -51,17 +51,31 @@ class Catalogue:
     widths: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"library": self.library, "version": self.version, "architectures": self.architectures,
-                           "pretrained": self.pretrained, "aliases": self.aliases, "widths": self.widths},
-                          sort_keys=True)  # fmt: skip
+        return json.dumps(
+            {
+                "library": self.library,
+                "version": self.version,
+                "architectures": self.architectures,
+                "pretrained": self.pretrained,
+                "aliases": self.aliases,
+                "widths": self.widths,
+            },
+            sort_keys=True,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Catalogue:
         data = json.loads(text)
         pretrained = {arch: tuple(tags) for arch, tags in data["pretrained"].items()}
         aliases = {name: tuple(map(tuple, pairs)) for name, pairs in data["aliases"].items()}
-        return cls(data["library"], data["version"], tuple(data["architectures"]), pretrained, aliases,  # type: ignore[arg-type]
-                   data["widths"])  # fmt: skip
+        return cls(
+            data["library"],
+            data["version"],
+            tuple(data["architectures"]),
+            pretrained,
+            aliases,  # type: ignore[arg-type]
+            data["widths"],
+        )
 
 
 def _source(name: str) -> ModelSource:
@@ -116,9 +130,11 @@ def check_names(spec: ModelSpec, cat: Catalogue, source: str) -> None:
     if spec.weights not in tags:
         raise _refusal(f"{key}.weights", f"a pretrained tag of {spec.architecture} {list(tags)}", spec.weights, tags)
     if why := unusable(cat, spec.architecture, spec.weights):
-        raise ConfigError(f"{key}: {spec.architecture}.{spec.weights} has {why}, and every dataset is scored over "
-                          f"those classes (class_set full, or a subset of them); choose ImageNet-1k weights "
-                          f"(zoomeval list models {source} '{spec.architecture}.*' marks the others)")  # fmt: skip
+        raise ConfigError(
+            f"{key}: {spec.architecture}.{spec.weights} has {why}, and every dataset is scored over "
+            f"those classes (class_set full, or a subset of them); choose ImageNet-1k weights "
+            f"(zoomeval list models {source} '{spec.architecture}.*' marks the others)"
+        )
 
 
 def cached_catalogue(source: str, folder: Path) -> Catalogue | None:
@@ -135,8 +151,10 @@ def cached_catalogue(source: str, folder: Path) -> Catalogue | None:
         code = "import sys; from zoomeval.inference.catalogue import write; write(sys.argv[1], sys.argv[2])"
         child = subprocess.run([sys.executable, "-c", code, source, str(path)], capture_output=True, text=True)
         if child.returncode != 0:
-            raise RuntimeError(f"listing {library} {installed}'s models failed (zoomeval list models {source}): "
-                               f"{child.stderr.strip()[-2000:]}")  # fmt: skip
+            raise RuntimeError(
+                f"listing {library} {installed}'s models failed (zoomeval list models {source}): "
+                f"{child.stderr.strip()[-2000:]}"
+            )
     return Catalogue.from_json(path.read_text())
 
 

@@ -21,17 +21,22 @@ from zoomeval.core.classes import NUM_CLASSES, wnid_index, wnids_of
 def imagenet_indices(classes: Any, source: str) -> tuple[int, ...]:
     """The ImageNet-1k index of each WordNet id in ``classes`` (``source`` names where they come from)."""
     if isinstance(classes, str | bytes) or not isinstance(classes, Sequence) or not classes:
-        raise ValueError(f"{source}: the class order must be a non-empty list of WordNet ids (n01440764, ...), one "
-                         f"per logit; got {type(classes).__name__}")  # fmt: skip
+        raise ValueError(
+            f"{source}: the class order must be a non-empty list of WordNet ids (n01440764, ...), one "
+            f"per logit; got {type(classes).__name__}"
+        )
     if not all(isinstance(wnid, str) for wnid in classes):
         wrong = next(c for c in classes if not isinstance(c, str))
-        raise ValueError(f"{source}: the class order holds {wrong!r}, not a WordNet id; class indices are refused "
-                         "(their order is what must be stated)")  # fmt: skip
+        raise ValueError(
+            f"{source}: the class order holds {wrong!r}, not a WordNet id; class indices are refused "
+            "(their order is what must be stated)"
+        )
     indices = tuple(wnid_index(wnid, source) for wnid in classes)
     if len(set(indices)) != len(indices):
         twice = sorted({c for c in classes if list(classes).count(c) > 1})
-        raise ValueError(f"{source}: the class order names {twice[:5]} more than once; each logit must be its own "
-                         "class")  # fmt: skip
+        raise ValueError(
+            f"{source}: the class order names {twice[:5]} more than once; each logit must be its own class"
+        )
     return indices
 
 
@@ -57,8 +62,10 @@ class ImageNetOrder(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.module(x)
         if logits.ndim != 2 or logits.shape[1] != len(self.index):
-            raise ValueError(f"model {self.name!r} gave logits of shape {tuple(logits.shape)}, but its class order "
-                             f"names {len(self.index)} classes: one logit per class, per image")  # fmt: skip
+            raise ValueError(
+                f"model {self.name!r} gave logits of shape {tuple(logits.shape)}, but its class order "
+                f"names {len(self.index)} classes: one logit per class, per image"
+            )
         if self.identity:
             return logits
         placed = logits.new_full((logits.shape[0], NUM_CLASSES), torch.finfo(logits.dtype).min)

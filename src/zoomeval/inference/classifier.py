@@ -65,9 +65,11 @@ class Classifier:
         self.std = torch.tensor(loaded.std, device=self.device).view(1, 3, 1, 1) * 255
         if absent := uncovered(loaded.classes, class_indices):
             shown = ", ".join(absent[:5]) + (", ..." if len(absent) > 5 else "")
-            raise ValueError(f"model {spec.name!r} has no logit for {len(absent)} classes this dataset is scored over "
-                             f"({shown}): its class order does not cover the dataset's class set, so it cannot be "
-                             "scored there")  # fmt: skip
+            raise ValueError(
+                f"model {spec.name!r} has no logit for {len(absent)} classes this dataset is scored over "
+                f"({shown}): its class order does not cover the dataset's class set, so it cannot be "
+                "scored there"
+            )
         indices = class_indices if class_indices is not None else range(1000)
         self.subset = torch.tensor(list(indices), device=self.device)
         self.autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[settings.precision]
@@ -79,8 +81,10 @@ class Classifier:
         setting, and a crash of this process (a segfault) leaves its stack in the job's log after a line naming it."""
         with contextlib.suppress(io.UnsupportedOperation, AttributeError, ValueError):  # stderr may be no file
             faulthandler.enable(sys.stderr)
-        log.info("inference.compile: true: the model is compiled on its first batch; should this job die there, "
-                 "set inference.compile: false")  # fmt: skip
+        log.info(
+            "inference.compile: true: the model is compiled on its first batch; should this job die there, "
+            "set inference.compile: false"
+        )
         compiled = torch.compile(self._forward, options=options)
 
         def forward(crops: torch.Tensor) -> torch.Tensor:
@@ -89,8 +93,10 @@ class Classifier:
             except torch.OutOfMemoryError:  # the batch's, not the compiler's
                 raise
             except Exception as error:  # torch._dynamo wraps the compiler's failures in its own exception types
-                raise RuntimeError(f"model {self.name!r} failed under torch.compile (inference.compile: true): "
-                                   f"{error}; set inference.compile: false") from error  # fmt: skip
+                raise RuntimeError(
+                    f"model {self.name!r} failed under torch.compile (inference.compile: true): "
+                    f"{error}; set inference.compile: false"
+                ) from error
 
         return forward
 
@@ -128,8 +134,11 @@ class Classifier:
         """The prediction columns of a batch, on the device in their file's types; ``probs`` is :meth:`probabilities`
         if already computed."""
         prob, arg = (self.probabilities(logits) if probs is None else probs).max(dim=1)
-        out = {"pred": self.subset[arg].to(torch.int16), "pred_full": logits.argmax(dim=1).to(torch.int16),
-               "conf": prob.float()}  # fmt: skip
+        out = {
+            "pred": self.subset[arg].to(torch.int16),
+            "pred_full": logits.argmax(dim=1).to(torch.int16),
+            "conf": prob.float(),
+        }
         if self.settings.store_top5:
             values, indices = logits.topk(5, dim=1)
             out |= {"top5": indices.to(torch.int16), "top5_logit": values.float()}

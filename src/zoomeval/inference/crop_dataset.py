@@ -94,5 +94,6 @@ class ZoomCrops(Dataset[tuple[int, "torch.Tensor | DeviceImage"]]):
 
     def rest(self, start: int, backend: str) -> ZoomCrops:
         """These crops of the records from ``start`` on, with ``backend``."""
-        return ZoomCrops(self.records[start:], self.scales, self.variant, self.masks, self.size, backend,
-                         self.extra_views)  # fmt: skip
+        return ZoomCrops(
+            self.records[start:], self.scales, self.variant, self.masks, self.size, backend, self.extra_views
+        )

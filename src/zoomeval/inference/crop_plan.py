@@ -106,8 +106,11 @@ def build_plan(width: int, height: int, scales: tuple[int, ...], size: int, extr
     """The :class:`CropPlan` of a ``width x height`` image (numpy on the host)."""
     n, span = len(scales), np.arange(size)
     sizes = [resized_size(width, height, s) for s in scales]
-    views = sorted((slot, k, left, top, mirrored) for k, (s, (w, h)) in enumerate(zip(scales, sizes, strict=True))
-                   for slot, left, top, mirrored in scale_views(k, n, s, w, h, size, extra_views))  # fmt: skip
+    views = sorted(
+        (slot, k, left, top, mirrored)
+        for k, (s, (w, h)) in enumerate(zip(scales, sizes, strict=True))
+        for slot, left, top, mirrored in scale_views(k, n, s, w, h, size, extra_views)
+    )
     _, scale_of, lefts, tops, mirrored = (np.array(column) for column in zip(*views, strict=True))
     widths, heights = (np.array(side) for side in zip(*sizes, strict=True))
     used_rows = [_used(tops[scale_of == k], span, h) for k, h in enumerate(heights)]
@@ -146,8 +149,9 @@ def crop_plan(width: int, height: int, scales: tuple[int, ...], size: int, extra
     return build_plan(width, height, scales, size, extra_views)
 
 
-def _pass(axes: list[tuple[int, int, np.ndarray, int]], stacked: bool, interleaved: bool
-          ) -> tuple[list[np.ndarray], PassLayout]:  # fmt: skip
+def _pass(
+    axes: list[tuple[int, int, np.ndarray, int]], stacked: bool, interleaved: bool
+) -> tuple[list[np.ndarray], PassLayout]:
     """One pass's ``(src, kk, dst, offsets)`` (see :class:`PassTaps`) over the scales of a group, each ``(input
     length, output length, output pixels computed, padded output length)``: output ``j`` of slot ``g`` is row
     ``g * padded + j`` of the result (``j * slots + g`` if ``interleaved``), and with ``stacked`` its inputs are rows
@@ -189,8 +193,9 @@ def _used(starts: np.ndarray, span: np.ndarray, limit: int) -> np.ndarray:
     return pixels[(pixels >= 0) & (pixels < limit)]
 
 
-def _index(used: list[np.ndarray], scale_of: np.ndarray, wanted: np.ndarray, limits: np.ndarray, pad: int
-           ) -> np.ndarray:  # fmt: skip
+def _index(
+    used: list[np.ndarray], scale_of: np.ndarray, wanted: np.ndarray, limits: np.ndarray, pad: int
+) -> np.ndarray:
     """Where each view's ``wanted`` pixels (a row per view) are among the ``used`` ones of the view's scale; ``pad``
     (a black row or column) outside the resized image. One search over all scales, each shifted apart."""
     shift = int(limits.max()) + 1

@@ -65,8 +65,9 @@ def pass_for(device: torch.device) -> Resample:
     try:
         from zoomeval.inference.fused_pass import fused_pass
     except ImportError as exc:
-        log.warning("device crops: Triton is not available (%s); plain torch passes, about 25 times the memory "
-                    "traffic", exc)  # fmt: skip
+        log.warning(
+            "device crops: Triton is not available (%s); plain torch passes, about 25 times the memory traffic", exc
+        )
         return resample_pass
     return fused_pass
 
@@ -108,8 +109,11 @@ def on_device(loader: Iterator[tuple[int, DeviceImage]], device: torch.device) -
     """The ``device`` backend's step between the loader and :func:`batches`: copy each decoded image and its plan
     to ``device`` (asynchronously from pinned memory) and cut its crops there."""
     resample = pass_for(device)
-    log.info("device crops on %s: %s", device, "one fused Triton kernel per pass" if resample is not resample_pass
-             else "plain torch passes")  # fmt: skip
+    log.info(
+        "device crops on %s: %s",
+        device,
+        "one fused Triton kernel per pass" if resample is not resample_pass else "plain torch passes",
+    )
     for i, item in loader:
         pixels, plan = item.pixels.to(device, non_blocking=True), item.plan.to(device, non_blocking=True)
         yield i, plan_crops(pixels, plan, resample)

@@ -28,8 +28,9 @@ from zoomeval.inference.crop_plan import TAPS, PassTaps
 BLOCK, INTERPRETED_BLOCK = 1024, 1 << 16
 
 
-def _resample_kernel(x, src, kk, offsets, out, length, outputs, inner, total,
-                     TAPS: tl.constexpr, BITS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip  # noqa: N803
+def _resample_kernel(
+    x, src, kk, offsets, out, length, outputs, inner, total, TAPS: tl.constexpr, BITS: tl.constexpr, BLOCK: tl.constexpr
+):  # noqa: N803
     """``x`` is ``(outer, length, inner)`` and ``out`` ``(outer, outputs, inner)``, both uint8 and contiguous, and
     ``total`` the size of ``out``: a program computes ``BLOCK`` consecutive elements of ``out``, looping over the
     most chunks any of their outputs has (outputs with fewer are masked)."""
@@ -71,7 +72,18 @@ def fused_pass(x: torch.Tensor, dim: int, taps: PassTaps, outputs: int) -> torch
     block = INTERPRETED_BLOCK if interpreted else BLOCK
     grid = (triton.cdiv(out.numel(), block),)
     with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():  # Triton launches on the current one
-        _kernel(interpreted)[grid](x.contiguous(), taps.src, taps.kk, taps.offsets, out, length, outputs, inner,
-                                   out.numel(), TAPS=TAPS, BITS=PRECISION_BITS, BLOCK=block)  # fmt: skip
+        _kernel(interpreted)[grid](
+            x.contiguous(),
+            taps.src,
+            taps.kk,
+            taps.offsets,
+            out,
+            length,
+            outputs,
+            inner,
+            out.numel(),
+            TAPS=TAPS,
+            BITS=PRECISION_BITS,
+            BLOCK=block,
+        )
     return out
-

@@ -56,6 +56,7 @@ from zoomeval.inference.tables import SCHEMA_VERSION, prediction_schema, predict
 
 log = logging.getLogger(__name__)
 
+
 def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int, torch.Tensor]]:
     workers = classifier.settings.num_workers
     return DataLoader(
@@ -67,8 +68,14 @@ def _loader(classifier: Classifier, dataset: ZoomCrops) -> DataLoader[tuple[int,
     )
 
 
-def crop_stream(classifier: Classifier, records: Sequence[Record], grid: ZoomGrid, variant: str,
-                masks: dict[str, bytes] | None, crop_size: int) -> Iterator[tuple[int, torch.Tensor]]:  # fmt: skip
+def crop_stream(
+    classifier: Classifier,
+    records: Sequence[Record],
+    grid: ZoomGrid,
+    variant: str,
+    masks: dict[str, bytes] | None,
+    crop_size: int,
+) -> Iterator[tuple[int, torch.Tensor]]:
     """``(index, crops)`` of each of ``records`` in order, from one DataLoader (its workers start once per job, and
     keep decoding across shard boundaries); with the ``device`` backend, cut on the classifier's device; with
     ``auto`` on CUDA, the first images timed on both paths and the rest from a loader of the faster
@@ -140,8 +147,13 @@ class HostCopy:
         return {name: t.numpy() for name, t in self.host.items()}
 
 
-def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor]], records: Sequence[Record],
-                grid: ZoomGrid, progress: ProgressLog | None = None) -> HostCopy:  # fmt: skip
+def infer_shard(
+    classifier: Classifier,
+    images: Iterable[tuple[int, torch.Tensor]],
+    records: Sequence[Record],
+    grid: ZoomGrid,
+    progress: ProgressLog | None = None,
+) -> HostCopy:
     """Run the model over one shard: ``images`` yields ``(index in records, crops)`` in order (``progress`` logs
     the crops done). Nothing waits for the device until the shard's results are copied back, at the end."""
     results = ShardResults(classifier, len(records), grid)
@@ -159,8 +171,9 @@ def infer_shard(classifier: Classifier, images: Iterable[tuple[int, torch.Tensor
         return results.to_host()
 
 
-def shard_tables(classifier: Classifier, records: Sequence[Record], grid: ZoomGrid, copy: HostCopy
-                 ) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+def shard_tables(
+    classifier: Classifier, records: Sequence[Record], grid: ZoomGrid, copy: HostCopy
+) -> tuple[pa.Table, pa.Table]:
     """The predictions and aggregates tables of a shard from its results (:func:`infer_shard`) once on the host;
     non-finite logits are refused here, naming the first image and view affected."""
     methods, members = grid.membership
@@ -191,8 +204,9 @@ def run_shard(
     seconds it took, with a DataLoader of their own (the benchmarks' shard)."""
     progress = ProgressLog(len(records), grid.n_views(), log)
     images = crop_stream(classifier, records, grid, variant, masks, crop_size)
-    predictions, aggregates = shard_tables(classifier, records, grid,
-                                           infer_shard(classifier, images, records, grid, progress))  # fmt: skip
+    predictions, aggregates = shard_tables(
+        classifier, records, grid, infer_shard(classifier, images, records, grid, progress)
+    )
     progress.line()
     return predictions, aggregates, time.perf_counter() - progress.start
 
@@ -218,12 +232,23 @@ def check_sizes(records: Sequence[Record], dataset: str, max_scale: int, max_pix
 def model_metadata(classifier: Classifier, spec: ModelSpec) -> dict[str, Any]:
     """What a prediction file records of its model: the entry, the normalisation fed, the weights' sha256 and what
     the source adds (open_clip: the zero-shot head's templates, class-name file sha256 and duplicate-name policy)."""
-    return {**asdict(spec), **classifier.normalisation, "weights_sha256": classifier.weights_sha256,
-            "param_count": sum(p.numel() for p in classifier.model.parameters()), **classifier.provenance}  # fmt: skip
+    return {
+        **asdict(spec),
+        **classifier.normalisation,
+        "weights_sha256": classifier.weights_sha256,
+        "param_count": sum(p.numel() for p in classifier.model.parameters()),
+        **classifier.provenance,
+    }
 
 
-def prediction_metadata(classifier: Classifier, spec: ModelSpec, grid: ZoomGrid, settings: InferenceSettings,
-                        class_indices: Sequence[int] | None, **job: Any) -> dict[str, Any]:  # fmt: skip
+def prediction_metadata(
+    classifier: Classifier,
+    spec: ModelSpec,
+    grid: ZoomGrid,
+    settings: InferenceSettings,
+    class_indices: Sequence[int] | None,
+    **job: Any,
+) -> dict[str, Any]:
     """The prediction file's metadata before timing: what its numbers depend on (``job``: dataset, variant,
     n_images)."""
     return {
@@ -283,8 +308,9 @@ def predict_to_file(
     with store.locked():
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
-        metadata = prediction_metadata(classifier, spec, grid, settings, class_indices, dataset=dataset,
-                                       variant=variant, n_images=len(records)) | (inputs or {})  # fmt: skip
+        metadata = prediction_metadata(
+            classifier, spec, grid, settings, class_indices, dataset=dataset, variant=variant, n_images=len(records)
+        ) | (inputs or {})
         if part is not None:
             metadata["part"] = list(part)
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
@@ -302,8 +328,15 @@ def predict_to_file(
         return metadata
 
 
-def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tuple[int, Sequence[Record], str]],
-               grid: ZoomGrid, variant: str, masks: dict[str, bytes] | None, crop_size: int) -> float:  # fmt: skip
+def run_shards(
+    classifier: Classifier,
+    store: ShardStore,
+    pending: Sequence[tuple[int, Sequence[Record], str]],
+    grid: ZoomGrid,
+    variant: str,
+    masks: dict[str, bytes] | None,
+    crop_size: int,
+) -> float:
     """Compute and write the ``pending`` shards (:meth:`ShardStore.pending`) from one DataLoader; returns the
     seconds it took."""
     start = time.perf_counter()
@@ -328,14 +361,29 @@ def run_shards(classifier: Classifier, store: ShardStore, pending: Sequence[tupl
     return time.perf_counter() - start
 
 
-def _write_shard(store: ShardStore, index: int, identity: str, classifier: Classifier, records: Sequence[Record],
-                 grid: ZoomGrid, copy: HostCopy) -> None:  # fmt: skip
+def _write_shard(
+    store: ShardStore,
+    index: int,
+    identity: str,
+    classifier: Classifier,
+    records: Sequence[Record],
+    grid: ZoomGrid,
+    copy: HostCopy,
+) -> None:
     store.write(index, identity, *shard_tables(classifier, records, grid, copy))
 
 
-def predict_part(path: str | os.PathLike[str], aggregates_path: str | os.PathLike[str], records: Sequence[Record],
-                 spec: ModelSpec, grid: ZoomGrid, settings: InferenceSettings, part: int, parts: int,
-                 **job: Any) -> dict[str, Any]:  # fmt: skip
+def predict_part(
+    path: str | os.PathLike[str],
+    aggregates_path: str | os.PathLike[str],
+    records: Sequence[Record],
+    spec: ModelSpec,
+    grid: ZoomGrid,
+    settings: InferenceSettings,
+    part: int,
+    parts: int,
+    **job: Any,
+) -> dict[str, Any]:
     """Part ``part`` of ``parts`` of :func:`predict_to_file` over the whole manifest's ``records``: its run of
     shards (:func:`zoomeval.inference.parts.part_range`), or empty files where it has none. ``job``: the
     keywords of :func:`predict_to_file` from ``dataset`` on; ``class_indices`` must be the whole manifest's."""

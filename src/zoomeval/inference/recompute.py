@@ -40,13 +40,25 @@ def audit_settings(meta: dict[str, Any], device: str, precision: str, threads: i
     PIL's bit for bit, so they are cut wherever they can be), memory format and class scoring; no compile, no
     workers, since a sample is a few images."""
     backend = meta.get("resize_backend") or "pil"
-    return InferenceSettings(batch_size=32, device=device, num_workers=0, threads=threads, precision=precision,
-                             resize_backend="auto" if backend == DEVICE_BACKEND else backend, compile=False,
-                             channels_last=bool(meta.get("channels_last")))  # fmt: skip
+    return InferenceSettings(
+        batch_size=32,
+        device=device,
+        num_workers=0,
+        threads=threads,
+        precision=precision,
+        resize_backend="auto" if backend == DEVICE_BACKEND else backend,
+        compile=False,
+        channels_last=bool(meta.get("channels_last")),
+    )
 
 
-def zoom_logits(classifier: Classifier, rows: Sequence[tuple[Record, int, int, int]], variant: str,
-                masks: dict[str, bytes] | None, crop_size: int) -> np.ndarray:  # fmt: skip
+def zoom_logits(
+    classifier: Classifier,
+    rows: Sequence[tuple[Record, int, int, int]],
+    variant: str,
+    masks: dict[str, bytes] | None,
+    crop_size: int,
+) -> np.ndarray:
     """The full logits (``(len(rows), 1000)``, fp32) of each ``(record, scale, row, col)``: each image's crops at
     the scales its rows need, cut by the predict job's own stream, the chosen ones batched through the model."""
     by_image: dict[str, list[int]] = {}

@@ -57,8 +57,9 @@ class ShardStore:
         """Whether shard ``index`` is complete and was computed for ``identity``."""
         return all(p.exists() and read_metadata(p).get("identity") == identity for p in self.paths(index))
 
-    def pending(self, records: Sequence[Record], size: int, metadata: dict[str, Any], masks_digest: str | None = None
-                ) -> Iterator[tuple[int, Sequence[Record], str]]:  # fmt: skip
+    def pending(
+        self, records: Sequence[Record], size: int, metadata: dict[str, Any], masks_digest: str | None = None
+    ) -> Iterator[tuple[int, Sequence[Record], str]]:
         """The shards of ``size`` images of ``records`` still to compute, as ``(index, images, identity)``; the
         complete shards of the same identity are reused."""
         for index, start in enumerate(range(0, len(records), size)):

@@ -83,9 +83,14 @@ class StandardImages(Dataset[tuple[int, torch.Tensor]]):
         return i, torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.uint8).copy())
 
 
-def standard_classifier(spec: ModelSpec, settings: InferenceSettings, class_indices: Sequence[int] | None,
-                        weights: Path | None, head: Path | None, loaded: LoadedModel | None = None
-                        ) -> tuple[Classifier, EvalTransform]:  # fmt: skip
+def standard_classifier(
+    spec: ModelSpec,
+    settings: InferenceSettings,
+    class_indices: Sequence[int] | None,
+    weights: Path | None,
+    head: Path | None,
+    loaded: LoadedModel | None = None,
+) -> tuple[Classifier, EvalTransform]:
     """The model with the weights' own normalisation (the config's mean/std are the zoom grid's) and its transform,
     whose normalisation must be the weights'; ``loaded``: the model already loaded so (an audit's, reused)."""
     own_spec = replace(spec, mean=None, std=None)
@@ -93,8 +98,10 @@ def standard_classifier(spec: ModelSpec, settings: InferenceSettings, class_indi
     transform = eval_transform(spec, getattr(classifier.model, "_orig_mod", classifier.model))  # torch.compile wraps
     own = (tuple(classifier.normalisation["mean"]), tuple(classifier.normalisation["std"]))
     if not np.allclose(own, (transform.mean, transform.std)):
-        raise ValueError(f"model {spec.name!r}: its evaluation transform normalises with {transform.mean}/"
-                         f"{transform.std}, its weights with {own[0]}/{own[1]}")  # fmt: skip
+        raise ValueError(
+            f"model {spec.name!r}: its evaluation transform normalises with {transform.mean}/"
+            f"{transform.std}, its weights with {own[0]}/{own[1]}"
+        )
     log.info("evaluation transform of %s: %s", spec.name, transform.description)
     return classifier, transform
 

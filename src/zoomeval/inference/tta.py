@@ -45,10 +45,15 @@ log = logging.getLogger(__name__)
 #: Version of the tta Parquet layout (the columns below and the ``zoomeval`` metadata keys).
 SCHEMA_VERSION = 1
 #: The columns; the final file stores ``image_id`` dictionary-encoded, as the prediction files do.
-SCHEMA = pa.schema([
-    pa.field("image_id", pa.string()), pa.field("pred", pa.int16()), pa.field("pred_full", pa.int16()),
-    pa.field("conf", pa.float32()), pa.field("seconds", pa.float32()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("image_id", pa.string()),
+        pa.field("pred", pa.int16()),
+        pa.field("pred_full", pa.int16()),
+        pa.field("conf", pa.float32()),
+        pa.field("seconds", pa.float32()),
+    ]
+)
 declare("tta", SCHEMA, SCHEMA_VERSION)
 #: K in the authors' code (``--batch_size`` of ``test_adapt.py``, never overridden); the paper says K = 16.
 AUTHORS_CODE_VIEWS = 64
@@ -111,12 +116,20 @@ def _shard(adapter: Adapter, records: Sequence[Record]) -> tuple[pa.Table, float
     return pa.table(columns, schema=SCHEMA), time.process_time() - cpu
 
 
-def tta_metadata(adapter: Adapter, spec: ModelSpec, loaded: Any, dataset: str,
-                 class_indices: Sequence[int] | None, n_images: int) -> dict[str, Any]:  # fmt: skip
+def tta_metadata(
+    adapter: Adapter, spec: ModelSpec, loaded: Any, dataset: str, class_indices: Sequence[int] | None, n_images: int
+) -> dict[str, Any]:
     """What the job's numbers depend on (also the shards' identity), timings aside."""
-    memo = {} if adapter.memo is None else {**asdict(adapter.settings), "seed": adapter.seed,
-                                            "bn_layers": len(batch_norm_layers(adapter.model)),
-                                            "authors_code_views": AUTHORS_CODE_VIEWS}  # fmt: skip
+    memo = (
+        {}
+        if adapter.memo is None
+        else {
+            **asdict(adapter.settings),
+            "seed": adapter.seed,
+            "bn_layers": len(batch_norm_layers(adapter.model)),
+            "authors_code_views": AUTHORS_CODE_VIEWS,
+        }
+    )
     return {
         "kind": "tta",
         "schema_version": SCHEMA_VERSION,
@@ -140,8 +153,16 @@ def tta_metadata(adapter: Adapter, spec: ModelSpec, loaded: Any, dataset: str,
     }
 
 
-def make_adapter(spec: ModelSpec, method: str, settings: MemoSettings, seed: int, class_indices: Sequence[int] | None,
-                 device: str, weights: Path | None, head: Path | None = None) -> tuple[Adapter, Any]:  # fmt: skip
+def make_adapter(
+    spec: ModelSpec,
+    method: str,
+    settings: MemoSettings,
+    seed: int,
+    class_indices: Sequence[int] | None,
+    device: str,
+    weights: Path | None,
+    head: Path | None = None,
+) -> tuple[Adapter, Any]:
     """The model of ``spec`` (weights fetched into ``weights``; ``head``: an open_clip model's zero-shot head) on
     ``device``, set up for ``method``; and the :class:`~zoomeval.inference.models.LoadedModel` it came from."""
     if method not in METHODS:

@@ -38,8 +38,17 @@ METHODS = TTA_METHODS
 RRC_SCALE = (0.08, 1.0)
 RRC_RATIO = (3 / 4, 4 / 3)
 #: MEMO's AugMix: operations, chains, severity.
-AUGMIX_OPS = ("autocontrast", "equalize", "rotate", "solarize", "shear_x", "shear_y", "translate_x", "translate_y",
-              "posterize")  # fmt: skip
+AUGMIX_OPS = (
+    "autocontrast",
+    "equalize",
+    "rotate",
+    "solarize",
+    "shear_x",
+    "shear_y",
+    "translate_x",
+    "translate_y",
+    "posterize",
+)
 AUGMIX_WIDTH = 3
 AUGMIX_DEPTHS = (1, 3)  # each chain has 1 to 3 operations
 AUGMIX_SEVERITY = 1.0
@@ -101,8 +110,12 @@ def augmix_op(image: Image.Image, op: str, rng: np.random.Generator) -> Image.Im
     bilinear = Image.Resampling.BILINEAR
     if op == "rotate":
         return image.rotate(value, resample=bilinear, fillcolor=AUGMIX_FILL)
-    matrix = {"shear_x": (1, value, 0, 0, 1, 0), "shear_y": (1, 0, 0, value, 1, 0),
-              "translate_x": (1, 0, value, 0, 1, 0), "translate_y": (1, 0, 0, 0, 1, value)}[op]  # fmt: skip
+    matrix = {
+        "shear_x": (1, value, 0, 0, 1, 0),
+        "shear_y": (1, 0, 0, value, 1, 0),
+        "translate_x": (1, 0, value, 0, 1, 0),
+        "translate_y": (1, 0, 0, 0, 1, value),
+    }[op]
     return image.transform(image.size, Image.Transform.AFFINE, matrix, resample=bilinear, fillcolor=AUGMIX_FILL)
 
 
@@ -143,9 +156,15 @@ def describe(method: str, size: int) -> dict[str, object]:
         "none": {},
         "memo_rrc": {"random_resized_crop": {**crop, "interpolation": "bicubic"}, "flip": False},
         "memo_augmix": {
-            "random_resized_crop": {**crop, "interpolation": "bilinear"}, "flip": 0.5, "ops": list(AUGMIX_OPS),
-            "width": AUGMIX_WIDTH, "depth": list(AUGMIX_DEPTHS), "severity": AUGMIX_SEVERITY,
-            "fill": list(AUGMIX_FILL), "mix": "float", "implementation": "zoomeval (MEMO's recipe), not torchvision",
+            "random_resized_crop": {**crop, "interpolation": "bilinear"},
+            "flip": 0.5,
+            "ops": list(AUGMIX_OPS),
+            "width": AUGMIX_WIDTH,
+            "depth": list(AUGMIX_DEPTHS),
+            "severity": AUGMIX_SEVERITY,
+            "fill": list(AUGMIX_FILL),
+            "mix": "float",
+            "implementation": "zoomeval (MEMO's recipe), not torchvision",
         },
-    }[method]  # fmt: skip
+    }[method]
     return {"standard_view": standard, "view_transform": views}

@@ -148,9 +148,13 @@ def resolve_duplicates(names: tuple[str, ...], policy: str) -> tuple[tuple[str, 
 
 
 def compute_head(
-    model: Any, tokenizer: Any, names: tuple[str, ...], prompts: tuple[str, ...], device: torch.device,
+    model: Any,
+    tokenizer: Any,
+    names: tuple[str, ...],
+    prompts: tuple[str, ...],
+    device: torch.device,
     classes_per_batch: int = 8,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """The ``(len(names), dim)`` float32 head on the CPU. Each distinct name is encoded once (``classes_per_batch``
     names x all templates per forward pass), so equal names get bit-identical rows."""
     import torch

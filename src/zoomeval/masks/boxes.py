@@ -82,8 +82,13 @@ def write_box_masks(path: str | os.PathLike[str], records: Sequence[Record], dat
             "n_objects": pa.array([len(r.boxes) for r in records], pa.int16()),
         }
     )
-    meta = {"kind": "masks", "schema_version": MASKS_SCHEMA_VERSION, "dataset": dataset, "method": "bbox",
-            "zoomeval": __version__}  # fmt: skip
+    meta = {
+        "kind": "masks",
+        "schema_version": MASKS_SCHEMA_VERSION,
+        "dataset": dataset,
+        "method": "bbox",
+        "zoomeval": __version__,
+    }
     write_parquet(path, table, meta)
 
 

@@ -70,8 +70,12 @@ def _tiles(record: Record, mask_png: bytes, tile: int) -> list[Image.Image]:
     draw = ImageDraw.Draw(overlay)
     for xmin, ymin, xmax, ymax in record.boxes:
         # Drawn after scaling so that the outline stays 2 px; half-open box -> inclusive pixel rectangle.
-        corners = (math.floor(xmin * scale), math.floor(ymin * scale), math.ceil(xmax * scale) - 1,
-                   math.ceil(ymax * scale) - 1)  # fmt: skip
+        corners = (
+            math.floor(xmin * scale),
+            math.floor(ymin * scale),
+            math.ceil(xmax * scale) - 1,
+            math.ceil(ymax * scale) - 1,
+        )
         draw.rectangle(corners, outline=BOX_COLOUR, width=2)
     thumbs = [overlay, mask_thumb.convert("RGB"), *(v.resize(size, Image.Resampling.BILINEAR) for v in (fgset, bgset))]
 

@@ -215,9 +215,15 @@ def write_sam_masks(
     options, counting = dict(generator_options or {}), counting or CountFilter()
     segment = _segmenter(method, load_sam(model_type, checkpoint, device, build), counting, options)
     table = _mask_table(records, method, segment)
-    meta: dict[str, Any] = {"kind": "masks", "schema_version": MASKS_SCHEMA_VERSION, "dataset": dataset,
-                            "method": method, "model_type": model_type, "checkpoint_sha256": sha256_file(checkpoint),
-                            "zoomeval": __version__}  # fmt: skip
+    meta: dict[str, Any] = {
+        "kind": "masks",
+        "schema_version": MASKS_SCHEMA_VERSION,
+        "dataset": dataset,
+        "method": method,
+        "model_type": model_type,
+        "checkpoint_sha256": sha256_file(checkpoint),
+        "zoomeval": __version__,
+    }
     if method == "sam_auto":  # the counting rule only shapes sam_auto masks
         meta |= {"counting": asdict(counting), "generator_options": options}
     write_parquet(path, table, meta)

@@ -52,9 +52,13 @@ DEFAULT_SAMPLE = 1000
 #: docs/how-to/audit.md for what each figure rests on: fp32 on a CPU and bf16 and fp16 on a CPU are measured there
 #: with ``bench/audit_cost.py``; fp32 on CUDA, where cuDNN convolutions run in TF32 by default, is estimated as fp16).
 LOGIT_ERROR = {
-    ("fp32", "cpu"): 1e-3, ("fp32", "cuda"): 0.15, ("fp16", "cpu"): 0.15, ("fp16", "cuda"): 0.15,
-    ("bf16", "cpu"): 1.0, ("bf16", "cuda"): 1.0,
-}  # fmt: skip
+    ("fp32", "cpu"): 1e-3,
+    ("fp32", "cuda"): 0.15,
+    ("fp16", "cpu"): 0.15,
+    ("fp16", "cuda"): 0.15,
+    ("bf16", "cpu"): 1.0,
+    ("bf16", "cuda"): 1.0,
+}
 #: The fraction of altered rows the printed guarantee is stated for.
 SHOWN_FRACTION = 0.01
 
@@ -176,15 +180,24 @@ def audit_study(directory: Path, auditor: Auditor) -> dict[str, Any]:
     from zoomeval.report.audit_files import audit_file
 
     auditor, finders = auditor.seeded(), Finders(directory, auditor)
-    audited = [audit_file(directory, kind, model, path, auditor, finders)
-               for kind, model, path in study_files(directory, auditor.layout)]  # fmt: skip
+    audited = [
+        audit_file(directory, kind, model, path, auditor, finders)
+        for kind, model, path in study_files(directory, auditor.layout)
+    ]
     index = directory / auditor.layout.path("study_index")
     return {
-        "kind": "audit", "schema_version": AUDIT_SCHEMA_VERSION, "zoomeval": __version__, "study": str(directory),
-        "seal_sha256": sha256_file(index), "sample": auditor.sample, "seed": auditor.seed,
-        "device": _device_type(auditor.device), "precision": auditor.precision,
-        "images": [str(p) for p in auditor.images], "files": [asdict(a) for a in audited],
-    }  # fmt: skip
+        "kind": "audit",
+        "schema_version": AUDIT_SCHEMA_VERSION,
+        "zoomeval": __version__,
+        "study": str(directory),
+        "seal_sha256": sha256_file(index),
+        "sample": auditor.sample,
+        "seed": auditor.seed,
+        "device": _device_type(auditor.device),
+        "precision": auditor.precision,
+        "images": [str(p) for p in auditor.images],
+        "files": [asdict(a) for a in audited],
+    }
 
 
 def _device_type(device: str) -> str:
@@ -202,20 +215,27 @@ def write_record(directory: Path, record: dict[str, Any], layout: Any = LAYOUT) 
 
 def report_lines(record: dict[str, Any]) -> list[str]:
     """The audit in words: per file the rows checked, mismatches (each listed), ties and what the sample proves."""
-    lines = [f"audit of {record['study']}: seed {record['seed']}, {record['sample']} rows per file, on "
-             f"{record['device']} at {record['precision']}"]  # fmt: skip
+    lines = [
+        f"audit of {record['study']}: seed {record['seed']}, {record['sample']} rows per file, on "
+        f"{record['device']} at {record['precision']}"
+    ]
     for item in record["files"]:
         head = f"{item['model']}: {item['path']}"
         if item["refused"]:
             lines.append(f"{head}: NOT AUDITED: {item['refused']}")
             continue
-        lines.append(f"{head}: {item['checked']} of {item['rows']} rows checked, {len(item['mismatches'])} "
-                     f"mismatches, {item['ties']} ties (tolerance {item['tolerance']:.3g} in log-probability)")
+        lines.append(
+            f"{head}: {item['checked']} of {item['rows']} rows checked, {len(item['mismatches'])} "
+            f"mismatches, {item['ties']} ties (tolerance {item['tolerance']:.3g} in log-probability)"
+        )
         lines += [f"  MISMATCH {m}" for m in item["mismatches"]]
         lines.append(f"  {guarantee(item['checked'], item['rows'])}")
     failed = sum(not Audited(**f).clean for f in record["files"])
-    lines.append(f"{failed} of {len(record['files'])} files failed the audit" if failed else
-                 f"all {len(record['files'])} files audited clean")  # fmt: skip
+    lines.append(
+        f"{failed} of {len(record['files'])} files failed the audit"
+        if failed
+        else f"all {len(record['files'])} files audited clean"
+    )
     return lines
 
 
@@ -224,13 +244,16 @@ def guarantee(checked: int, rows: int, p: float = SHOWN_FRACTION) -> str:
     if checked >= rows:
         return f"every one of the {rows} rows was recomputed: no row differs beyond the tolerance"
     at_95 = 1 - 0.05 ** (1 / checked) if checked else 1.0
-    return (f"had at least p = {p:g} of the {rows} rows been altered beyond the tolerance, an audit of N = {checked} "
-            f"rows would have found one with probability >= 1 - (1 - p)^N = {detection_bound(p, checked):.6f} "
-            f"(>= 0.95 from p = {at_95:.3g})")  # fmt: skip
+    return (
+        f"had at least p = {p:g} of the {rows} rows been altered beyond the tolerance, an audit of N = {checked} "
+        f"rows would have found one with probability >= 1 - (1 - p)^N = {detection_bound(p, checked):.6f} "
+        f"(>= 0.95 from p = {at_95:.3g})"
+    )
 
 
-def audited_rows(directory: Path, rows: Sequence[dict[str, Any]], auditor: Auditor
-                 ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def audited_rows(
+    directory: Path, rows: Sequence[dict[str, Any]], auditor: Auditor
+) -> tuple[list[dict[str, Any]], list[str]]:
     """``zoomeval leaderboard --audit N``: the study audited here (never read from a record), each leaderboard row
     given the rows checked and mismatches of the files it was computed from; the rows whose files fail are left
     apart, each with a line naming the file and its first mismatch."""

@@ -55,15 +55,18 @@ def _where(row: dict[str, Any]) -> str:
     return f"row {row['index']}, image {row['image_id']}{transform}"
 
 
-def _sampled(directory: Path, meta: dict[str, Any], rows: list[dict[str, Any]], auditor: Auditor, finders: Finders
-             ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def _sampled(
+    directory: Path, meta: dict[str, Any], rows: list[dict[str, Any]], auditor: Auditor, finders: Finders
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The sampled rows (each with its ``index`` in the file), each given its image's record (its path where the
     image was found by content; None where it was not, listed as a mismatch)."""
     manifest = directory / auditor.layout.path("manifest", dataset=meta["dataset"])
     records = {r.image_id: r for r in read_manifest(manifest)}
     if any(not r.sha256 for r in records.values()):
-        raise ValueError(f"{manifest}: records no sha256 per image (manifest schema < 3), so images cannot be found "
-                         "by content; rebuild it (--forcerun dataset_manifest) and re-run the study")  # fmt: skip
+        raise ValueError(
+            f"{manifest}: records no sha256 per image (manifest schema < 3), so images cannot be found "
+            "by content; rebuild it (--forcerun dataset_manifest) and re-run the study"
+        )
     missing = []
     for row in rows:
         record = records.get(row["image_id"])
@@ -75,8 +78,9 @@ def _sampled(directory: Path, meta: dict[str, Any], rows: list[dict[str, Any]], 
     return rows, missing
 
 
-def _recompute(directory: Path, kind: str, meta: dict[str, Any], rows: list[dict[str, Any]], auditor: Auditor
-               ) -> np.ndarray:  # fmt: skip
+def _recompute(
+    directory: Path, kind: str, meta: dict[str, Any], rows: list[dict[str, Any]], auditor: Auditor
+) -> np.ndarray:
     """The recomputed logits of ``rows``, by the model the file's metadata records (refused unless its weights have
     the recorded sha256)."""
     from zoomeval.inference.classifier import Classifier
@@ -97,8 +101,10 @@ def _recompute(directory: Path, kind: str, meta: dict[str, Any], rows: list[dict
         logits = zoom_logits(classifier, wanted, meta["variant"], _masks(directory, meta, auditor), meta["crop_size"])
     recorded = meta["model"].get("weights_sha256")
     if classifier.weights_sha256 != recorded:
-        raise ValueError(f"model {spec.name!r}: its weights here have sha256 {classifier.weights_sha256}, not the "
-                         f"{recorded} the file records; give the study's weights (--resources)")  # fmt: skip
+        raise ValueError(
+            f"model {spec.name!r}: its weights here have sha256 {classifier.weights_sha256}, not the "
+            f"{recorded} the file records; give the study's weights (--resources)"
+        )
     return logits
 
 
@@ -135,13 +141,17 @@ def _masks(directory: Path, meta: dict[str, Any], auditor: Auditor) -> dict[str,
         return None
     wanted = meta.get("masks_sha256")
     if not wanted:
-        raise ValueError(f"variant {meta['variant']}: the predictions record no masks_sha256 (an older zoomeval), so "
-                         "the masks they used cannot be found; re-run them")  # fmt: skip
+        raise ValueError(
+            f"variant {meta['variant']}: the predictions record no masks_sha256 (an older zoomeval), so "
+            "the masks they used cannot be found; re-run them"
+        )
     for candidate in sorted(directory.glob(auditor.layout.glob("masks", dataset=meta["dataset"]))):
         if sha256_file(candidate) == wanted:
             return read_masks(candidate)
-    raise ValueError(f"variant {meta['variant']}: no mask file of dataset {meta['dataset']} has the sha256 "
-                     f"{wanted[:12]} its predictions record")  # fmt: skip
+    raise ValueError(
+        f"variant {meta['variant']}: no mask file of dataset {meta['dataset']} has the sha256 "
+        f"{wanted[:12]} its predictions record"
+    )
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -150,14 +160,16 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - math.log(float(np.exp(z).sum()))
 
 
-def row_problems(stored: dict[str, Any], logits: np.ndarray, classes: np.ndarray, delta: float
-                 ) -> tuple[list[str], bool]:  # fmt: skip
+def row_problems(
+    stored: dict[str, Any], logits: np.ndarray, classes: np.ndarray, delta: float
+) -> tuple[list[str], bool]:
     """What differs beyond ``delta`` (log-probability) between one stored row and its recomputed logits (over all
     1000 classes; ``classes``: the scored class set), and whether the row is a tie: a stored top-1 other than the
     recomputed one, within ``delta`` of it."""
     problems, tie = [], False
-    checks = [("top-1", classes, "pred")] + ([] if len(classes) == len(logits) else
-                                              [("top-1 over all classes", np.arange(len(logits)), "pred_full")])
+    checks = [("top-1", classes, "pred")] + (
+        [] if len(classes) == len(logits) else [("top-1 over all classes", np.arange(len(logits)), "pred_full")]
+    )
     for what, scored, column in checks:
         lp, stored_class = log_softmax(logits[scored]), int(stored[column])
         at = np.flatnonzero(scored == stored_class)
@@ -185,7 +197,13 @@ def _top5(classes: list[int], stored: list[float], logits: np.ndarray, delta: fl
     """Each stored top-5 class must be among the recomputed top 5 up to ``delta`` and its logit within half of it
     (each logit of either run is within half of the tolerance of exact arithmetic)."""
     fifth = float(np.sort(logits)[-5])
-    wrong = [c for c, v in zip(classes, stored, strict=True)
-             if abs(v - float(logits[c])) > delta / 2 or float(logits[c]) < fifth - delta]  # fmt: skip
-    return [f"top5 classes {wrong} stored, recomputed logits {[round(float(logits[c]), 3) for c in wrong]}"] if wrong \
+    wrong = [
+        c
+        for c, v in zip(classes, stored, strict=True)
+        if abs(v - float(logits[c])) > delta / 2 or float(logits[c]) < fifth - delta
+    ]
+    return (
+        [f"top5 classes {wrong} stored, recomputed logits {[round(float(logits[c]), 3) for c in wrong]}"]
+        if wrong
         else []
+    )

@@ -91,8 +91,10 @@ def read_correctness(paths: Mapping[tuple[str, str], str | os.PathLike[str]]) ->
             if order != transforms([t.scale for t in order[: len(order) // 9]]):
                 raise ValueError(f"{path}: the transforms are not in the authors' order; re-run the analysis")
         elif (order, ids) != first[1:]:
-            raise ValueError(f"{path} and {first[0]} hold different images or transforms; re-run the analysis "
-                             "(snakemake --forcerun analyze)")  # fmt: skip
+            raise ValueError(
+                f"{path} and {first[0]} hold different images or transforms; re-run the analysis "
+                "(snakemake --forcerun analyze)"
+            )
         matrices[key] = matrix
     if first is None:
         raise ValueError("no correctness matrices given")
@@ -137,15 +139,20 @@ def shown_rows(order: list[Transform], greedy: list[int], predictions_shown: int
     return list(dict.fromkeys(head + greedy[:predictions_shown]))
 
 
-def read_predictions(path: str | os.PathLike[str], image_ids: list[str], rows: list[int],
-                     order: list[Transform]) -> np.ndarray:  # fmt: skip
+def read_predictions(
+    path: str | os.PathLike[str], image_ids: list[str], rows: list[int], order: list[Transform]
+) -> np.ndarray:
     """``pred`` of each image in ``image_ids`` (rows of the result) under each transform ``order[r]`` for r in
     ``rows`` (columns), from a prediction file; refuses a file that lacks any of them."""
     wanted = pl.DataFrame(
-        {"scale": [order[r].scale for r in rows], "row": [order[r].row for r in rows],
-         "col": [order[r].col for r in rows], "j": np.arange(len(rows))},
+        {
+            "scale": [order[r].scale for r in rows],
+            "row": [order[r].row for r in rows],
+            "col": [order[r].col for r in rows],
+            "j": np.arange(len(rows)),
+        },
         schema_overrides={"scale": pl.Int16, "row": pl.Int8, "col": pl.Int8},
-    )  # fmt: skip
+    )
     ids = pl.DataFrame({"image_id": image_ids, "k": np.arange(len(image_ids))})
     found = (
         pl.scan_parquet(path)
@@ -157,8 +164,10 @@ def read_predictions(path: str | os.PathLike[str], image_ids: list[str], rows: l
         .collect()
     )
     if found.height != len(image_ids) * len(rows):
-        raise ValueError(f"{path} lacks predictions for {len(image_ids) * len(rows) - found.height} of the "
-                         f"(image, transform) pairs the browser shows; re-run predict")  # fmt: skip
+        raise ValueError(
+            f"{path} lacks predictions for {len(image_ids) * len(rows) - found.height} of the "
+            f"(image, transform) pairs the browser shows; re-run predict"
+        )
     preds = np.zeros((len(image_ids), len(rows)), dtype=np.int64)
     preds[found["k"].to_numpy(), found["j"].to_numpy()] = found["pred"].to_numpy()
     return preds
@@ -179,8 +188,9 @@ class Shown:
     records: list[Record]
 
 
-def shown_images(scored: str, records: list[Record], label_set: str, c: Correctness, max_images: int,
-                 labels_path: str | None = None) -> Shown:  # fmt: skip
+def shown_images(
+    scored: str, records: list[Record], label_set: str, c: Correctness, max_images: int, labels_path: str | None = None
+) -> Shown:
     """The manifest's sample (:func:`sample_indices`) that the label set scores (ReaL and Shankar et al.'s labels
     leave some out; ``labels_path``: the label set's labels file if it has one)."""
     scored_records = relabel(records, label_set, labels_path)
@@ -206,8 +216,13 @@ def model_details(
         rows = shown_rows(c.order, greedy, predictions_shown)
         preds = read_predictions(predictions[m], ids, rows, c.order).tolist()
         first = first_solving(c.matrices[m, "original"][:, shown.columns], greedy).tolist()
-        details.append({"greedy": greedy[:predictions_shown], "first": first,
-                        "preds": [[list(pair) for pair in zip(rows, p, strict=True)] for p in preds]})  # fmt: skip
+        details.append(
+            {
+                "greedy": greedy[:predictions_shown],
+                "first": first,
+                "preds": [[list(pair) for pair in zip(rows, p, strict=True)] for p in preds],
+            }
+        )
     return details
 
 
@@ -229,9 +244,10 @@ def index_document(c: Correctness, shown: Shown, models: list[dict[str, Any]], *
         "crops": relative_to("browser_crops", "browser", scored=fields["name"]) + "/",
         "origins": origins,
         "origin": [origins.index(r.origin) for r in shown.records],
-        "codes": [[image_codes(c.matrices[m, v][:, shown.columns], c.order).tolist() for v in c.variants]
-                  for m in c.models],
-    }  # fmt: skip
+        "codes": [
+            [image_codes(c.matrices[m, v][:, shown.columns], c.order).tolist() for v in c.variants] for m in c.models
+        ],
+    }
 
 
 def page_cards(c: Correctness, shown: Shown, models: list[dict[str, Any]], ks: range) -> list[dict[str, Any]]:
@@ -241,15 +257,17 @@ def page_cards(c: Correctness, shown: Shown, models: list[dict[str, Any]], ks: r
     cards = []
     for j, k in enumerate(ks):
         r = shown.records[k]
-        cards.append({
-            "id": r.image_id,
-            "i": shown.positions[k],
-            "size": [r.width, r.height],
-            "boxes": [list(b) for b in r.boxes],
-            "labels": list(r.labels),
-            "models": [{"first": d["first"][k], "preds": d["preds"][k]} for d in models],
-            "heat": [[base64.b64encode(bits[m, v][j].tobytes()).decode() for v in c.variants] for m in c.models],
-        })  # fmt: skip
+        cards.append(
+            {
+                "id": r.image_id,
+                "i": shown.positions[k],
+                "size": [r.width, r.height],
+                "boxes": [list(b) for b in r.boxes],
+                "labels": list(r.labels),
+                "models": [{"first": d["first"][k], "preds": d["preds"][k]} for d in models],
+                "heat": [[base64.b64encode(bits[m, v][j].tobytes()).decode() for v in c.variants] for m in c.models],
+            }
+        )
     return cards
 
 
@@ -284,9 +302,17 @@ def write_browser_data(
     models = model_details(c, shown, covers, predictions, predictions_shown)
     left = left_out_of(dataset, bad or {}, records, c.image_ids, label_set)
     why_left = why(left, run_layout(limit))
-    index = index_document(c, shown, models, name=scored, dataset=dataset, label_set=label_set,
-                           page_size=page_size, shard_images=shard_images,
-                           left_out={"n_bad": left.n_bad, "n_unscored": left.n_unscored, "why": why_left})  # fmt: skip
+    index = index_document(
+        c,
+        shown,
+        models,
+        name=scored,
+        dataset=dataset,
+        label_set=label_set,
+        page_size=page_size,
+        shard_images=shard_images,
+        left_out={"n_bad": left.n_bad, "n_unscored": left.n_unscored, "why": why_left},
+    )
     out = Path(out_dir)
     write_text(out / "index.js", script("index", index))
     for shard, start in enumerate(range(0, len(shown.records), shard_images)):

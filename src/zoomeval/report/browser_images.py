@@ -46,8 +46,9 @@ def _run(jobs: list[Callable[[], None]], threads: int) -> None:
             future.result()
 
 
-def write_thumbnails(records: list[Record], out_dir: str | os.PathLike[str], *, max_images: int, size: int,
-                     threads: int = 1) -> int:  # fmt: skip
+def write_thumbnails(
+    records: list[Record], out_dir: str | os.PathLike[str], *, max_images: int, size: int, threads: int = 1
+) -> int:
     """A JPEG thumbnail (longer side ``size``) of each sampled image, named by its manifest position; returns the
     count. The image is decoded as evaluated (``border`` cropped), so the manifest's boxes fit it."""
     out = Path(out_dir)
@@ -61,10 +62,19 @@ def write_thumbnails(records: list[Record], out_dir: str | os.PathLike[str], *, 
     return len(sample)
 
 
-def write_crops(records: list[Record], label_set: str, correctness: Correctness,
-                covers: Mapping[str, str | os.PathLike[str]], out_dir: str | os.PathLike[str], *, max_images: int,
-                size: int, crop_sizes: Mapping[str, int], threads: int = 1,
-                labels_path: str | None = None) -> int:  # fmt: skip
+def write_crops(
+    records: list[Record],
+    label_set: str,
+    correctness: Correctness,
+    covers: Mapping[str, str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    max_images: int,
+    size: int,
+    crop_sizes: Mapping[str, int],
+    threads: int = 1,
+    labels_path: str | None = None,
+) -> int:
     """For each sampled image and model that solves it on the original images, the crop of the first greedy pick
     that solves it (:func:`zoom_crop` at ``crop_sizes[model]``, shrunk to ``size``), named by manifest position and
     model; returns the count. ``correctness`` holds the original variant's matrices under ``label_set`` (its labels
@@ -79,8 +89,14 @@ def write_crops(records: list[Record], label_set: str, correctness: Correctness,
     for m in correctness.models:
         matrix = correctness.matrices[m, "original"]
         firsts[m] = first_solving(matrix, greedy_rows(covers[m], correctness.order))
-    wanted = {i: [(m, correctness.order[firsts[m][column[records[i].image_id]]]) for m in correctness.models
-                  if firsts[m][column[records[i].image_id]] >= 0] for i in sample}  # fmt: skip
+    wanted = {
+        i: [
+            (m, correctness.order[firsts[m][column[records[i].image_id]]])
+            for m in correctness.models
+            if firsts[m][column[records[i].image_id]] >= 0
+        ]
+        for i in sample
+    }
 
     def job(i: int) -> Callable[[], None]:
         def cut() -> None:

@@ -83,13 +83,21 @@ def _hf(board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any]) -> 
     for row in board:
         dataset_id, revision = hub_dataset(row)
         for metric in (m for m in ACCURACIES if row[m] is not None):
-            notes = (f"zoomeval {row['zoomeval']}: {METRICS[metric]} on {row['dataset']} / {row['variant']} / "
-                     f"{row['label_set']}, {row['n_images']} images; key sha256 {row['key_sha256']}; seal sha256 "
-                     f"{seal}")  # fmt: skip
-            entry = EvalResultEntry(dataset_id=dataset_id, task_id=metric, value=round(row[metric], 4),
-                                    dataset_revision=revision, date=options["date"], notes=notes,
-                                    source_url=options.get("source_url"),
-                                    source_name="zoomeval" if options.get("source_url") else None)  # fmt: skip
+            notes = (
+                f"zoomeval {row['zoomeval']}: {METRICS[metric]} on {row['dataset']} / {row['variant']} / "
+                f"{row['label_set']}, {row['n_images']} images; key sha256 {row['key_sha256']}; seal sha256 "
+                f"{seal}"
+            )
+            entry = EvalResultEntry(
+                dataset_id=dataset_id,
+                task_id=metric,
+                value=round(row[metric], 4),
+                dataset_revision=revision,
+                date=options["date"],
+                notes=notes,
+                source_url=options.get("source_url"),
+                source_name="zoomeval" if options.get("source_url") else None,
+            )
             name = f"hf/{row['model']}/.eval_results/{scored(row)}-{row['variant']}-{metric}.yaml"
             files[name] = yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False)
     return files
@@ -118,8 +126,9 @@ def _timm(board: Sequence[dict[str, Any]], layout: Layout) -> dict[str, str]:
     return files
 
 
-def _eee(directory: Path, board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any], layout: Layout
-         ) -> dict[str, str]:  # fmt: skip
+def _eee(
+    directory: Path, board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any], layout: Layout
+) -> dict[str, str]:
     from zoomeval.report.export_eee import aggregate_record, instance_lines, samples_path
 
     files = {}
@@ -171,12 +180,16 @@ def write_bundle(directory: Path, out: Path, fmt: str, options: dict[str, Any], 
         write_text(out / name, text)
     board = leaderboard(study_rows(directory, options["study"], layout=layout)[0])
     manifest = {
-        "kind": "export", "schema_version": EXPORT_SCHEMA_VERSION, "zoomeval": __version__, "format": fmt,
-        "options": options, "results_root": layout.root,
+        "kind": "export",
+        "schema_version": EXPORT_SCHEMA_VERSION,
+        "zoomeval": __version__,
+        "format": fmt,
+        "options": options,
+        "results_root": layout.root,
         "seal_sha256": sha256_file(directory / layout.path("study_index")),
         "keys": {row["model"] + "/" + scored(row) + "/" + row["variant"]: row["key_sha256"] for row in board},
         "files": {name: sha256_file(out / name) for name in sorted(files)},
-    }  # fmt: skip
+    }
     write_json(out / BUNDLE, manifest)
     return out / BUNDLE
 

@@ -58,9 +58,17 @@ def unsolved(correctness: Correctness, variant: str = "original") -> np.ndarray:
     return ~np.any([correctness.matrices[m, variant].any(axis=0) for m in correctness.models], axis=0)
 
 
-def write_hard_set(path: str | os.PathLike[str], records: list[Record], label_set: str, correctness: Correctness,
-                   *, name: str, dataset: str, labels_path: str | None = None,
-                   bad: Mapping[str, int] | None = None) -> int:  # fmt: skip
+def write_hard_set(
+    path: str | os.PathLike[str],
+    records: list[Record],
+    label_set: str,
+    correctness: Correctness,
+    *,
+    name: str,
+    dataset: str,
+    labels_path: str | None = None,
+    bad: Mapping[str, int] | None = None,
+) -> int:
     """Write the hard set of the scored dataset ``name`` (``dataset`` under ``label_set``; ``records`` its
     manifest, ``correctness`` the original variant's matrix of every configured model, ``labels_path`` the label
     set's labels file if it has one, ``bad`` the manifest's bad images by kind); returns its size. The metadata
@@ -80,10 +88,18 @@ def write_hard_set(path: str | os.PathLike[str], records: list[Record], label_se
         },
         schema=HARD_SCHEMA.with_metadata({"huggingface": json.dumps({"info": {"features": HF_FEATURES}})}),
     )
-    meta = {"kind": "hard_set", "schema_version": HARD_SCHEMA_VERSION, "zoomeval": __version__, "name": name,
-            "dataset": dataset, "label_set": label_set, "variant": "original", "models": correctness.models,
-            "n_images": dict(sorted(Counter(r.origin for r in scored).items())),
-            "left_out": left_out.document()}  # fmt: skip
+    meta = {
+        "kind": "hard_set",
+        "schema_version": HARD_SCHEMA_VERSION,
+        "zoomeval": __version__,
+        "name": name,
+        "dataset": dataset,
+        "label_set": label_set,
+        "variant": "original",
+        "models": correctness.models,
+        "n_images": dict(sorted(Counter(r.origin for r in scored).items())),
+        "left_out": left_out.document(),
+    }
     write_parquet(path, table, meta, use_dictionary=["origin"], row_group_size=256)
     return len(hard)
 
@@ -96,26 +112,39 @@ def summary_rows(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[list[str
     for path in paths:
         meta = read_metadata(path)
         if meta.get("kind") != "hard_set" or meta.get("schema_version") not in (1, HARD_SCHEMA_VERSION):
-            raise ValueError(f"{path} is not a hard set of schema version 1 to {HARD_SCHEMA_VERSION}; re-run "
-                             "hard_set")  # fmt: skip
+            raise ValueError(f"{path} is not a hard set of schema version 1 to {HARD_SCHEMA_VERSION}; re-run hard_set")
         lefts[meta["name"]] = LeftOut.from_document(meta["left_out"]) if "left_out" in meta else None
         hard = Counter(pq.read_table(path, columns=["origin"])["origin"].to_pylist())
         scored: dict[str, int] = meta["n_images"]
         total = sum(hard.values())
         for origin, n in [*scored.items(), ("all", sum(scored.values()))]:
             k = total if origin == "all" else hard[origin]
-            rows.append([meta["name"], origin, str(n), str(k), f"{100 * k / n:.2f}" if n else "",
-                         f"{100 * k / total:.2f}" if total else ""])  # fmt: skip
+            rows.append(
+                [
+                    meta["name"],
+                    origin,
+                    str(n),
+                    str(k),
+                    f"{100 * k / n:.2f}" if n else "",
+                    f"{100 * k / total:.2f}" if total else "",
+                ]
+            )
     return rows, lefts
 
 
-def write_summary(paths: Sequence[str | os.PathLike[str]], csv_path: str | os.PathLike[str],
-                  md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+def write_summary(
+    paths: Sequence[str | os.PathLike[str]],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     """The hard sets' composition table; ``limit``: the run's (config limit), whose results root it names."""
     title = "Hard sets: images no configured model solves under any zoom transform (original images)"
     layout = run_layout(limit)
-    note = (f"n_images: images scored; n_hard: of them, images in {layout.path('hard', scored='<name>')}; "
-            "percent_hard: n_hard / n_images; share_of_hard: the origin's share of the hard set (its composition).")
+    note = (
+        f"n_images: images scored; n_hard: of them, images in {layout.path('hard', scored='<name>')}; "
+        "percent_hard: n_hard / n_images; share_of_hard: the origin's share of the hard set (its composition)."
+    )
     rows, lefts = summary_rows(paths)
     header, rows = append_left_out(SUMMARY_COLUMNS, rows, [lefts[row[0]] for row in rows], layout)
     write_table(csv_path, md_path, title, header, rows, [note, left_out_note(lefts, layout)])

@@ -61,8 +61,11 @@ CARD: tuple[CardRow, ...] = (
     CardRow("EfficientNet-B7", 23.20, _tv("efficientnet_b7")),
     CardRow("EfficientNet-L2-NS", 39.00, frozenset({("timm", "tf_efficientnet_l2", "ns_jft_in1k")})),
     CardRow("CLIP-ViT-L/14@224", 1.86, CLIP_L14),
-    CardRow("CLIP-ViT-L/14@336", 2.02, frozenset({("open_clip", "ViT-L-14-336", "openai"),
-                                                   ("open_clip", "ViT-L-14-336-quickgelu", "openai")})),  # fmt: skip
+    CardRow(
+        "CLIP-ViT-L/14@336",
+        2.02,
+        frozenset({("open_clip", "ViT-L-14-336", "openai"), ("open_clip", "ViT-L-14-336-quickgelu", "openai")}),
+    ),
     CardRow("OpenCLIP ViT-bigG-14", 15.93, frozenset({("open_clip", "ViT-bigG-14", "laion2b_s39b_b160k")})),
     CardRow("OpenCLIP ViT-L-14 DataComp", 15.60, frozenset({("open_clip", "ViT-L-14", "datacomp_xl_s13b_b90k")})),
 )
@@ -70,8 +73,18 @@ CARD: tuple[CardRow, ...] = (
 STUDY_MODELS: frozenset[Weights] = frozenset().union(
     *(_tv(a) for a in ("alexnet", "vgg16", "resnet18", "resnet50", "vit_b_32")), CLIP_L14
 )
-COLUMNS = ["dataset", "model", "selection", "n_images", "acc_standard", "acc_1crop", "acc_max", "card_model",
-           "card_accuracy", "card_diff"]  # fmt: skip
+COLUMNS = [
+    "dataset",
+    "model",
+    "selection",
+    "n_images",
+    "acc_standard",
+    "acc_1crop",
+    "acc_max",
+    "card_model",
+    "card_accuracy",
+    "card_diff",
+]
 ORIGIN_PREFIX = "acc_standard:"
 
 
@@ -83,8 +96,12 @@ def card_row(entry: Mapping[str, Any]) -> CardRow | None:
     return next((row for row in CARD if identity(entry) in row.models), None)
 
 
-def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]], intervals: bool = False,
-                       limit: int | None = None) -> tuple[list[str], list[list[str]]]:  # fmt: skip
+def imagenet_hard_rows(
+    metrics: Sequence[Metrics],
+    models: Mapping[str, Mapping[str, Any]],
+    intervals: bool = False,
+    limit: int | None = None,
+) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per (dataset, model) of the original images, then the standard evaluation's
     accuracy per origin (one column per origin, sorted), the scales searched and what the row leaves out
     (``intervals``: each accuracy with its 95 % Wilson interval over its images, the Markdown's; ``limit``: the
@@ -98,12 +115,25 @@ def imagenet_hard_rows(metrics: Sequence[Metrics], models: Mapping[str, Mapping[
         selection = "study" if identity(models[m.model]) in STUDY_MODELS else "held_out"
         diff = None if row is None or m.acc_standard is None else m.acc_standard - row.accuracy
         by_origin = m.by_origin or {}
-        rows.append([
-            m.dataset, m.model, selection, str(m.n_images), *(shown(m, c) for c in COLUMNS[4:7]),
-            row.name if row else "", f"{row.accuracy:.2f}" if row else "", "" if diff is None else f"{diff:+.2f}",
-            *(_origin_cell(by_origin[o], f"{m.model} {m.dataset}: {ORIGIN_PREFIX}{o}", intervals)
-              if o in by_origin else "" for o in origins), str(m.n_transforms // ANCHORS),
-        ])  # fmt: skip
+        rows.append(
+            [
+                m.dataset,
+                m.model,
+                selection,
+                str(m.n_images),
+                *(shown(m, c) for c in COLUMNS[4:7]),
+                row.name if row else "",
+                f"{row.accuracy:.2f}" if row else "",
+                "" if diff is None else f"{diff:+.2f}",
+                *(
+                    _origin_cell(by_origin[o], f"{m.model} {m.dataset}: {ORIGIN_PREFIX}{o}", intervals)
+                    if o in by_origin
+                    else ""
+                    for o in origins
+                ),
+                str(m.n_transforms // ANCHORS),
+            ]
+        )
     header = [*COLUMNS, *(f"{ORIGIN_PREFIX}{o}" for o in origins), "n_scales"]
     return append_left_out(header, rows, [m.left_out for m in original], run_layout(limit))
 
@@ -115,17 +145,23 @@ def _origin_cell(cell: Mapping[str, float | int | None], what: str, intervals: b
     return percent_interval(value, int(cell["n_images"] or 0), what) if intervals else _percent(value)
 
 
-def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, Mapping[str, Any]],
-                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                              limit: int | None = None) -> None:  # fmt: skip
+def write_table_imagenet_hard(
+    metrics: Sequence[Metrics],
+    models: Mapping[str, Mapping[str, Any]],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     header, rows = imagenet_hard_rows(metrics, models, limit=limit)
     write_csv(csv_path, header, rows)
     _, md_rows = imagenet_hard_rows(metrics, models, intervals=True, limit=limit)
     study = [r for r in md_rows if r[2] == "study"]
     held_out = [r for r in md_rows if r[2] != "study"]
     lines = ["# ImageNet-Hard: top-1 accuracy (%) of the standard evaluation, beside the dataset card", ""]
-    for title, group in (("Models that never saw the selection", held_out),
-                         ("Models of the zoom study, which selected the images", study)):  # fmt: skip
+    for title, group in (
+        ("Models that never saw the selection", held_out),
+        ("Models of the zoom study, which selected the images", study),
+    ):
         if group:
             lines += [f"## {title}", "", *markdown_table(header, group), ""]
     sizes = sorted({m.n_images for m in metrics if m.variant == "original"})
@@ -138,8 +174,10 @@ def write_table_imagenet_hard(metrics: Sequence[Metrics], models: Mapping[str, M
         f"(n_scales): {', '.join(map(str, scales))}. " + STANDARD_NOTE,
     ]
     if any(n != CARD_IMAGES for n in sizes):
-        notes.append(f"This run has {', '.join(map(str, sizes))} images, the card {CARD_IMAGES:,}: card_diff compares "
-                     "different image sets.")  # fmt: skip
+        notes.append(
+            f"This run has {', '.join(map(str, sizes))} images, the card {CARD_IMAGES:,}: card_diff compares "
+            "different image sets."
+        )
     used = {row.name: row.note for row in CARD if row.note and any(r[7] == row.name for r in rows)}
     notes += [f"{name}: {note}." for name, note in used.items()]
     notes.append(left_out_note(lefts([m for m in metrics if m.variant == "original"]), run_layout(limit)))

@@ -30,16 +30,47 @@ from zoomeval.report.verified import Result, read_study, verify
 
 ACCURACIES = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max")
 COLUMNS = (
-    "group", "study", "model", "architecture", "dataset", "variant", "label_set", "n_images",
-    *(f"{a}{end}" for a in ACCURACIES for end in ("", "_lo", "_hi")), "cover_size", "cover_size_exact",
-    "param_count", "img_size", "crop_pct", "interpolation", "n_scales", "scales", "top_k", "zoomeval",
-    "zoomeval_commit", "weights_sha256", "torch", "device", "precision", "resize_backend", "note",
+    "group",
+    "study",
+    "model",
+    "architecture",
+    "dataset",
+    "variant",
+    "label_set",
+    "n_images",
+    *(f"{a}{end}" for a in ACCURACIES for end in ("", "_lo", "_hi")),
+    "cover_size",
+    "cover_size_exact",
+    "param_count",
+    "img_size",
+    "crop_pct",
+    "interpolation",
+    "n_scales",
+    "scales",
+    "top_k",
+    "zoomeval",
+    "zoomeval_commit",
+    "weights_sha256",
+    "torch",
+    "device",
+    "precision",
+    "resize_backend",
+    "note",
     # added with the study index (metrics schema 5): the rest of the comparability key and the files' sha256
-    "class_set", "mean", "std", "compile", "channels_last", "images_sha256", "metrics_sha256",
-    "predictions_sha256", "standard_sha256", "key_sha256",
+    "class_set",
+    "mean",
+    "std",
+    "compile",
+    "channels_last",
+    "images_sha256",
+    "metrics_sha256",
+    "predictions_sha256",
+    "standard_sha256",
+    "key_sha256",
     # with --audit N: the rows recomputed from the result's files here, and how many differed (zoomeval.report.audit)
-    "audit_rows", "audit_mismatches",
-)  # fmt: skip
+    "audit_rows",
+    "audit_mismatches",
+)
 declare("leaderboard", COLUMNS)
 FORMATS = (".csv", ".md", ".html")
 LEFT_APART = "Left apart (--allow-stale): stale, missing, tampered or malformed"
@@ -49,8 +80,14 @@ NEAREST = 3
 HEADING = ("dataset", "variant", "label_set")
 
 
-def study_rows(directory: Path, study: str, allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT,
-               auditor: Any = None) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def study_rows(
+    directory: Path,
+    study: str,
+    allow_stale: bool = False,
+    check: bool = False,
+    layout: Layout = LAYOUT,
+    auditor: Any = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows of one study directory, read through its index, and what was left apart (each line names the
     file and what is wrong). Without ``allow_stale``, anything left apart is refused; ``check`` recomputes each
     result from its predictions (``--verify``); ``auditor`` (a :class:`zoomeval.report.audit.Auditor`, ``--audit N``)
@@ -79,8 +116,10 @@ def _refuse(problems: Sequence[str], allow_stale: bool) -> None:
 def _rows(results: Sequence[Result], directory: Path, study: str) -> list[dict[str, Any]]:
     # the masked variants' results read no standard evaluation: they show the model's, verified with the original's
     geometry = {(r.entry.key["dataset"], r.metrics.model): r.geometry for r in results if "standard" in r.inputs}
-    return [_row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))
-            for r in results]  # fmt: skip
+    return [
+        _row(r, directory, study, r.geometry or geometry.get((r.entry.key["dataset"], r.metrics.model), {}))
+        for r in results
+    ]
 
 
 def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) -> dict[str, Any]:
@@ -88,21 +127,39 @@ def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) 
     path = directory / result.entry.path
     spec = meta["model"]
     row: dict[str, Any] = {
-        "study": study, "model": metrics.model, "architecture": f"{spec['architecture']}.{spec['weights']}",
-        "dataset": key["dataset"], "variant": key["variant"], "label_set": key["label_set"],
-        "n_images": metrics.n_images, "cover_size": metrics.cover_size, "cover_size_exact": metrics.cover_size_exact,
-        "param_count": _millions(spec.get("param_count")), "img_size": meta["crop_size"],
-        "crop_pct": geometry.get("crop_pct"), "interpolation": geometry.get("interpolation"),
-        "n_scales": len(meta["scales"]), "scales": meta["scales"],
-        "top_k": metrics.top_k, "zoomeval": meta["zoomeval"], "zoomeval_commit": meta.get("zoomeval_commit"),
-        "weights_sha256": spec.get("weights_sha256"), "torch": meta["torch"], "device": meta.get("device"),
-        "precision": meta["precision"], "resize_backend": meta["resize_backend"],
+        "study": study,
+        "model": metrics.model,
+        "architecture": f"{spec['architecture']}.{spec['weights']}",
+        "dataset": key["dataset"],
+        "variant": key["variant"],
+        "label_set": key["label_set"],
+        "n_images": metrics.n_images,
+        "cover_size": metrics.cover_size,
+        "cover_size_exact": metrics.cover_size_exact,
+        "param_count": _millions(spec.get("param_count")),
+        "img_size": meta["crop_size"],
+        "crop_pct": geometry.get("crop_pct"),
+        "interpolation": geometry.get("interpolation"),
+        "n_scales": len(meta["scales"]),
+        "scales": meta["scales"],
+        "top_k": metrics.top_k,
+        "zoomeval": meta["zoomeval"],
+        "zoomeval_commit": meta.get("zoomeval_commit"),
+        "weights_sha256": spec.get("weights_sha256"),
+        "torch": meta["torch"],
+        "device": meta.get("device"),
+        "precision": meta["precision"],
+        "resize_backend": meta["resize_backend"],
         **{k: key[k] for k in ("class_set", "mean", "std", "compile", "channels_last")},
-        "images_sha256": key["images"], "metrics_sha256": result.entry.sha256,
+        "images_sha256": key["images"],
+        "metrics_sha256": result.entry.sha256,
         **{f"{role}_sha256": _sha256(result, role) for role in ("predictions", "standard")},
-        "key": key, "key_sha256": digest(key), "source": (directory, result),  # not columns: for the timm format
-        "audit_rows": None, "audit_mismatches": None,
-    }  # fmt: skip
+        "key": key,
+        "key_sha256": digest(key),
+        "source": (directory, result),  # not columns: for the timm format
+        "audit_rows": None,
+        "audit_mismatches": None,
+    }
     for column in ACCURACIES:
         row[column] = value = getattr(metrics, column)
         interval = (None, None) if value is None else accuracy_interval(value, metrics.n_images, f"{path}: {column}")
@@ -123,9 +180,11 @@ def _millions(count: int | None) -> float | None:
 def _describe(key: dict[str, Any], row: dict[str, Any]) -> str:
     """A group's heading; a dataset scored over fewer than the 1000 classes says how many and the chance level
     (:func:`zoomeval.report.tables.class_subsets`)."""
-    return (f"{key['dataset']} / {key['variant']} / {key['label_set']}: {row['n_images']} images, "
-            f"{len(key['scales'])} scales, crop {key['input_size']}, top_k {key['top_k']}"
-            f"{class_subsets([row['source'][1].metrics])}")
+    return (
+        f"{key['dataset']} / {key['variant']} / {key['label_set']}: {row['n_images']} images, "
+        f"{len(key['scales'])} scales, crop {key['input_size']}, top_k {key['top_k']}"
+        f"{class_subsets([row['source'][1].metrics])}"
+    )
 
 
 def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None = None) -> list[dict[str, Any]]:
@@ -212,15 +271,37 @@ def _text(value: Any, column: str) -> str:
 def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
     """A table per group under its heading, each accuracy with its 95 % interval; then what was left apart."""
     audited = any(r["audit_rows"] is not None for r in board)
-    header = ["model", "study", *ACCURACIES, "cover_size", "cover_size_exact", "param_count (M)", "img_size",
-              "crop_pct", "interpolation", *(["audit_rows", "audit_mismatches"] if audited else []), "note"]
+    header = [
+        "model",
+        "study",
+        *ACCURACIES,
+        "cover_size",
+        "cover_size_exact",
+        "param_count (M)",
+        "img_size",
+        "crop_pct",
+        "interpolation",
+        *(["audit_rows", "audit_mismatches"] if audited else []),
+        "note",
+    ]
     lines = ["# Leaderboard", "", "Accuracies in percent with their 95 % Wilson interval [low, high].", ""]
     for group, members in _by_group(board).items():
-        rows = [[r["model"], r["study"], *(_interval(r, a) for a in ACCURACIES), str(r["cover_size"]),
-                 str(r["cover_size_exact"]), _text(r["param_count"], ""),
-                 _text(r["img_size"], ""), _text(r["crop_pct"], ""), _text(r["interpolation"], ""),
-                 *([_text(r["audit_rows"], ""), _text(r["audit_mismatches"], "")] if audited else []), r["note"]]
-                for r in members]  # fmt: skip
+        rows = [
+            [
+                r["model"],
+                r["study"],
+                *(_interval(r, a) for a in ACCURACIES),
+                str(r["cover_size"]),
+                str(r["cover_size_exact"]),
+                _text(r["param_count"], ""),
+                _text(r["img_size"], ""),
+                _text(r["crop_pct"], ""),
+                _text(r["interpolation"], ""),
+                *([_text(r["audit_rows"], ""), _text(r["audit_mismatches"], "")] if audited else []),
+                r["note"],
+            ]
+            for r in members
+        ]
         lines += [f"## {markdown_line(group)}", "", *markdown_table(header, rows), ""]
     if apart:
         lines += [f"## {LEFT_APART}", "", *(f"- {markdown_line(a)}" for a in apart), ""]
@@ -251,8 +332,13 @@ def studies(directories: Sequence[Path]) -> tuple[list[Path], list[str], dict[st
     return distinct, named, {n: given.count(d) for n, d in zip(named, distinct, strict=True)}
 
 
-def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = False, layout: Layout = LAYOUT,
-          auditor: Any = None) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def merge(
+    directories: Sequence[Path],
+    allow_stale: bool = False,
+    check: bool = False,
+    layout: Layout = LAYOUT,
+    auditor: Any = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise), each study
     read in ``layout`` (a limited run's own results root) and, with ``auditor``, audited here. A bundle that
     ``zoomeval export`` wrote is read as the study it holds, its exported files checked against it
@@ -271,8 +357,14 @@ def merge(directories: Sequence[Path], allow_stale: bool = False, check: bool = 
     return leaderboard(rows, repeated), apart
 
 
-def write_leaderboard(directories: Sequence[Path], path: Path | None, allow_stale: bool = False,
-                      check: bool = False, layout: Layout = LAYOUT, auditor: Any = None) -> tuple[str, list[str]]:
+def write_leaderboard(
+    directories: Sequence[Path],
+    path: Path | None,
+    allow_stale: bool = False,
+    check: bool = False,
+    layout: Layout = LAYOUT,
+    auditor: Any = None,
+) -> tuple[str, list[str]]:
     """Merge the studies into ``path`` (.csv, .md or .html); returns the Markdown (printed without ``path``) and
     what was left apart."""
     if path is not None:
@@ -324,18 +416,21 @@ document.body.dataset.ready = "1";
 def page(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
     """A self-contained HTML page (no network): a sortable table per group (click a column's header), then what was
     left apart."""
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>zoomeval leaderboard</title><style>",
-             "body{font:14px sans-serif}table{border-collapse:collapse;margin-bottom:2em}td,th{border:1px solid #ccc;"
-             "padding:2px 6px}th{cursor:pointer;background:#eee}th[data-order]{background:#cde}</style></head><body>",
-             "<h1>zoomeval leaderboard</h1><p>Accuracies in percent; _lo and _hi: the 95 % Wilson interval. Click a "
-             "header to sort.</p>"]  # fmt: skip
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>zoomeval leaderboard</title><style>",
+        "body{font:14px sans-serif}table{border-collapse:collapse;margin-bottom:2em}td,th{border:1px solid #ccc;"
+        "padding:2px 6px}th{cursor:pointer;background:#eee}th[data-order]{background:#cde}</style></head><body>",
+        "<h1>zoomeval leaderboard</h1><p>Accuracies in percent; _lo and _hi: the 95 % Wilson interval. Click a "
+        "header to sort.</p>",
+    ]
     shown = [c for c in COLUMNS if c != "group"]
     for group, members in _by_group(board).items():
         parts.append(f"<h2>{html_text(group)}</h2><table><thead><tr>")
         parts += [f"<th>{html_text(c)}</th>" for c in shown] + ["</tr></thead><tbody>"]
         for row in members:
-            cells = "".join(f"<td data-value='{html_text(_text(row[c], c))}'>{html_text(_text(row[c], c))}</td>"
-                            for c in shown)  # fmt: skip
+            cells = "".join(
+                f"<td data-value='{html_text(_text(row[c], c))}'>{html_text(_text(row[c], c))}</td>" for c in shown
+            )
             parts.append(f"<tr>{cells}</tr>")
         parts.append("</tbody></table>")
     if apart:

@@ -37,16 +37,18 @@ def _counts(left: LeftOut | None) -> list[str]:
     return [str(left.n_bad), "" if left.n_unscored is None else str(left.n_unscored)]
 
 
-def append_left_out(header: Sequence[str], rows: Sequence[Sequence[str]], lefts: Sequence[LeftOut | None],
-                    layout: Layout) -> tuple[list[str], list[list[str]]]:  # fmt: skip
+def append_left_out(
+    header: Sequence[str], rows: Sequence[Sequence[str]], lefts: Sequence[LeftOut | None], layout: Layout
+) -> tuple[list[str], list[list[str]]]:
     """The table with :data:`LEFT_OUT_COLUMNS` appended: ``lefts[i]`` is what row ``i`` leaves out."""
-    return [*header, *LEFT_OUT_COLUMNS], [[*row, *_counts(left), why(left, layout)]
-                                          for row, left in zip(rows, lefts, strict=True)]  # fmt: skip
+    return [*header, *LEFT_OUT_COLUMNS], [
+        [*row, *_counts(left), why(left, layout)] for row, left in zip(rows, lefts, strict=True)
+    ]
 
 
-def append_left_out_by_dataset(header: Sequence[str], rows: Sequence[Sequence[str]],
-                               lefts: Mapping[str, LeftOut | None], layout: Layout
-                               ) -> tuple[list[str], list[list[str]]]:  # fmt: skip
+def append_left_out_by_dataset(
+    header: Sequence[str], rows: Sequence[Sequence[str]], lefts: Mapping[str, LeftOut | None], layout: Layout
+) -> tuple[list[str], list[list[str]]]:
     """The table with ``n_bad:<d>`` and ``n_unscored:<d>`` per dataset ``d`` of ``lefts`` and one ``left_out``
     appended, the same on every row (for tables whose columns are datasets)."""
     columns = [f"{c}:{d}" for d in lefts for c in LEFT_OUT_COLUMNS[:2]]
@@ -61,6 +63,8 @@ def _joined(lefts: Mapping[str, LeftOut | None], layout: Layout) -> str:
 def left_out_note(lefts: Mapping[str, LeftOut | None], layout: Layout) -> str:
     """The Markdown note of a table: what it leaves out of each dataset (``lefts``: by the name its rows give; the
     bad images' files: ``layout``'s)."""
-    return (f"Images left out (columns n_bad, n_unscored, left_out; bad images are unreadable, have no 8-bit RGB "
-            f"mapping, differ in size from their annotation or exceed max_resized_pixels): "
-            f"{_joined(lefts, layout)}.")  # fmt: skip
+    return (
+        f"Images left out (columns n_bad, n_unscored, left_out; bad images are unreadable, have no 8-bit RGB "
+        f"mapping, differ in size from their annotation or exceed max_resized_pixels): "
+        f"{_joined(lefts, layout)}."
+    )

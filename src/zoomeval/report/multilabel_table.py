@@ -16,10 +16,23 @@ from zoomeval.report.tables import ANCHORS, _percent, markdown_table, percent_in
 
 SLICES = ("objects", "organisms", "no_dogs")
 COLUMNS = [
-    "model", "dataset", "n_images", "n_annotated", "n_problematic", "n_scored", "acc_top1", "acc_top5",
-    "acc_multilabel", "acc_multilabel_top_k", "acc_multilabel_max", "n_imagenet_m", "acc_imagenet_m",
-    *(f"{prefix}_{name}" for name in SLICES for prefix in ("n", "acc")), "notes", "n_scales",
-]  # fmt: skip
+    "model",
+    "dataset",
+    "n_images",
+    "n_annotated",
+    "n_problematic",
+    "n_scored",
+    "acc_top1",
+    "acc_top5",
+    "acc_multilabel",
+    "acc_multilabel_top_k",
+    "acc_multilabel_max",
+    "n_imagenet_m",
+    "acc_imagenet_m",
+    *(f"{prefix}_{name}" for name in SLICES for prefix in ("n", "acc")),
+    "notes",
+    "n_scales",
+]
 declare("table_multilabel", [*COLUMNS, *LEFT_OUT_COLUMNS])
 NO_TOP5 = "acc_top5: the predictions were stored without top5 (set inference.store_top5: true)"
 NO_IMAGENET_M = "acc_imagenet_m: no ImageNet-M image in this dataset (its 68 images are ImageNet val images)"
@@ -44,13 +57,30 @@ def _row(s: MultilabelScores, intervals: bool = False) -> list[str]:
         notes.append(NO_IMAGENET_M)
     notes += [f"acc_{name}: no image of this slice" for name in SLICES if s.slices[name][1] is None]
     c, n = s.coverage, s.n_scored
-    slices = [cell for name in SLICES for n_slice, value in [s.slices[name]]
-              for cell in (str(n_slice), acc(f"acc_{name}", value, n_slice))]  # fmt: skip
-    return [s.model, s.dataset, str(c.n_images), str(c.n_annotated), str(c.n_problematic), str(n),
-            acc("acc_top1", s.acc_top1, n), acc("acc_top5", s.acc_top5, n), acc("acc_multilabel", s.acc_multilabel, n),
-            acc("acc_multilabel_top_k", s.acc_multilabel_top_k, n), acc("acc_multilabel_max", s.acc_multilabel_max, n),
-            str(c.n_imagenet_m), acc("acc_imagenet_m", s.acc_imagenet_m, c.n_imagenet_m), *slices, "; ".join(notes),
-            str(s.n_transforms // ANCHORS)]  # fmt: skip
+    slices = [
+        cell
+        for name in SLICES
+        for n_slice, value in [s.slices[name]]
+        for cell in (str(n_slice), acc(f"acc_{name}", value, n_slice))
+    ]
+    return [
+        s.model,
+        s.dataset,
+        str(c.n_images),
+        str(c.n_annotated),
+        str(c.n_problematic),
+        str(n),
+        acc("acc_top1", s.acc_top1, n),
+        acc("acc_top5", s.acc_top5, n),
+        acc("acc_multilabel", s.acc_multilabel, n),
+        acc("acc_multilabel_top_k", s.acc_multilabel_top_k, n),
+        acc("acc_multilabel_max", s.acc_multilabel_max, n),
+        str(c.n_imagenet_m),
+        acc("acc_imagenet_m", s.acc_imagenet_m, c.n_imagenet_m),
+        *slices,
+        "; ".join(notes),
+        str(s.n_transforms // ANCHORS),
+    ]
 
 
 def _median(values: list[float]) -> str:
@@ -64,11 +94,23 @@ def summary(scores: Sequence[MultilabelScores], adapters: dict[str, str]) -> lis
     for d in datasets:
         here = [s for s in scores if s.dataset == d]
         is_val = adapters[d] == "imagenet_val"
-        rows.append(["multi-label - top-1", d, _median([s.acc_multilabel - s.acc_top1 for s in here]),
-                     SEED["multilabel_minus_top1"] if is_val else VAL_ONLY])  # fmt: skip
+        rows.append(
+            [
+                "multi-label - top-1",
+                d,
+                _median([s.acc_multilabel - s.acc_top1 for s in here]),
+                SEED["multilabel_minus_top1"] if is_val else VAL_ONLY,
+            ]
+        )
         top5 = [s.acc_top5 - s.acc_multilabel for s in here if s.acc_top5 is not None]
-        rows.append(["top-5 - multi-label", d, _median(top5) if len(top5) == len(here) else NO_TOP5.split(": ")[1],
-                     SEED["top5_minus_multilabel"] if is_val else VAL_ONLY])  # fmt: skip
+        rows.append(
+            [
+                "top-5 - multi-label",
+                d,
+                _median(top5) if len(top5) == len(here) else NO_TOP5.split(": ")[1],
+                SEED["top5_minus_multilabel"] if is_val else VAL_ONLY,
+            ]
+        )
     for val in (d for d in datasets if adapters[d] == "imagenet_val"):
         for v2 in (d for d in datasets if adapters[d] == "imagenet_v2"):
             by_model = {s.model: s.acc_multilabel for s in scores if s.dataset == val}
@@ -79,9 +121,13 @@ def summary(scores: Sequence[MultilabelScores], adapters: dict[str, str]) -> lis
     return rows
 
 
-def write_table_multilabel(scores: Sequence[MultilabelScores], adapters: dict[str, str],
-                           csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                           limit: int | None = None) -> None:  # fmt: skip
+def write_table_multilabel(
+    scores: Sequence[MultilabelScores],
+    adapters: dict[str, str],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     """The table (one row per model and dataset) as CSV, and as Markdown with its definitions and the summary;
     ``adapters`` gives each dataset's adapter (which datasets are ImageNet val, which ImageNet-V2); ``limit``: the
     run's (config limit), whose results root the left-out column names files under."""

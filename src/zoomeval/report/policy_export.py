@@ -45,8 +45,9 @@ def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
     folder = directory / layout.path("policies", scored=scored, variant=variant, model="x").rsplit("/", 1)[0]
     models = sorted(p.stem for p in folder.glob("*.json"))
     if len(models) != 1:
-        raise ValueError(f"--model: {folder} holds policies of {len(models)} models ({', '.join(models) or 'none'}); "
-                         "name one")  # fmt: skip
+        raise ValueError(
+            f"--model: {folder} holds policies of {len(models)} models ({', '.join(models) or 'none'}); name one"
+        )
     return models[0]
 
 
@@ -65,13 +66,24 @@ def _rule(name: str, budget: int, policy: Any) -> tuple[dict[str, Any], list[int
 def _model(meta: dict[str, Any]) -> dict[str, Any]:
     """What identifies the model and its inputs, from a prediction file's metadata."""
     entry = meta["model"]
-    return {"name": entry["name"], "architecture": entry["architecture"], "source": entry["source"],
-            "weights_sha256": entry["weights_sha256"], "mean": entry["mean"], "std": entry["std"],
-            "crop_size": meta["crop_size"], "scales": meta["scales"], "resize_backend": meta["resize_backend"],
-            # device and auto crops are PIL's bit for bit; torch's are its own
-            "crop_backend": "torch" if meta["resize_backend"] == "torch" else "pil",
-            "precision": meta["precision"], "channels_last": meta["channels_last"],
-            "class_set": meta.get("class_set"), "class_indices": meta.get("class_indices"), "entry": entry}  # fmt: skip
+    return {
+        "name": entry["name"],
+        "architecture": entry["architecture"],
+        "source": entry["source"],
+        "weights_sha256": entry["weights_sha256"],
+        "mean": entry["mean"],
+        "std": entry["std"],
+        "crop_size": meta["crop_size"],
+        "scales": meta["scales"],
+        "resize_backend": meta["resize_backend"],
+        # device and auto crops are PIL's bit for bit; torch's are its own
+        "crop_backend": "torch" if meta["resize_backend"] == "torch" else "pil",
+        "precision": meta["precision"],
+        "channels_last": meta["channels_last"],
+        "class_set": meta.get("class_set"),
+        "class_indices": meta.get("class_indices"),
+        "entry": entry,
+    }
 
 
 class _Study(NamedTuple):
@@ -89,9 +101,11 @@ def _checked(policy: Policy, study: _Study, record: Any, where: Path, what: str,
     """``policy`` where it is, as recorded (with ``extra``), the one the study's policies job fitted (``record``, in
     ``where``)."""
     if json.loads(json.dumps(policy_record(policy, study.views, **extra))) != record:
-        raise ValueError(f"{where}: {what} fitted here is not the one its policies job fitted: the config's policies "
-                         "settings (budgets, selector_rows, folds) or the study's inputs changed since; run the study "
-                         "again (zoomeval run)")  # fmt: skip
+        raise ValueError(
+            f"{where}: {what} fitted here is not the one its policies job fitted: the config's policies "
+            "settings (budgets, selector_rows, folds) or the study's inputs changed since; run the study "
+            "again (zoomeval run)"
+        )
     return policy
 
 
@@ -108,16 +122,19 @@ def _fold(study: _Study, fold: int) -> tuple[Policy, np.ndarray]:
     held = folds == fold
     recorded = _get(study.document, path, "folds")
     if not isinstance(recorded, list) or len(recorded) != len(fitted) or study.ids[held].tolist() != recorded[fold]:
-        raise ValueError(f"{path}: fold {fold}'s images are not those policies.folds {settings.folds} and seed "
-                         f"{settings.seed} deal out here: the config or the study's images changed since its "
-                         "policies job ran; run the study again (zoomeval run)")  # fmt: skip
+        raise ValueError(
+            f"{path}: fold {fold}'s images are not those policies.folds {settings.folds} and seed "
+            f"{settings.seed} deal out here: the config or the study's images changed since its "
+            "policies job ran; run the study again (zoomeval run)"
+        )
     policy = fold_fit(study.views, folds, fold, study.budgets, settings.selector_rows, settings.seed)
     _checked(policy, study, fitted[fold], path, f"fold {fold}'s policy", fold=fold, n_calibration=int((~held).sum()))
     return policy, held
 
 
-def _transferred(directory: Path, layout: Any, where: dict[str, str], study: _Study, policy: Policy, name: str,
-                 budget: int) -> list[dict[str, Any]]:  # fmt: skip
+def _transferred(
+    directory: Path, layout: Any, where: dict[str, str], study: _Study, policy: Policy, name: str, budget: int
+) -> list[dict[str, Any]]:
     """The rows of ``name`` at ``budget`` of every transfer from the scored dataset (``policy``, fitted on all its
     images, checked against each transfer's record), with the dataset each moved to."""
     pattern = layout.path("policy_transfer", source=where["scored"], **{**where, "scored": "*"})
@@ -134,8 +151,11 @@ def _transferred(directory: Path, layout: Any, where: dict[str, str], study: _St
 def _held_row(document: dict[str, Any], path: Path, name: str, budget: int) -> dict[str, Any] | None:
     """The row of ``name`` at ``budget`` of a policies document, with its protocol (None: it has none)."""
     rows = _get(document, path, "rows")
-    held = [r for r in (rows if isinstance(rows, list) else [])
-            if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget]  # fmt: skip
+    held = [
+        r
+        for r in (rows if isinstance(rows, list) else [])
+        if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget
+    ]
     return {"protocol": _get(document, path, "protocol"), **held[0]} if held else None
 
 
@@ -147,12 +167,15 @@ def _study(directory: Path, layout: Any, where: dict[str, str], settings: Polici
         raise ValueError(f"{metrics}: inputs.predictions names no file and sha256")
     predictions = directory / recorded["path"]
     if (actual := sha256_file(predictions)) != recorded["sha256"]:
-        raise ValueError(f"{predictions}: sha256 {actual}, not the {recorded['sha256']} the analysis read; "
-                         "run the study again")
+        raise ValueError(
+            f"{predictions}: sha256 {actual}, not the {recorded['sha256']} the analysis read; run the study again"
+        )
     document = read_json(path := directory / layout.path("policies", **where))
     if (seed := _get(document, path, "seed")) != settings.seed:  # the config was edited since: not the table's fit
-        raise ValueError(f"policies.seed: {settings.seed} in the study's config, {seed} in {path}: the config changed "
-                         "since its policies job ran; run the study again (zoomeval run)")
+        raise ValueError(
+            f"policies.seed: {settings.seed} in the study's config, {seed} in {path}: the config changed "
+            "since its policies job ran; run the study again (zoomeval run)"
+        )
     views, image_ids = read_views(directory / layout.path("correct", **where), predictions)
     budgets = budgets_for(settings.budgets, len(views.order))
     return _Study(views, np.asarray(image_ids), budgets, document, path, settings), recorded
@@ -163,8 +186,46 @@ def _digest(ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
 
-def export_policy(directory: Path, layout: Any, scored: str, variant: str, model: str, name: str, budget: int,
-                  settings: PoliciesConfig, fold: int | None = None) -> dict[str, Any]:  # fmt: skip
+def _model_and_dataset(predictions: Path) -> tuple[dict[str, Any], str]:
+    """The model key and dataset of the prediction file ``predictions``, from its metadata."""
+    try:
+        meta = read_metadata(predictions)
+        return _model(meta), meta["dataset"]
+    except (KeyError, TypeError) as error:
+        raise ValueError(
+            f"{predictions}: its metadata has no {error}: not a prediction file this version reads"
+        ) from None
+
+
+def _fold_images(study: _Study, held: np.ndarray) -> dict[str, Any]:
+    """How many images a fold holds out and the digest of their ids."""
+    return {"fold_images": int(held.sum()), "fold_image_ids_sha256": _digest(study.ids[held].tolist())}
+
+
+def _fitted(
+    directory: Path, layout: Any, where: dict[str, str], study: _Study, name: str, budget: int, fold: int | None
+) -> tuple[Any, np.ndarray | None, list[dict[str, Any]]]:
+    """The policy refitted on every image (with the transfer rows it reproduces), or fold ``fold``'s with the
+    images it holds out; each checked against the fit the policies documents record."""
+    if fold is not None:
+        return *_fold(study, fold), []
+    policy = fit(study.views, study.budgets, study.settings.selector_rows, study.settings.seed)
+    if study.document.get("fitted"):
+        _fold(study, 0)  # the config's settings still give the policies job's fits
+    return policy, None, _transferred(directory, layout, where, study, policy, name, budget)
+
+
+def export_policy(
+    directory: Path,
+    layout: Any,
+    scored: str,
+    variant: str,
+    model: str,
+    name: str,
+    budget: int,
+    settings: PoliciesConfig,
+    fold: int | None = None,
+) -> dict[str, Any]:
     """The policy file's document of policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``: fitted on
     every image, or with ``fold`` cross-validation fold ``fold``'s own policy."""
     if name not in RULES:
@@ -173,30 +234,33 @@ def export_policy(directory: Path, layout: Any, scored: str, variant: str, model
     study, recorded = _study(directory, layout, where, settings)
     if budget not in study.budgets:
         raise ValueError(f"--budget: {budget} is none of the study's budgets {study.budgets}")
-    if fold is None:
-        policy, held = fit(study.views, study.budgets, settings.selector_rows, settings.seed), None
-        if study.document.get("fitted"):
-            _fold(study, 0)  # the config's settings still give the policies job's fits
-        transferred = _transferred(directory, layout, where, study, policy, name, budget)
-    else:
-        (policy, held), transferred = _fold(study, fold), []
+    policy, held, transferred = _fitted(directory, layout, where, study, name, budget, fold)
     rule, chosen = _rule(name, budget, policy)
-    try:
-        meta = read_metadata(predictions := directory / recorded["path"])
-        model_key, dataset = _model(meta), meta["dataset"]
-    except (KeyError, TypeError) as error:
-        raise ValueError(f"{predictions}: its metadata has no {error}: not a prediction file this version "
-                         "reads") from None
+    model_key, dataset = _model_and_dataset(directory / recorded["path"])
     calibration = study.ids if held is None else study.ids[~held]
     row = _held_row(study.document, study.path, name, budget)
     # the row is every fold's; a fold's file also names its own held-out images
-    fold_images = {} if held is None else {"fold": fold, "fold_images": int(held.sum()),
-                                           "fold_image_ids_sha256": _digest(study.ids[held].tolist())}  # fmt: skip
-    return {"kind": KIND, "schema_version": SCHEMA_VERSION, "policy": name, "budget": budget, "rule": rule,
-            "views": [[study.views.order[t].scale, study.views.order[t].row, study.views.order[t].col]
-                      for t in chosen], "model": model_key,
-            "fitted_on": {"dataset": dataset, **where, "fold": fold, "n_images": len(calibration),
-                          "image_ids_sha256": _digest(calibration.tolist()), "predictions": recorded["path"],
-                          "predictions_sha256": recorded["sha256"], "budgets": study.budgets, "seed": settings.seed,
-                          "selector_rows": settings.selector_rows},
-            "held_out": None if row is None else {**row, **fold_images}, "transferred": transferred}  # fmt: skip
+    fold_images = {} if held is None else {"fold": fold, **_fold_images(study, held)}
+    return {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "policy": name,
+        "budget": budget,
+        "rule": rule,
+        "views": [[study.views.order[t].scale, study.views.order[t].row, study.views.order[t].col] for t in chosen],
+        "model": model_key,
+        "fitted_on": {
+            "dataset": dataset,
+            **where,
+            "fold": fold,
+            "n_images": len(calibration),
+            "image_ids_sha256": _digest(calibration.tolist()),
+            "predictions": recorded["path"],
+            "predictions_sha256": recorded["sha256"],
+            "budgets": study.budgets,
+            "seed": settings.seed,
+            "selector_rows": settings.selector_rows,
+        },
+        "held_out": None if row is None else {**row, **fold_images},
+        "transferred": transferred,
+    }

@@ -54,8 +54,9 @@ def open_image(path: Path) -> Image.Image:
 _LOADER_KEYS = ("entry", "precision", "channels_last", "class_indices")
 
 
-def policy_wrapper(policy: str | os.PathLike[str], resources: str | os.PathLike[str], device: str,
-                   batch_size: int) -> ZoomTTA:  # fmt: skip
+def policy_wrapper(
+    policy: str | os.PathLike[str], resources: str | os.PathLike[str], device: str, batch_size: int
+) -> ZoomTTA:
     """The wrapper of the policy file ``policy`` around its model, with the weights under ``resources`` (a study's
     resources folder), which must hold them already: a command run on new images fetches nothing."""
     from zoomeval.core.devices import resolve_device
@@ -75,8 +76,10 @@ def policy_wrapper(policy: str | os.PathLike[str], resources: str | os.PathLike[
         raise ValueError(f"--device: {device!r} is no torch device (cpu, cuda, cuda:N, auto)") from None
     if (folder := weights_folder(recorded_spec(document["model"]["entry"]), str(resources))) is not None:
         if not Path(folder).is_dir():
-            raise ValueError(f"{folder}: no such folder: the policy's weights are not under {resources} (give the "
-                             "study the policy came from, --study DIR, or the folder holding them, --resources DIR)")
+            raise ValueError(
+                f"{folder}: no such folder: the policy's weights are not under {resources} (give the "
+                "study the policy came from, --study DIR, or the folder holding them, --resources DIR)"
+            )
     return ZoomTTA(study_classifier(document, resources, device, batch_size), document)
 
 
@@ -86,5 +89,4 @@ def predict_rows(tta: ZoomTTA, paths: Sequence[Path], per_call: int = IMAGES_PER
         part = paths[start : start + per_call]
         for path, answer in zip(part, tta([open_image(p) for p in part]), strict=True):
             label = answer.label
-            yield [str(path), label, wnids()[label], description(label), answer.confidence, *answer.view,
-                   answer.passes]  # fmt: skip
+            yield [str(path), label, wnids()[label], description(label), answer.confidence, *answer.view, answer.passes]

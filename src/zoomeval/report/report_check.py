@@ -14,8 +14,9 @@ class ReportNotReady(ValueError):
     """A ``--report`` call whose targets are not built yet."""
 
 
-def check_built(requested: Collection[str], builds: Mapping[str, Sequence[str]],
-                exists: Callable[[str], bool] = os.path.exists) -> None:  # fmt: skip
+def check_built(
+    requested: Collection[str], builds: Mapping[str, Sequence[str]], exists: Callable[[str], bool] = os.path.exists
+) -> None:
     """Refuse a report whose targets are not all built. ``requested``: the command's targets, rule names or files
     (none: ``all``); ``builds``: the files each rule target builds (a target that is no rule is a file)."""
     targets = list(requested) or ["all"]

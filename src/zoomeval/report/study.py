@@ -112,10 +112,15 @@ class Study:
         path = self._file("predictions", dataset=dataset, variant=variant, model=model)
         order = transforms(list(read_metadata(path)["scales"]))
         index = pl.DataFrame(
-            {"scale": [t.scale for t in order], "row": [t.row for t in order], "col": [t.col for t in order],
-             "transform": range(len(order)), "name": [t.name for t in order]},
+            {
+                "scale": [t.scale for t in order],
+                "row": [t.row for t in order],
+                "col": [t.col for t in order],
+                "transform": range(len(order)),
+                "name": [t.name for t in order],
+            },
             schema={"scale": pl.Int16, "row": pl.Int8, "col": pl.Int8, "transform": pl.Int32, "name": pl.String},
-        )  # fmt: skip
+        )
         frame = pl.scan_parquet(path).with_columns(pl.col("image_id").cast(pl.String))
         decoded = frame.join(index.lazy(), on=["scale", "row", "col"], how="left", maintain_order="left")
         first = ["image_id", "scale", "row", "col", "transform", "name"]
@@ -156,9 +161,14 @@ class Study:
 
 def class_frame() -> pl.DataFrame:
     """ImageNet-1k's ``class`` index, ``wnid`` and English ``name`` (:mod:`zoomeval.core.classes`)."""
-    return pl.DataFrame({"class": range(classes.NUM_CLASSES), "wnid": classes.wnids(),
-                         "name": [classes.description(i) for i in range(classes.NUM_CLASSES)]},
-                        schema={"class": pl.Int16, "wnid": pl.String, "name": pl.String})  # fmt: skip
+    return pl.DataFrame(
+        {
+            "class": range(classes.NUM_CLASSES),
+            "wnid": classes.wnids(),
+            "name": [classes.description(i) for i in range(classes.NUM_CLASSES)],
+        },
+        schema={"class": pl.Int16, "wnid": pl.String, "name": pl.String},
+    )
 
 
 def with_names(frame: Any, column: str) -> Any:

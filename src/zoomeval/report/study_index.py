@@ -45,8 +45,7 @@ def index_document(study: Path, metrics: Sequence[str]) -> dict[str, Any]:
         if key is None:
             raise ValueError(f"{path}: no comparability key (metrics schema_version < 5); re-run its analysis")
         results.append({"path": path, "sha256": sha256_file(study / path), "key": key})
-    return {"kind": "study_index", "schema_version": INDEX_SCHEMA_VERSION, "zoomeval": __version__,
-            "results": results}  # fmt: skip
+    return {"kind": "study_index", "schema_version": INDEX_SCHEMA_VERSION, "zoomeval": __version__, "results": results}
 
 
 def write_index(path: str | os.PathLike[str], study: Path, metrics: Sequence[str]) -> None:
@@ -60,17 +59,23 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
     if not path.is_file():
         limit = limit_of(layout)
         command = shlex.join(["zoomeval", "run", str(study), *(["--limit", str(limit)] if limit else [])])
-        raise ValueError(f"{path}: missing; the study is unfinished or older than study indexes: `{command}` "
-                         "builds its tables and seals it")  # fmt: skip
+        raise ValueError(
+            f"{path}: missing; the study is unfinished or older than study indexes: `{command}` "
+            "builds its tables and seals it"
+        )
     if path.stat().st_size > MAX_INDEX_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than the {MAX_INDEX_BYTES} an index of a million "
-                         "results would take; not a study index")  # fmt: skip
+        raise ValueError(
+            f"{path}: {path.stat().st_size} bytes, more than the {MAX_INDEX_BYTES} an index of a million "
+            "results would take; not a study index"
+        )
     document = read_json(path)
     if not isinstance(document, dict) or document.get("kind") != "study_index":
         raise ValueError(f"{path}: expected a JSON object with kind 'study_index'")
     if document.get("schema_version") != INDEX_SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema_version {document.get('schema_version')!r}; expected "
-                         f"{INDEX_SCHEMA_VERSION} (re-run the study's workflow to rewrite it)")  # fmt: skip
+        raise ValueError(
+            f"{path}: schema_version {document.get('schema_version')!r}; expected "
+            f"{INDEX_SCHEMA_VERSION} (re-run the study's workflow to rewrite it)"
+        )
     results = document.get("results")
     if not isinstance(results, list) or not results:
         raise ValueError(f"{path}: results is {results!r}; expected a non-empty list of finished results")
@@ -78,8 +83,9 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
     first: dict[str, int] = {}
     for i, entry in enumerate(entries):
         if (j := first.setdefault(entry.path, i)) != i:
-            raise ValueError(f"{path}: results[{i}] lists {entry.path} again (as results[{j}] does); an index lists "
-                             "each result once")  # fmt: skip
+            raise ValueError(
+                f"{path}: results[{i}] lists {entry.path} again (as results[{j}] does); an index lists each result once"
+            )
     return entries
 
 

@@ -23,9 +23,20 @@ from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, append_l
 #: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
 #: model's resolved arch.tag, beside its config name in ``model``) and n_scales (the scales searched) after it.
 TABLE_A8_COLUMNS = [
-    "model", "variant", "dataset", "n_images", "acc_1crop", "acc_top_k", "acc_max", "cover_size", "cover_size_exact",
-    "cover_gap", "acc_standard", "architecture", "n_scales",
-]  # fmt: skip
+    "model",
+    "variant",
+    "dataset",
+    "n_images",
+    "acc_1crop",
+    "acc_top_k",
+    "acc_max",
+    "cover_size",
+    "cover_size_exact",
+    "cover_gap",
+    "acc_standard",
+    "architecture",
+    "n_scales",
+]
 #: Zoom transforms per scale (3 x 3 anchors): n_transforms = 9 x the number of scales.
 ANCHORS = 9
 PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
@@ -50,15 +61,22 @@ def _cell(column: str, value: Any) -> str:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """The one Markdown table writer: each cell made safe (:func:`zoomeval.core.cells.markdown_cell`)."""
+
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(map(markdown_cell, cells)) + " |"
 
     return [line(header), "|" + "---|" * len(header), *map(line, rows)]
 
 
-def write_table(csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], title: str,
-                header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str],
-                md_rows: Sequence[Sequence[str]] | None = None) -> None:  # fmt: skip
+def write_table(
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    title: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    notes: Sequence[str],
+    md_rows: Sequence[Sequence[str]] | None = None,
+) -> None:
     """A table as CSV, and as Markdown (``md_rows``, default the CSV's) under ``# title`` followed by a paragraph per
     note."""
     write_csv(csv_path, header, rows)
@@ -91,14 +109,17 @@ def lefts(metrics: Sequence[Metrics]) -> dict[str, LeftOut | None]:
     return {m.dataset: m.left_out for m in metrics}
 
 
-def table_a8_rows(metrics: Sequence[Metrics], architectures: Mapping[str, str] | None = None,
-                  intervals: bool = False) -> list[list[str]]:  # fmt: skip
+def table_a8_rows(
+    metrics: Sequence[Metrics], architectures: Mapping[str, str] | None = None, intervals: bool = False
+) -> list[list[str]]:
     """Formatted rows (percent with 2 decimals; an absent 1-crop transform gives an empty cell); ``architectures``:
     each model's resolved ``arch.tag`` (empty where not given); ``intervals``: each accuracy with its 95 % Wilson
     interval (the Markdown's)."""
     names, cell = architectures or {}, _with_interval if intervals else lambda m, c: _cell(c, getattr(m, c))
-    return [[cell(m, c) for c in TABLE_A8_COLUMNS[:-2]] + [names.get(m.model, ""), str(m.n_transforms // ANCHORS)]
-            for m in metrics]  # fmt: skip
+    return [
+        [cell(m, c) for c in TABLE_A8_COLUMNS[:-2]] + [names.get(m.model, ""), str(m.n_transforms // ANCHORS)]
+        for m in metrics
+    ]
 
 
 def percent_interval(value: float | None, n: int, what: str) -> str:
@@ -129,8 +150,13 @@ def variant_words(variants: Iterable[str]) -> str:
     return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
-def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                   architectures: Mapping[str, str] | None = None, limit: int | None = None) -> None:  # fmt: skip
+def write_table_a8(
+    metrics: Sequence[Metrics],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    architectures: Mapping[str, str] | None = None,
+    limit: int | None = None,
+) -> None:
     notes = [
         "acc_1crop: S=256 at the centre anchor; acc_top_k: union of the first top_k greedy-cover transforms; "
         "acc_max: union of all transforms; cover_size: greedy minimum set cover size (the paper's); "
@@ -144,12 +170,18 @@ def write_table_a8(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     left = [m.left_out for m in metrics]
     layout = run_layout(limit)
     header, rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures), left, layout)
-    _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left,
-                                 layout)
+    _, md_rows = append_left_out(TABLE_A8_COLUMNS, table_a8_rows(metrics, architectures, intervals=True), left, layout)
     rows = [[*row, *provenance_cells(m)] for row, m in zip(rows, metrics, strict=True)]
     md_rows = [[*row, *provenance_cells(m, 12)] for row, m in zip(md_rows, metrics, strict=True)]
-    write_table(csv_path, md_path, title, [*header, *PROVENANCE_COLUMNS], rows,
-                [*notes, PROVENANCE_NOTE, left_out_note(lefts(metrics), layout)], md_rows)  # fmt: skip
+    write_table(
+        csv_path,
+        md_path,
+        title,
+        [*header, *PROVENANCE_COLUMNS],
+        rows,
+        [*notes, PROVENANCE_NOTE, left_out_note(lefts(metrics), layout)],
+        md_rows,
+    )
 
 
 #: What a row was computed under, appended to the tables of one row per result: the digest of its comparability key
@@ -172,9 +204,11 @@ def provenance_cells(metrics: Metrics, digits: int = 64) -> list[str]:
 #: Table 1's panels: (a) 1-crop accuracy, (b) the top-k greedy-cover upper bound, (c) the upper bound over every
 #: transform, and (s) the standard evaluation (appended after (c) in the CSV; shown beside (a) in the Markdown).
 TABLE_1_PANELS = (
-    ("a", "acc_1crop", "1 crop"), ("b", "acc_top_k", "top-k greedy cover"), ("c", "acc_max", "all"),
+    ("a", "acc_1crop", "1 crop"),
+    ("b", "acc_top_k", "top-k greedy cover"),
+    ("c", "acc_max", "all"),
     ("s", "acc_standard", "standard evaluation (each model's own transform)"),
-)  # fmt: skip
+)
 TABLE_1_MARKDOWN_ORDER = ("a", "s", "b", "c")
 
 
@@ -200,14 +234,17 @@ def table_1_rows(metrics: Sequence[Metrics], intervals: bool = False) -> tuple[l
             )
         for model in models:
             rows.append(
-                [panel, model]
-                + [shown(cell[(model, d)], column) if (model, d) in cell else "" for d in datasets]
+                [panel, model] + [shown(cell[(model, d)], column) if (model, d) in cell else "" for d in datasets]
             )
     return ["panel", "model", *datasets], rows
 
 
-def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                  md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+def write_table_1(
+    metrics: Sequence[Metrics],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     header, rows = table_1_rows(metrics)
     left = lefts([m for m in metrics if m.variant == "original"])
     write_csv(csv_path, *append_left_out_by_dataset(header, rows, left, run_layout(limit)))
@@ -216,33 +253,58 @@ def write_table_1(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
     lines = [f"# {title}", ""]
     titles = {panel: title for panel, _, title in TABLE_1_PANELS}
     for panel in TABLE_1_MARKDOWN_ORDER:
-        lines += [f"({panel}) {titles[panel]}", "",
-                  *markdown_table(header[1:], [row[1:] for row in md_rows if row[0] == panel])]  # fmt: skip
+        lines += [
+            f"({panel}) {titles[panel]}",
+            "",
+            *markdown_table(header[1:], [row[1:] for row in md_rows if row[0] == panel]),
+        ]
         lines.append("")
     scales = sorted({m.n_transforms // ANCHORS for m in metrics if m.variant == "original"})
-    lines += [f"Scales searched: {', '.join(map(str, scales))}. Accuracies with their 95 % Wilson interval [low, high] "
-              "over the dataset's images.", "", STANDARD_NOTE, "",
-              left_out_note(left, run_layout(limit)), ""]  # fmt: skip
+    lines += [
+        f"Scales searched: {', '.join(map(str, scales))}. Accuracies with their 95 % Wilson interval [low, high] "
+        "over the dataset's images.",
+        "",
+        STANDARD_NOTE,
+        "",
+        left_out_note(left, run_layout(limit)),
+        "",
+    ]
     write_text(md_path, "\n".join(lines))
 
 
 ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_224"]
 
 
-def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                            md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+def write_table_zoom_groups(
+    metrics: Sequence[Metrics],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     """The paper's zoom-group table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
     greedy cover, and the share of images each group alone solves."""
     header = ["model", "variant", "dataset", *ZOOM_GROUP_COLUMNS, "top_k_centre_share"]
-    rows = [[m.model, m.variant, m.dataset, *(f"{m.zoom_groups[c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
-             _percent(m.top_k_centre_share)] for m in metrics]  # fmt: skip
+    rows = [
+        [
+            m.model,
+            m.variant,
+            m.dataset,
+            *(f"{m.zoom_groups[c]:.2f}" for c in ZOOM_GROUP_COLUMNS),
+            _percent(m.top_k_centre_share),
+        ]
+        for m in metrics
+    ]
     header, rows = append_left_out(header, rows, [m.left_out for m in metrics], run_layout(limit))
     shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
     write_csv(csv_path, header, rows)
     lines = [
-        "# " + titled("Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy "
-                      "cover (%)", metrics, limit),
+        "# "
+        + titled(
+            "Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
+            metrics,
+            limit,
+        ),
         "",
         *markdown_table(header, rows),
         "",
@@ -254,27 +316,41 @@ def write_table_zoom_groups(metrics: Sequence[Metrics], csv_path: str | os.PathL
         "",
     ]
     if shares:
-        lines += [f"Average top_k_centre_share over the original images: {sum(shares) / len(shares):.2f} "
-                  f"({len(shares)} model x dataset pairs; the paper reports 26.65).", ""]  # fmt: skip
+        lines += [
+            f"Average top_k_centre_share over the original images: {sum(shares) / len(shares):.2f} "
+            f"({len(shares)} model x dataset pairs; the paper reports 26.65).",
+            "",
+        ]
     write_text(md_path, "\n".join(lines))
 
 
 TABLE_AGGREGATION_COLUMNS = [
-    "model", "dataset", "n_images", "acc_1crop", *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES),
+    "model",
+    "dataset",
+    "n_images",
+    "acc_1crop",
+    *(f"{m}_{r}" for m in AGGREGATION_METHODS for r in AGGREGATION_RULES),
     "acc_standard",
-]  # fmt: skip
+]
 declare("table_a8", [*TABLE_A8_COLUMNS, *LEFT_OUT_COLUMNS, *PROVENANCE_COLUMNS])
 declare("table_aggregation", [*TABLE_AGGREGATION_COLUMNS, *LEFT_OUT_COLUMNS])
 
 
 def _aggregation_values(m: Metrics) -> list[float | None]:
     aggregation = m.aggregation or {}
-    return [aggregation[method][rule] if method in aggregation else None
-            for method in AGGREGATION_METHODS for rule in AGGREGATION_RULES]  # fmt: skip
+    return [
+        aggregation[method][rule] if method in aggregation else None
+        for method in AGGREGATION_METHODS
+        for rule in AGGREGATION_RULES
+    ]
 
 
-def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathLike[str],
-                            md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+def write_table_aggregation(
+    metrics: Sequence[Metrics],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     """The paper's aggregation table: groups of views aggregated into one prediction per image.
 
     One row per (model, dataset) of the original images: 1-crop accuracy and each aggregation method's
@@ -289,8 +365,10 @@ def write_table_aggregation(metrics: Sequence[Metrics], csv_path: str | os.PathL
     left = [m.left_out for m in original]
     write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left, run_layout(limit)))
     lines = [
-        "# " + titled("Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)",
-                      original, limit),
+        "# "
+        + titled(
+            "Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)", original, limit
+        ),
         "",
         *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left, run_layout(limit))),
         "",

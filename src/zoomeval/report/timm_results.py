@@ -25,8 +25,18 @@ from zoomeval.report.verified import scored_records
 
 #: timm's results-CSV columns, in validate.py's order, then zoomeval's ``note``: how ``model`` was named, which
 #: studies a row merges and what keeps two rows of one name apart.
-TIMM_COLUMNS = ("model", "top1", "top1_err", "top5", "top5_err", "param_count", "img_size", "crop_pct",
-                "interpolation", "note")  # fmt: skip
+TIMM_COLUMNS = (
+    "model",
+    "top1",
+    "top1_err",
+    "top5",
+    "top5_err",
+    "param_count",
+    "img_size",
+    "crop_pct",
+    "interpolation",
+    "note",
+)
 #: The hash that torch.hub's convention puts in a weights file's name (the first digits of its sha256).
 HUB_HASH = re.compile(r"-([0-9a-f]{8,64})\.(?:pth|pt|bin|safetensors)$")
 
@@ -57,8 +67,10 @@ def timm_name(spec: dict[str, Any]) -> tuple[str, str]:
     if spec.get("source") == "timm" and spec.get("checkpoint") is None:
         return arch_tag, ""
     if spec.get("source") == "embedded":
-        return TIMM_NAME, (f"weights {spec['weights']} (sha256 {sha256[:12]}), not timm's file of {TIMM_NAME}; "
-                           "evaluated with its data config")  # fmt: skip
+        return TIMM_NAME, (
+            f"weights {spec['weights']} (sha256 {sha256[:12]}), not timm's file of {TIMM_NAME}; "
+            "evaluated with its data config"
+        )
     same = [name for digits, name in republished().items() if sha256.startswith(digits)]
     if same:
         return same[0], f"{spec.get('source')} {arch_tag}: the file timm republishes as {same[0]}"
@@ -97,8 +109,10 @@ def _merged(members: Sequence[tuple[dict[str, Any], list[str]]]) -> list[str]:
     (first, cells), studies = members[0], sorted({row["study"] for row, _ in members})
     for row, other in members[1:]:
         if other[1:-1] != cells[1:-1]:
-            raise ValueError(f"model {cells[0]}: studies {first['study']} and {row['study']} share its comparability "
-                             f"key but give other numbers (top1 {cells[1]}, {other[1]}); give one of them")  # fmt: skip
+            raise ValueError(
+                f"model {cells[0]}: studies {first['study']} and {row['study']} share its comparability "
+                f"key but give other numbers (top1 {cells[1]}, {other[1]}); give one of them"
+            )
     merged = f"the same numbers in studies {', '.join(studies)}" if len(studies) > 1 else ""
     return [*cells[:-1], "; ".join(n for n in (cells[-1], merged) if n)]
 
@@ -106,18 +120,27 @@ def _merged(members: Sequence[tuple[dict[str, Any], list[str]]]) -> list[str]:
 def _apart(key: tuple[str, str], groups: dict[tuple[str, str], list[tuple[dict[str, Any], list[str]]]]) -> str:
     """What keeps this row apart from the other rows of its name: each one's key fields that differ."""
     mine = groups[key][0][0]
-    return "; ".join(f"kept apart from study {other[0][0]['study']}'s row by "
-                     f"{', '.join(key_differences(mine['key'], other[0][0]['key']))}"
-                     for (name, digest), other in groups.items() if name == key[0] and digest != key[1])  # fmt: skip
+    return "; ".join(
+        f"kept apart from study {other[0][0]['study']}'s row by "
+        f"{', '.join(key_differences(mine['key'], other[0][0]['key']))}"
+        for (name, digest), other in groups.items()
+        if name == key[0] and digest != key[1]
+    )
 
 
 def _numbers(row: dict[str, Any], layout: Layout) -> list[str]:
     directory, result = row["source"]
     top5 = _top5(directory, result, layout)
-    return [_pct(row["acc_standard"]), _pct(100 - row["acc_standard"]), _pct(top5),
-            _pct(None if top5 is None else 100 - top5), _number(row["param_count"], ",.2f"),
-            str(result.geometry.get("img_size", row["img_size"])), _number(row["crop_pct"], ".3f"),
-            str(row["interpolation"] or "")]  # fmt: skip
+    return [
+        _pct(row["acc_standard"]),
+        _pct(100 - row["acc_standard"]),
+        _pct(top5),
+        _pct(None if top5 is None else 100 - top5),
+        _number(row["param_count"], ",.2f"),
+        str(result.geometry.get("img_size", row["img_size"])),
+        _number(row["crop_pct"], ".3f"),
+        str(row["interpolation"] or ""),
+    ]
 
 
 def _top5(directory: Path, result: Any, layout: Layout) -> float | None:
@@ -141,8 +164,15 @@ def _number(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
-def write_timm(directories: Sequence[Path], path: Path | None, dataset: str | None, allow_stale: bool = False,
-               check: bool = False, layout: Layout = LAYOUT, auditor: Any = None) -> tuple[str, list[str]]:  # fmt: skip
+def write_timm(
+    directories: Sequence[Path],
+    path: Path | None,
+    dataset: str | None,
+    allow_stale: bool = False,
+    check: bool = False,
+    layout: Layout = LAYOUT,
+    auditor: Any = None,
+) -> tuple[str, list[str]]:
     """Write (or return, without ``path``) the timm results CSV of the studies; also returns what was left apart."""
     if path is not None:
         check_output(path, (".csv",))

@@ -26,8 +26,13 @@ from zoomeval.report.left_out import append_left_out_by_dataset, left_out_note
 from zoomeval.report.tables import markdown_table
 
 #: The paper's columns, recognised by the dataset's adapter.
-PAPER_DATASETS = {"imagenet_val": "IN", "imagenet_a": "IN-A", "imagenet_r": "IN-R", "imagenet_sketch": "IN-S",
-                  "objectnet": "ON"}  # fmt: skip
+PAPER_DATASETS = {
+    "imagenet_val": "IN",
+    "imagenet_a": "IN-A",
+    "imagenet_r": "IN-R",
+    "imagenet_sketch": "IN-S",
+    "objectnet": "ON",
+}
 #: Table 5 of the paper (top-1 %), columns in the order of PAPER_DATASETS.
 PAPER_TABLE_5: dict[tuple[str, str], tuple[float, ...]] = {
     ("none", "resnet50"): (76.13, 0.00, 36.17, 24.09, 35.92),
@@ -69,8 +74,16 @@ def score_tta(path: str | os.PathLike[str], records: Sequence[Record]) -> TTARes
     if table["image_id"].to_pylist() != [r.image_id for r in records]:
         raise ValueError(f"{path}: its images are not those of dataset {meta['dataset']!r}'s manifest; rerun its job")
     correct = sum(p in r.labels for p, r in zip(table["pred"].to_pylist(), records, strict=True))
-    return TTAResult(meta["method"], meta["model"]["name"], meta["dataset"], len(records), 100 * correct / len(records),
-                     sum(table["seconds"].to_pylist()), meta["device"], meta["settings"])  # fmt: skip
+    return TTAResult(
+        meta["method"],
+        meta["model"]["name"],
+        meta["dataset"],
+        len(records),
+        100 * correct / len(records),
+        sum(table["seconds"].to_pylist()),
+        meta["device"],
+        meta["settings"],
+    )
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -83,8 +96,9 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def table_tta_rows(results: Sequence[TTAResult], adapters: dict[str, str], paper_models: dict[str, str]
-                   ) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+def table_tta_rows(
+    results: Sequence[TTAResult], adapters: dict[str, str], paper_models: dict[str, str]
+) -> tuple[list[str], list[dict[str, Any]]]:
     """The datasets in column order and the rows: (method, model) rows, then an ``all`` row per method; each row
     holds ``cells`` and ``paper`` (dataset -> percent or None), ``mean``, ``std``, ``diff_baseline``,
     ``seconds_per_image`` and their ``paper_`` counterparts."""
@@ -140,39 +154,69 @@ def _row(method: str, model: str, datasets: list[str], found: list[TTAResult], p
     }
 
 
-def write_table_tta(results: Sequence[TTAResult], adapters: dict[str, str], paper_models: dict[str, str],
-                    csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                    left_out: Mapping[str, LeftOut], limit: int | None = None) -> None:  # fmt: skip
+def _csv_row(row: dict[str, Any], datasets: Sequence[str], stats: Sequence[str]) -> list[str]:
+    """A row's CSV cells: ours, then the paper's."""
+    return [
+        row["method"],
+        row["model"],
+        *(_fmt(row["cells"][d]) for d in datasets),
+        *(_fmt(row[s]) for s in stats),
+        _fmt(row["seconds_per_image"], 3),
+        *(_fmt(row["paper"][d]) for d in datasets),
+        *(_fmt(row[f"paper_{s}"]) for s in stats),
+        _fmt(row["paper_seconds_per_image"], 2),
+    ]
+
+
+def _both(ours: str, theirs: str) -> str:
+    return f"{ours} ({theirs})" if theirs else ours
+
+
+def _spread(row: dict[str, Any], prefix: str) -> str:
+    mean, std = _fmt(row[f"{prefix}mean"]), _fmt(row[f"{prefix}std"])
+    return f"{mean} ± {std}" if mean and std else mean
+
+
+def _markdown_row(row: dict[str, Any], datasets: Sequence[str]) -> list[str]:
+    """A row's Markdown cells: each ours (the paper's)."""
+    return [
+        METHOD_NAMES[row["method"]],
+        row["model"],
+        *(_both(_fmt(row["cells"][d]), _fmt(row["paper"][d])) for d in datasets),
+        _both(_spread(row, ""), _spread(row, "paper_")),
+        _both(_fmt(row["diff_baseline"]), _fmt(row["paper_diff_baseline"])) if row["method"] != "none" else "",
+        _both(_fmt(row["seconds_per_image"], 3), _fmt(row["paper_seconds_per_image"], 2)),
+    ]
+
+
+def write_table_tta(
+    results: Sequence[TTAResult],
+    adapters: dict[str, str],
+    paper_models: dict[str, str],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    left_out: Mapping[str, LeftOut],
+    limit: int | None = None,
+) -> None:
     """The table's CSV and Markdown; ``adapters`` maps each dataset to its adapter, ``paper_models`` (config
     ``tta.paper_models``) the config's models to the paper's rows, ``left_out`` each dataset to the images its
     manifest left out (the tta jobs score every image of it) and ``limit`` is the run's (config ``limit``)."""
     datasets, rows = table_tta_rows(results, adapters, paper_models)
     stats = ["mean", "std", "diff_baseline"]
-    header = ["method", "model", *datasets, *stats, "seconds_per_image", *(f"paper_{d}" for d in datasets),
-              *(f"paper_{s}" for s in stats), "paper_seconds_per_image"]  # fmt: skip
+    header = [
+        "method",
+        "model",
+        *datasets,
+        *stats,
+        "seconds_per_image",
+        *(f"paper_{d}" for d in datasets),
+        *(f"paper_{s}" for s in stats),
+        "paper_seconds_per_image",
+    ]
     lefts, layout = {d: left_out[d] for d in datasets}, run_layout(limit)
-    write_csv(csv_path, *append_left_out_by_dataset(header, [
-        [row["method"], row["model"], *(_fmt(row["cells"][d]) for d in datasets), *(_fmt(row[s]) for s in stats),
-         _fmt(row["seconds_per_image"], 3), *(_fmt(row["paper"][d]) for d in datasets),
-         *(_fmt(row[f"paper_{s}"]) for s in stats), _fmt(row["paper_seconds_per_image"], 2)]
-        for row in rows
-    ], lefts, layout))  # fmt: skip
-
-    def both(ours: str, theirs: str) -> str:
-        return f"{ours} ({theirs})" if theirs else ours
-
-    def spread(row: dict[str, Any], prefix: str) -> str:
-        mean, std = _fmt(row[f"{prefix}mean"]), _fmt(row[f"{prefix}std"])
-        return f"{mean} ± {std}" if mean and std else mean
-
-    shown = [
-        [METHOD_NAMES[row["method"]], row["model"],
-         *(both(_fmt(row["cells"][d]), _fmt(row["paper"][d])) for d in datasets),
-         both(spread(row, ""), spread(row, "paper_")),
-         both(_fmt(row["diff_baseline"]), _fmt(row["paper_diff_baseline"])) if row["method"] != "none" else "",
-         both(_fmt(row["seconds_per_image"], 3), _fmt(row["paper_seconds_per_image"], 2))]
-        for row in rows
-    ]  # fmt: skip
+    body = [_csv_row(row, datasets, stats) for row in rows]
+    write_csv(csv_path, *append_left_out_by_dataset(header, body, lefts, layout))
+    shown = [_markdown_row(row, datasets) for row in rows]
     names = [f"{d} ({PAPER_DATASETS[adapters[d]]})" if adapters.get(d) in PAPER_DATASETS else d for d in datasets]
     lines = [
         "# Table 5: test-time adaptation with MEMO on AugMix and on RandomResizedCrop views, top-1 accuracy (%)",
@@ -199,7 +243,9 @@ def _settings_lines(rows: list[dict[str, Any]]) -> list[str]:
         if row["model"] == ALL and row["method"] != "none":
             s = row["settings"]
             where = "also" if s["prior_at_prediction"] else "not"
-            lines.append(f"{METHOD_NAMES[row['method']]}: K = {s['views']} views, {s['steps']} SGD step(s), "
-                         f"lr {s['lr']}, BatchNorm prior N = {s['prior_strength']} ({where} at the prediction), "
-                         f"seed {s['seed']}.")  # fmt: skip
+            lines.append(
+                f"{METHOD_NAMES[row['method']]}: K = {s['views']} views, {s['steps']} SGD step(s), "
+                f"lr {s['lr']}, BatchNorm prior N = {s['prior_strength']} ({where} at the prediction), "
+                f"seed {s['seed']}."
+            )
     return lines

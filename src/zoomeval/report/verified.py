@@ -25,8 +25,15 @@ from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
 #: The layout output each input of a metrics file must be.
 INPUTS = {"predictions": "predictions", "standard": "standard"}
 #: The prediction metadata a row needs, with the form expected.
-META_FIELDS = {"dataset": str, "variant": str, "crop_size": int, "zoomeval": str, "precision": str,
-               "resize_backend": str, "torch": str}  # fmt: skip
+META_FIELDS = {
+    "dataset": str,
+    "variant": str,
+    "crop_size": int,
+    "zoomeval": str,
+    "precision": str,
+    "resize_backend": str,
+    "torch": str,
+}
 MODEL_FIELDS = ("name", "architecture", "weights")
 
 
@@ -77,8 +84,10 @@ def check_file(path: Path, sha256: str, what: str) -> None:
         raise ValueError(f"{path}: missing, though {what} lists it; run the study's workflow to the end")
     actual = file_sha256(path)
     if actual != sha256:
-        raise ValueError(f"{path}: changed since {what} recorded it (sha256 {actual[:12]}, not {sha256[:12]}): stale "
-                         "or tampered; run the study's workflow to the end to recompute and reseal it")  # fmt: skip
+        raise ValueError(
+            f"{path}: changed since {what} recorded it (sha256 {actual[:12]}, not {sha256[:12]}): stale "
+            "or tampered; run the study's workflow to the end to recompute and reseal it"
+        )
 
 
 def layout_file(directory: Path, name: str, path: Any, where: str, layout: Layout) -> Path:
@@ -121,23 +130,29 @@ def _check_counts(path: Path, metrics: Metrics, meta: dict[str, Any], inputs: di
     if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
         raise ValueError(f"{inputs['predictions']}: metadata field n_images is {n_images!r}; expected a whole number")
     if metrics.n_images > n_images:
-        raise ValueError(f"{path}: n_images {metrics.n_images} is more than the {n_images} images of "
-                         f"{inputs['predictions']}; expected at most that")  # fmt: skip
+        raise ValueError(
+            f"{path}: n_images {metrics.n_images} is more than the {n_images} images of "
+            f"{inputs['predictions']}; expected at most that"
+        )
     views = {"predictions": len(transforms(meta["scales"])), "standard": 1}
     for role, file in inputs.items():
         images = n_images if role == "predictions" else zoomeval_metadata(file).get("n_images", n_images)
         rows = pq.read_metadata(file).num_rows
         if rows != images * views[role]:
-            raise ValueError(f"{file}: {rows} rows, not the {images} images x {views[role]} views its metadata "
-                             "gives: cut or padded since it was written; re-run its job")  # fmt: skip
+            raise ValueError(
+                f"{file}: {rows} rows, not the {images} images x {views[role]} views its metadata "
+                "gives: cut or padded since it was written; re-run its job"
+            )
 
 
 def _inputs(directory: Path, path: Path, metrics: Metrics, layout: Layout) -> dict[str, Path]:
     """The files ``metrics`` was computed from, each checked against the sha256 it records."""
     recorded = metrics.inputs
     if not isinstance(recorded, dict) or not isinstance(recorded.get("predictions"), dict):
-        raise ValueError(f"{path}: inputs is {recorded!r}; expected the files it was computed from (metrics "
-                         "schema_version 5): re-run its analysis")  # fmt: skip
+        raise ValueError(
+            f"{path}: inputs is {recorded!r}; expected the files it was computed from (metrics "
+            "schema_version 5): re-run its analysis"
+        )
     out = {}
     for role, name in INPUTS.items():
         item = recorded.get(role)
@@ -169,8 +184,9 @@ def prediction_metadata(path: Path) -> dict[str, Any]:
     meta = zoomeval_metadata(path)
     model = meta.get("model")
     if not isinstance(model, dict) or not all(isinstance(model.get(f), str) for f in MODEL_FIELDS):
-        raise ValueError(f"{path}: metadata field model is {model!r}; expected an object with the strings "
-                         f"{', '.join(MODEL_FIELDS)}")  # fmt: skip
+        raise ValueError(
+            f"{path}: metadata field model is {model!r}; expected an object with the strings {', '.join(MODEL_FIELDS)}"
+        )
     for name, kind in META_FIELDS.items():
         if not isinstance(meta.get(name), kind) or isinstance(meta.get(name), bool):
             raise ValueError(f"{path}: metadata field {name} is {meta.get(name)!r}; expected a {kind.__name__}")
@@ -192,19 +208,27 @@ def _check_names(path: Path, entry: Entry, metrics: Metrics, layout: Layout) -> 
         raise ValueError(f"{path}: key field label_set: {exc}") from None
     expected = {"scored": scored, "variant": key.get("variant"), "model": metrics.model}
     if wildcards != expected or metrics.dataset != scored or metrics.variant != key.get("variant"):
-        raise ValueError(f"{path}: holds the metrics of {metrics.dataset}/{metrics.variant}/{metrics.model} (key: "
-                         f"{scored}/{key.get('variant')}); expected them at {layout.path('metrics', **expected)}")
+        raise ValueError(
+            f"{path}: holds the metrics of {metrics.dataset}/{metrics.variant}/{metrics.model} (key: "
+            f"{scored}/{key.get('variant')}); expected them at {layout.path('metrics', **expected)}"
+        )
 
 
 def _check_key(path: Path, metrics: Metrics, meta: dict[str, Any]) -> None:
     """The recorded key must be the one the predictions' metadata gives (with the recorded images and label set)."""
     key = metrics.key or {}
-    expected = comparability_key(meta, key.get("images"), key.get("label_set"), metrics.top_k,  # type: ignore[arg-type]
-                                 key.get("cover_node_limit"))
+    expected = comparability_key(
+        meta,
+        key.get("images"),
+        key.get("label_set"),
+        metrics.top_k,  # type: ignore[arg-type]
+        key.get("cover_node_limit"),
+    )
     differences = key_differences(key, expected)
     if differences:
-        raise ValueError(f"{path}: key field {differences[0]}, the value its predictions' metadata gives; "
-                         "re-run its analysis")  # fmt: skip
+        raise ValueError(
+            f"{path}: key field {differences[0]}, the value its predictions' metadata gives; re-run its analysis"
+        )
 
 
 def same_number(a: float | None, b: float | None) -> bool:
@@ -230,9 +254,11 @@ def scored_records(directory: Path, key: dict[str, Any], layout: Layout = LAYOUT
     records = relabel(read_manifest(manifest), key["label_set"], labels)
     if images_digest(records) != key["images"]:
         with_labels = f" with {labels}" if labels else ""
-        raise ValueError(f"{manifest}: its images and labels{with_labels} are not the ones the key field images "
-                         f"sealed (sha256 {str(key['images'])[:12]}): relabelled or rebuilt since; re-run the study "
-                         "to the end")  # fmt: skip
+        raise ValueError(
+            f"{manifest}: its images and labels{with_labels} are not the ones the key field images "
+            f"sealed (sha256 {str(key['images'])[:12]}): relabelled or rebuilt since; re-run the study "
+            "to the end"
+        )
     return records
 
 
@@ -257,8 +283,10 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
     scores["acc_standard"] = None if correct is None or not len(correct) else 100 * float(correct.mean())
     for field in VERIFIED:
         if not same_number(getattr(metrics, field), scores[field]):
-            raise ValueError(f"{path}: {field} is {_shown(getattr(metrics, field))}, but {_shown(scores[field])} "
-                             f"recomputed from {result.inputs['predictions']}; re-run its analysis")  # fmt: skip
+            raise ValueError(
+                f"{path}: {field} is {_shown(getattr(metrics, field))}, but {_shown(scores[field])} "
+                f"recomputed from {result.inputs['predictions']}; re-run its analysis"
+            )
 
 
 def _shown(value: float | None) -> str:

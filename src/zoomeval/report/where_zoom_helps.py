@@ -28,10 +28,29 @@ from zoomeval.report.tables import write_table
 #: The table's columns (its SCHEMA_VERSION), in this order, then the left-out columns
 #: (:mod:`zoomeval.report.left_out`).
 COLUMNS = [
-    "model", "variant", "dataset", "axis", "bin", "lo", "hi", "n_images", "n_1crop", "acc_1crop", "acc_1crop_lo",
-    "acc_1crop_hi", "n_max", "acc_max", "acc_max_lo", "acc_max_hi", "policy", "budget", "n_policy", "acc_policy",
-    "acc_policy_lo", "acc_policy_hi",
-]  # fmt: skip
+    "model",
+    "variant",
+    "dataset",
+    "axis",
+    "bin",
+    "lo",
+    "hi",
+    "n_images",
+    "n_1crop",
+    "acc_1crop",
+    "acc_1crop_lo",
+    "acc_1crop_hi",
+    "n_max",
+    "acc_max",
+    "acc_max_lo",
+    "acc_max_hi",
+    "policy",
+    "budget",
+    "n_policy",
+    "acc_policy",
+    "acc_policy_lo",
+    "acc_policy_hi",
+]
 declare("table_where_zoom_helps", [*COLUMNS, *LEFT_OUT_COLUMNS], SCHEMA_VERSION)
 #: One scored dataset and model: (model, dataset, what its metrics leave out, the analysis's rows, images with no box).
 Cell = tuple[str, str, LeftOut | None, list[dict[str, Any]], int]
@@ -56,10 +75,12 @@ def read_cell(model: str, scored: str, paths: Sequence[str | os.PathLike[str]], 
     table, _ = read_choices(choices)
     best = best_policy(table, budget)
     if best is None and table.num_rows:
-        raise ValueError(f"{choices}: no policy at budget {budget} (where_zoom_helps.budget); add it to "
-                         "policies.budgets")  # fmt: skip
-    rows, no_box = where_zoom_helps(read_manifest(manifest), matrix, order, image_ids,
-                                    policy_correctness(best, image_ids))  # fmt: skip
+        raise ValueError(
+            f"{choices}: no policy at budget {budget} (where_zoom_helps.budget); add it to policies.budgets"
+        )
+    rows, no_box = where_zoom_helps(
+        read_manifest(manifest), matrix, order, image_ids, policy_correctness(best, image_ids)
+    )
     named = {"policy": None if best is None else best[0], "budget": budget}
     return model, scored, read_metrics(metrics).left_out, [{**r, **named} for r in rows], no_box
 
@@ -76,8 +97,9 @@ def table_rows(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     return out
 
 
-def write_table_where_zoom_helps(cells: Sequence[Cell], csv_path: str | os.PathLike[str],
-                                 md_path: str | os.PathLike[str], limit: int | None = None) -> None:  # fmt: skip
+def write_table_where_zoom_helps(
+    cells: Sequence[Cell], csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str], limit: int | None = None
+) -> None:
     """The CSV and the Markdown (the same cells, every one escaped by the table writer) with the notes; ``limit``:
     the run's (config limit), whose results root the left-out column names files under."""
     rows = table_rows(cells)
@@ -102,8 +124,10 @@ def write_table_where_zoom_helps(cells: Sequence[Cell], csv_path: str | os.PathL
 
 
 #: The axes' panels: (axis, x label).
-PANELS = (("size", "largest box's area / image area (deciles)"),
-          ("centre", "box centre's distance from the image centre / half-diagonal"))  # fmt: skip
+PANELS = (
+    ("size", "largest box's area / image area (deciles)"),
+    ("centre", "box centre's distance from the image centre / half-diagonal"),
+)
 
 
 def _tick(r: Mapping[str, Any]) -> str:
@@ -131,12 +155,23 @@ def plot_where_zoom_helps(cells: Sequence[Cell], path: str | os.PathLike[str], t
                 if key == "policy" and best is None:
                     continue  # the policies were not fitted
                 ys = [r[f"acc_{key}"] for r in shown]
-                err = [[y - r[f"acc_{key}_lo"] for y, r in zip(ys, shown, strict=True)],
-                       [r[f"acc_{key}_hi"] - y for y, r in zip(ys, shown, strict=True)]]  # fmt: skip
+                err = [
+                    [y - r[f"acc_{key}_lo"] for y, r in zip(ys, shown, strict=True)],
+                    [r[f"acc_{key}_hi"] - y for y, r in zip(ys, shown, strict=True)],
+                ]
                 shift = 0.05 * (3 * colour + series)  # side by side, so that the error bars do not hide each other
                 name = f"{model} {best}" if key == "policy" else f"{model} acc_{key}"
-                ax.errorbar([r["bin"] + shift for r in shown], ys, yerr=err, fmt=style, marker="o", markersize=3,
-                            capsize=2, color=f"C{colour}", label=name)  # fmt: skip
+                ax.errorbar(
+                    [r["bin"] + shift for r in shown],
+                    ys,
+                    yerr=err,
+                    fmt=style,
+                    marker="o",
+                    markersize=3,
+                    capsize=2,
+                    color=f"C{colour}",
+                    label=name,
+                )
         first = [r for r in mine if r["model"] == mine[0]["model"]] if mine else []
         ax.set_xticks([r["bin"] for r in first], [_tick(r) for r in first], fontsize=7, rotation=35, ha="right")
         ax.set_xlabel(label)

@@ -22,10 +22,29 @@ from zoomeval.report.tables import markdown_table
 
 #: Version 2 of the table: these columns, in this order, then the left-out columns (:mod:`zoomeval.report.left_out`).
 COLUMNS = [
-    "model", "variant", "dataset", "protocol", "policy", "budget", "passes", "passes_lo", "passes_hi", "n_images",
-    "n_correct", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed", "gap_closed_lo", "gap_closed_hi",
-    "n_right_to_wrong", "n_wrong_to_right", "mcnemar_p",
-]  # fmt: skip
+    "model",
+    "variant",
+    "dataset",
+    "protocol",
+    "policy",
+    "budget",
+    "passes",
+    "passes_lo",
+    "passes_hi",
+    "n_images",
+    "n_correct",
+    "acc",
+    "acc_lo",
+    "acc_hi",
+    "acc_1crop",
+    "acc_max",
+    "gap_closed",
+    "gap_closed_lo",
+    "gap_closed_hi",
+    "n_right_to_wrong",
+    "n_wrong_to_right",
+    "mcnemar_p",
+]
 declare("table_zoom_policies", [*COLUMNS, *LEFT_OUT_COLUMNS], SCHEMA_VERSION)
 #: The level below which a McNemar p-value makes a gain over the 1-crop significant (the figure's filled markers).
 ALPHA = 0.05
@@ -34,16 +53,29 @@ BANDS = ("max_conf", "cascade")
 #: The protocol of the rows that the very images scored decide (the oracle) or that need no fit.
 IN_SAMPLE = "in_sample"
 MEMO_METHODS = ("memo_augmix", "memo_rrc")
-FLOAT_COLUMNS = {"passes", "passes_lo", "passes_hi", "acc", "acc_lo", "acc_hi", "acc_1crop", "acc_max", "gap_closed",
-                 "gap_closed_lo", "gap_closed_hi"}  # fmt: skip
+FLOAT_COLUMNS = {
+    "passes",
+    "passes_lo",
+    "passes_hi",
+    "acc",
+    "acc_lo",
+    "acc_hi",
+    "acc_1crop",
+    "acc_max",
+    "gap_closed",
+    "gap_closed_lo",
+    "gap_closed_hi",
+}
 
 
 def check_document(document: Mapping[str, Any]) -> None:
     """Refuse a document that is not a policies document of this schema version."""
     if document.get("kind") != "zoom_policies" or document.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"not a version-{SCHEMA_VERSION} zoom policies document (kind {document.get('kind')!r}, "
-                         f"schema_version {document.get('schema_version')!r}); re-run the zoom_policies "
-                         "jobs")  # fmt: skip
+        raise ValueError(
+            f"not a version-{SCHEMA_VERSION} zoom policies document (kind {document.get('kind')!r}, "
+            f"schema_version {document.get('schema_version')!r}); re-run the zoom_policies "
+            "jobs"
+        )
 
 
 def gap_closed(acc: float | None, acc_1crop: float | None, acc_max: float) -> float | None:
@@ -62,8 +94,9 @@ def table_rows(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[st
     for document in documents:
         check_document(document)
         cell = (document["model"], document["variant"], document["dataset"])
-        policies = sorted((r for r in document["rows"] if r["policy"] in rank),
-                          key=lambda r: (rank[r["policy"]], r["budget"]))  # fmt: skip
+        policies = sorted(
+            (r for r in document["rows"] if r["policy"] in rank), key=lambda r: (rank[r["policy"]], r["budget"])
+        )
         out += [_full(document, document["protocol"], r) for r in policies]
         out += [_not_fitted(document, policy) for policy in POLICIES if document.get("not_fitted")]
         if cell not in referenced:
@@ -78,8 +111,17 @@ def _full(document: Mapping[str, Any], protocol: str, point: Mapping[str, Any]) 
     a1, amax = document["acc_1crop"], document["acc_max"]
     gaps = {f"gap_closed{s}": gap_closed(point[f"acc{s}"], a1, amax) for s in ("", "_lo", "_hi")}
     left = document["left_out"] and LeftOut.from_document(document["left_out"])
-    return {"model": document["model"], "variant": document["variant"], "dataset": document["dataset"],
-            "protocol": protocol, **point, "acc_1crop": a1, "acc_max": amax, **gaps, "left": left}  # fmt: skip
+    return {
+        "model": document["model"],
+        "variant": document["variant"],
+        "dataset": document["dataset"],
+        "protocol": protocol,
+        **point,
+        "acc_1crop": a1,
+        "acc_max": amax,
+        **gaps,
+        "left": left,
+    }
 
 
 def _not_fitted(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
@@ -91,8 +133,9 @@ def _not_fitted(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
     return {**full, "left": replace(left, unscored={**(left.unscored or {}), document["not_fitted"]: n})}
 
 
-def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, Any]], passes: int
-              ) -> list[dict[str, Any]]:  # fmt: skip
+def memo_rows(
+    tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, Any]], passes: int
+) -> list[dict[str, Any]]:
     """MEMO's points from results/table_tta.csv for the original images of each document's (model, dataset) that it
     has, at ``passes`` forward passes per image (the augmented views of every step and the final prediction; the
     backward passes are not counted), over the document's images."""
@@ -105,8 +148,9 @@ def memo_rows(tta_csv: str | os.PathLike[str], documents: Sequence[Mapping[str, 
             value = table.get((method, document["model"]), {}).get(document["dataset"])
             if document["variant"] == "original" and value:
                 point = row(method, passes, round(float(value) * n / 100), n, np.full(n, float(passes)))
-                out.append({"model": document["model"], "variant": "original", "dataset": document["dataset"],
-                            "row": point})  # fmt: skip
+                out.append(
+                    {"model": document["model"], "variant": "original", "dataset": document["dataset"], "row": point}
+                )
     return out
 
 
@@ -139,18 +183,48 @@ def _interval(value: float | None, lo: float | None, hi: float | None) -> str:
     return "" if value is None else f"{_number(value)} [{_number(lo)}, {_number(hi)}]"
 
 
-def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
-                              csv_path: str | os.PathLike[str], md_path: str | os.PathLike[str],
-                              limit: int | None = None) -> None:  # fmt: skip
+#: The Markdown view's columns.
+MARKDOWN_HEADER = [
+    "dataset",
+    "variant",
+    "model",
+    "protocol",
+    "policy",
+    "budget",
+    "passes",
+    "acc [95% CI]",
+    "gap_closed [95% CI]",
+    "vs 1-crop: lost, gained (McNemar p)",
+]
+
+
+def _markdown_row(r: Mapping[str, Any]) -> list[str]:
+    """A row's Markdown cells (:data:`MARKDOWN_HEADER`), with the intervals."""
+    return [
+        r["dataset"],
+        r["variant"],
+        r["model"],
+        r["protocol"],
+        r["policy"],
+        str(r["budget"]),
+        _text("passes", r["passes"]),
+        _interval(r["acc"], r["acc_lo"], r["acc_hi"]),
+        _interval(r["gap_closed"], r["gap_closed_lo"], r["gap_closed_hi"]),
+        _paired_cell(r),
+    ]
+
+
+def write_table_zoom_policies(
+    documents: Sequence[Mapping[str, Any]],
+    memo: Sequence[Mapping[str, Any]],
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str],
+    limit: int | None = None,
+) -> None:
     """The CSV (:data:`COLUMNS`, percentages and passes with 2 decimals) and a Markdown view with the intervals;
     ``limit``: the run's (config limit), whose results root the left-out column names files under."""
     rows = table_rows(documents, memo)
-    header = ["dataset", "variant", "model", "protocol", "policy", "budget", "passes", "acc [95% CI]",
-              "gap_closed [95% CI]", "vs 1-crop: lost, gained (McNemar p)"]  # fmt: skip
-    shown = [[r["dataset"], r["variant"], r["model"], r["protocol"], r["policy"], str(r["budget"]),
-              _text("passes", r["passes"]), _interval(r["acc"], r["acc_lo"], r["acc_hi"]),
-              _interval(r["gap_closed"], r["gap_closed_lo"], r["gap_closed_hi"]), _paired_cell(r)]
-             for r in rows]  # fmt: skip
+    shown = [_markdown_row(r) for r in rows]
     notes = [
         f"Schema version {SCHEMA_VERSION}. Policies never see a test image's label: cvK rows are K-fold "
         "cross-validated over images (each image scored once, by the policy fitted on the other folds); "
@@ -168,18 +242,30 @@ def write_table_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequ
     write_csv(csv_path, *append_left_out(COLUMNS, [[_text(c, r[c]) for c in COLUMNS] for r in rows], lefts, layout))
     notes.append(left_out_note({r["dataset"]: r["left"] for r in rows}, layout))
     title = "# Zoom without an oracle: accuracy per forward pass of label-free zoom policies"
-    write_text(md_path, "\n".join([title, "", *markdown_table(header, shown), "", *(f"{n}\n" for n in notes)]))
+    write_text(md_path, "\n".join([title, "", *markdown_table(MARKDOWN_HEADER, shown), "", *(f"{n}\n" for n in notes)]))
 
 
-COLOURS = {"max_conf": "tab:blue", "max_conf_cover": "tab:cyan", "vote": "tab:green", "cascade": "tab:red",
-           "selector": "tab:purple"}  # fmt: skip
-MARKERS = {"one_crop": ("*", "black"), "five_crop_max": ("s", "tab:orange"), "five_crop_mean": ("D", "tab:orange"),
-           "ten_crop_max": ("s", "tab:brown"), "ten_crop_mean": ("D", "tab:brown"), "memo_augmix": ("^", "tab:olive"),
-           "memo_rrc": ("v", "tab:olive")}  # fmt: skip
+COLOURS = {
+    "max_conf": "tab:blue",
+    "max_conf_cover": "tab:cyan",
+    "vote": "tab:green",
+    "cascade": "tab:red",
+    "selector": "tab:purple",
+}
+MARKERS = {
+    "one_crop": ("*", "black"),
+    "five_crop_max": ("s", "tab:orange"),
+    "five_crop_mean": ("D", "tab:orange"),
+    "ten_crop_max": ("s", "tab:brown"),
+    "ten_crop_mean": ("D", "tab:brown"),
+    "memo_augmix": ("^", "tab:olive"),
+    "memo_rrc": ("v", "tab:olive"),
+}
 
 
-def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]],
-                       path: str | os.PathLike[str], title: str) -> None:  # fmt: skip
+def plot_zoom_policies(
+    documents: Sequence[Mapping[str, Any]], memo: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], title: str
+) -> None:
     """PNG of one dataset's curves: a panel per (model, variant), accuracy against forward passes per image (log
     axis); cross-validated policies solid, transferred ones dashed, :data:`BANDS` with their 95 % bands, open markers
     on the points without a significant gain over the 1-crop (:func:`significant_gain`); the references as markers,
@@ -199,32 +285,62 @@ def plot_zoom_policies(documents: Sequence[Mapping[str, Any]], memo: Sequence[Ma
     _save(fig, path)
 
 
+def _policy_line(ax: Any, rows: list[dict[str, Any]], protocol: str, policy: str) -> None:
+    """One policy's accuracy against passes under one protocol, rows without a significant gain open, its band."""
+    line = sorted((r for r in rows if (r["protocol"], r["policy"]) == (protocol, policy)), key=lambda r: r["passes"])
+    xs, ys = [r["passes"] for r in line], [r["acc"] for r in line]
+    style = "-" if protocol.startswith("cv") else "--"
+    ax.plot(xs, ys, style, marker="o", markersize=3, color=COLOURS[policy], label=f"{policy} ({protocol})")
+    weak = [r for r in line if not significant_gain(r)]
+    ax.plot(
+        [r["passes"] for r in weak],
+        [r["acc"] for r in weak],
+        "o",
+        markersize=6,
+        color=COLOURS[policy],
+        markerfacecolor="white",
+        linestyle="none",
+    )
+    if policy in BANDS:
+        ax.fill_between(
+            xs,
+            [r["acc_lo"] for r in line],
+            [r["acc_hi"] for r in line],
+            color=COLOURS[policy],
+            alpha=0.1,
+            linewidth=0,
+        )
+
+
 def _panel(ax: Any, rows: list[dict[str, Any]]) -> None:
     protocols = list(dict.fromkeys(r["protocol"] for r in rows if r["protocol"] != IN_SAMPLE))
     for protocol in protocols:
         for policy in POLICIES:
-            line = sorted((r for r in rows if (r["protocol"], r["policy"]) == (protocol, policy)),
-                          key=lambda r: r["passes"])  # fmt: skip
-            xs, ys = [r["passes"] for r in line], [r["acc"] for r in line]
-            style = "-" if protocol.startswith("cv") else "--"
-            ax.plot(xs, ys, style, marker="o", markersize=3, color=COLOURS[policy], label=f"{policy} ({protocol})")
-            weak = [r for r in line if not significant_gain(r)]
-            ax.plot([r["passes"] for r in weak], [r["acc"] for r in weak], "o", markersize=6, color=COLOURS[policy],
-                    markerfacecolor="white", linestyle="none")  # fmt: skip
-            if policy in BANDS:
-                ax.fill_between(xs, [r["acc_lo"] for r in line], [r["acc_hi"] for r in line], color=COLOURS[policy],
-                                alpha=0.1, linewidth=0)  # fmt: skip
+            _policy_line(ax, rows, protocol, policy)
     oracle = sorted((r for r in rows if r["policy"] == "oracle_top_k"), key=lambda r: r["passes"])
-    ax.plot([r["passes"] for r in oracle], [r["acc"] for r in oracle], ":", marker=".", color="grey",
-            label="oracle top-k cover (in-sample)")  # fmt: skip
+    ax.plot(
+        [r["passes"] for r in oracle],
+        [r["acc"] for r in oracle],
+        ":",
+        marker=".",
+        color="grey",
+        label="oracle top-k cover (in-sample)",
+    )
     for r in rows:
         if r["policy"] == "oracle_max":
             ax.axhline(r["acc"], color="black", linestyle=":", linewidth=1, label=f"acc_max {r['acc']:.1f}")
         elif r["policy"] in MARKERS:
             marker, colour = MARKERS[r["policy"]]
             ax.plot([r["passes"]], [r["acc"]], marker, color=colour, markersize=8, linestyle="none", label=r["policy"])
-    ax.plot([], [], "o", color="grey", markerfacecolor="white", linestyle="none",
-            label=f"open: no significant gain over 1-crop (McNemar p >= {ALPHA})")
+    ax.plot(
+        [],
+        [],
+        "o",
+        color="grey",
+        markerfacecolor="white",
+        linestyle="none",
+        label=f"open: no significant gain over 1-crop (McNemar p >= {ALPHA})",
+    )
     ax.set_xscale("log")
     budgets = sorted({r["budget"] for r in oracle})
     ax.set_xticks(budgets, [str(b) for b in budgets])

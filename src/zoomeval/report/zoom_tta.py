@@ -41,16 +41,22 @@ def read_policy(policy: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str,
     document = dict(policy) if isinstance(policy, Mapping) else read_json(policy)
     where = "the policy" if isinstance(policy, Mapping) else str(policy)
     if document.get("kind") != KIND or document.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{where}: not a zoom policy file of schema {SCHEMA_VERSION} (kind {document.get('kind')!r}, "
-                         f"schema_version {document.get('schema_version')!r}); export it again")  # fmt: skip
+        raise ValueError(
+            f"{where}: not a zoom policy file of schema {SCHEMA_VERSION} (kind {document.get('kind')!r}, "
+            f"schema_version {document.get('schema_version')!r}); export it again"
+        )
     if not _well_formed(document):
         raise ValueError(f"{where}: its views, rule ({', '.join(RULES)}) or model are malformed; export it again")
     return document
 
 
 #: The fitted parameters each rule reads, and what the wrapper reads of the model.
-_RULE_KEYS = {"max_conf": set(), "vote": set(), "cascade": {"tau", "length"},
-              "selector": {"mean", "scale", "coef", "intercept"}}  # fmt: skip
+_RULE_KEYS = {
+    "max_conf": set(),
+    "vote": set(),
+    "cascade": {"tau", "length"},
+    "selector": {"mean", "scale", "coef", "intercept"},
+}
 _MODEL_KEYS = {"weights_sha256", "mean", "std", "crop_size", "crop_backend"}
 
 
@@ -58,9 +64,13 @@ def _well_formed(document: Mapping[str, Any]) -> bool:
     """Whether a policy document has views of three integers, a known rule with its parameters and its model's key."""
     try:
         views, rule, model = document["views"], document["rule"], document["model"]
-        return (bool(views) and all(len(v) == 3 and all(isinstance(x, int) for x in v) for v in views)
-                and _RULE_KEYS.get(rule["name"], {"?"}) <= rule.keys() and _MODEL_KEYS <= model.keys()
-                and model["crop_backend"] in ("pil", "torch"))  # fmt: skip
+        return (
+            bool(views)
+            and all(len(v) == 3 and all(isinstance(x, int) for x in v) for v in views)
+            and _RULE_KEYS.get(rule["name"], {"?"}) <= rule.keys()
+            and _MODEL_KEYS <= model.keys()
+            and model["crop_backend"] in ("pil", "torch")
+        )
     except (KeyError, TypeError, AttributeError):
         return False
 
@@ -70,12 +80,15 @@ def check_model(classifier: Classifier, document: Mapping[str, Any]) -> None:
     normalisation of its inputs (the same weights fed otherwise give other confidences)."""
     model = document["model"]
     if classifier.weights_sha256 != model["weights_sha256"]:
-        raise ValueError(f"the policy was fitted for weights with sha256 {model['weights_sha256']}, this model's have "
-                         f"{classifier.weights_sha256}: its confidences would not be the ones it was fitted on")
+        raise ValueError(
+            f"the policy was fitted for weights with sha256 {model['weights_sha256']}, this model's have "
+            f"{classifier.weights_sha256}: its confidences would not be the ones it was fitted on"
+        )
     fed = {"mean": model["mean"], "std": model["std"]}
     if not all(np.allclose(classifier.normalisation[k], fed[k], rtol=0, atol=1e-12) for k in fed):
-        raise ValueError(f"the policy was fitted for inputs normalised with {fed}, this model's are "
-                         f"{classifier.normalisation}")  # fmt: skip
+        raise ValueError(
+            f"the policy was fitted for inputs normalised with {fed}, this model's are {classifier.normalisation}"
+        )
 
 
 class ZoomTTA:
@@ -100,8 +113,14 @@ class ZoomTTA:
             cut[s] = all_crops(image, [s], self.size, self.backend)  # one scale: its 9 anchors in order
         return np.stack([cut[self.views[v][0]][3 * self.views[v][1] + self.views[v][2]] for v in views])
 
-    def _run(self, images: Sequence[Image.Image], pairs: list[tuple[int, int]], pred: np.ndarray,
-             conf: np.ndarray, cut: dict[int, dict[int, np.ndarray]]) -> None:  # fmt: skip
+    def _run(
+        self,
+        images: Sequence[Image.Image],
+        pairs: list[tuple[int, int]],
+        pred: np.ndarray,
+        conf: np.ndarray,
+        cut: dict[int, dict[int, np.ndarray]],
+    ) -> None:
         """Fill ``pred``/``conf`` at each ``(image, view)`` of ``pairs``, in batches of the classifier's size
         (``cut``: each image's resized scales so far)."""
         if not pairs:
@@ -116,8 +135,10 @@ class ZoomTTA:
             for start in range(0, len(order), step):
                 batch = order[start : start + step]
                 logits = self.classifier.logits(torch.from_numpy(crops[start : start + step]))
-                self.classifier.check_finite(self.classifier.finite(logits).cpu().numpy(),
-                                             lambda r, b=batch: f"view {self.views[b[r][1]]} of image {b[r][0]}")
+                self.classifier.check_finite(
+                    self.classifier.finite(logits).cpu().numpy(),
+                    lambda r, b=batch: f"view {self.views[b[r][1]]} of image {b[r][0]}",
+                )
                 columns = self.classifier.columns(logits)
                 for (i, v), p, c in zip(batch, columns["pred"], columns["conf"], strict=True):
                     pred[i, v], conf[i, v] = p, c
@@ -138,8 +159,7 @@ class ZoomTTA:
         else:
             self._run(images, [(i, v) for i in range(n) for v in range(k)], pred, conf, cut)
         chosen, passes = self.choose(Views(pred, conf, None, [Transform(*v) for v in self.views]))
-        return [Answer(int(pred[i, c]), float(conf[i, c]), self.views[c], int(passes[i]))
-                for i, c in enumerate(chosen)]  # fmt: skip
+        return [Answer(int(pred[i, c]), float(conf[i, c]), self.views[c], int(passes[i])) for i, c in enumerate(chosen)]
 
     def choose(self, views: Views) -> tuple[np.ndarray, np.ndarray]:
         """Each image's view (position in the policy's order) and passes, by the policy's rule on ``views``."""
@@ -155,8 +175,9 @@ class ZoomTTA:
         return choose_max_conf(views, every), full
 
 
-def study_classifier(document: Mapping[str, Any], resources: str | os.PathLike[str], device: str = "cpu",
-                     batch_size: int = 64) -> Classifier:  # fmt: skip
+def study_classifier(
+    document: Mapping[str, Any], resources: str | os.PathLike[str], device: str = "cpu", batch_size: int = 64
+) -> Classifier:
     """The classifier a policy was fitted for, loaded as ``zoomeval audit`` loads a study's model: its recorded
     config entry (:func:`zoomeval.inference.recompute.recorded_spec`), the weights under ``resources`` (fetched
     there if missing) checked against their sha256, the study's class set and precision."""
@@ -167,6 +188,12 @@ def study_classifier(document: Mapping[str, Any], resources: str | os.PathLike[s
     model = document["model"]
     spec = recorded_spec(model["entry"])
     folder = fetched_weights(spec, str(resources))
-    settings = InferenceSettings(batch_size=batch_size, device=device, num_workers=0, precision=model["precision"],
-                                 resize_backend="pil", channels_last=bool(model["channels_last"]))  # fmt: skip
+    settings = InferenceSettings(
+        batch_size=batch_size,
+        device=device,
+        num_workers=0,
+        precision=model["precision"],
+        resize_backend="pil",
+        channels_last=bool(model["channels_last"]),
+    )
     return Classifier(spec, settings, model["class_indices"], folder)

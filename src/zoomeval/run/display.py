@@ -73,8 +73,14 @@ class Display:
             self.bars.pop(jobid).close()
         for jobid, progress in records.items():
             if jobid not in self.bars:
-                self.bars[jobid] = tqdm(total=progress.total, desc=state.jobs[jobid].label, file=self.file,
-                                        bar_format=JOB_BAR, leave=False, dynamic_ncols=True)  # fmt: skip
+                self.bars[jobid] = tqdm(
+                    total=progress.total,
+                    desc=state.jobs[jobid].label,
+                    file=self.file,
+                    bar_format=JOB_BAR,
+                    leave=False,
+                    dynamic_ncols=True,
+                )
             bar, text = self.bars[jobid], postfix(progress)
             if (bar.total, bar.n, bar.postfix) != (progress.total, progress.done, text):
                 bar.total, bar.n = progress.total, progress.done

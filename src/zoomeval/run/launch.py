@@ -112,8 +112,10 @@ def _supervise(process: subprocess.Popen[bytes], step: Callable[[], None], scree
             interrupts += 1
             if interrupts == 1:
                 _signal(process, signal.SIGINT)
-                print("\nzoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop at once)",
-                      file=screen)  # fmt: skip
+                print(
+                    "\nzoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop at once)",
+                    file=screen,
+                )
             else:
                 _signal(process, signal.SIGKILL)
                 print("\nzoomeval run: stopped at once", file=screen)
@@ -147,8 +149,9 @@ def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, RunState, Path
     return (INTERRUPTED if interrupts else status), follower.state, log
 
 
-def run_study(directory: Path, targets: Sequence[str], limit: int | None, cores: int | None,
-              report: bool = False) -> int:  # fmt: skip
+def run_study(
+    directory: Path, targets: Sequence[str], limit: int | None, cores: int | None, report: bool = False
+) -> int:
     """``zoomeval run``: hold the study, preflight, run, summary; the exit status (2 for the preflight's
     problems)."""
     if not directory.is_dir():

@@ -35,8 +35,10 @@ def holding(study: Path, command: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = terminal_text(os.read(fd, 4096).decode("utf-8", "replace").strip()) or "a run starting"
-            raise StudyBusy(f"{study}: another zoomeval run holds this study ({holder}); wait for it to end, or "
-                            "stop it with Ctrl-C where it runs; nothing was run") from None  # fmt: skip
+            raise StudyBusy(
+                f"{study}: another zoomeval run holds this study ({holder}); wait for it to end, or "
+                "stop it with Ctrl-C where it runs; nothing was run"
+            ) from None
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {since}: {command}\n".encode())

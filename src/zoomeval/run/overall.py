@@ -45,8 +45,11 @@ def planned_work(config: Config, layout: Layout) -> dict[Key, int | None]:
                 if Path(layout.path("predictions", dataset=name, variant=variant, model=model)).is_file():
                     continue
                 for part in range(parts) if parts > 1 else [None]:
-                    count = images if images is None or part is None else len(
-                        part_range(images, config.inference.shard_images, part, parts))  # fmt: skip
+                    count = (
+                        images
+                        if images is None or part is None
+                        else len(part_range(images, config.inference.shard_images, part, parts))
+                    )
                     work[name, variant, model, "" if part is None else str(part)] = count
     return work
 
@@ -70,6 +73,7 @@ class Overall:
 
     def text(self) -> str:
         """``7/14 jobs, 24/48 images, 648/1,296 crops, ETA 0:03:10`` (no images without predict jobs)."""
+
         def of(done: int, total: int | None) -> str:
             return f"{done:,}/{'?' if total is None else f'{total:,}'}"
 
@@ -105,8 +109,11 @@ class Tracker:
         running = [j for j in state.running if state.jobs.get(j, Job("")).rule == PREDICT and j in records]
         self.rate = sum(records[j].crops_per_second for j in running) or self.rate
         left = (state.total or 0) - state.done - len(running)
-        finished = [j.ended - j.started for j in state.jobs.values()
-                    if j.rule != PREDICT and j.started is not None and j.ended is not None]  # fmt: skip
+        finished = [
+            j.ended - j.started
+            for j in state.jobs.values()
+            if j.rule != PREDICT and j.started is not None and j.ended is not None
+        ]
         if crops_left is None or (crops_left and not self.rate) or (left > 0 and not finished):
             return None
         crops_seconds = crops_left / self.rate if crops_left else 0.0

@@ -78,12 +78,15 @@ def refuse_unchecked_files() -> None:
         profile = load_yaml(PROFILE)
         for key in PROFILE_CODE_KEYS if isinstance(profile, dict) else ():
             if key in profile:
-                raise ValueError(f"{PROFILE}: key {key!r} makes Snakemake read a file zoomeval run does not check; "
-                                 "remove it (a study's Snakefile and config are its own)")  # fmt: skip
+                raise ValueError(
+                    f"{PROFILE}: key {key!r} makes Snakemake read a file zoomeval run does not check; "
+                    "remove it (a study's Snakefile and config are its own)"
+                )
 
 
-def plan_run(targets: Sequence[str], limit: int | None, cores: int | None,
-             report: bool = False) -> tuple[RunPlan, list[str]]:  # fmt: skip
+def plan_run(
+    targets: Sequence[str], limit: int | None, cores: int | None, report: bool = False
+) -> tuple[RunPlan, list[str]]:
     """The run in the current directory (a study's), and the problems the preflight finds in it."""
     if not CONFIG.is_file():
         raise FileNotFoundError(f"{Path.cwd() / CONFIG} does not exist: give a study directory (zoomeval init)")

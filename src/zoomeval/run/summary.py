@@ -38,8 +38,10 @@ def built_lines(plan: RunPlan, directory: str, status: int) -> list[str]:
             shown = [p for p in paths if p.endswith(".md")]
             lines.append(f"built: the tables {', '.join(shown)} (each also as .csv)")
         elif name == "study index":
-            lines.append(f"built: the study index {paths[0]} (sealed: `zoomeval leaderboard {directory}"
-                         f"{'' if plan.limit is None else f' --limit {plan.limit}'}` reads it)")  # fmt: skip
+            lines.append(
+                f"built: the study index {paths[0]} (sealed: `zoomeval leaderboard {directory}"
+                f"{'' if plan.limit is None else f' --limit {plan.limit}'}` reads it)"
+            )
         else:
             lines.append(f"built: {name}{': ' + ', '.join(paths) if paths else ''}")
     for name, args in PRODUCTS.items():

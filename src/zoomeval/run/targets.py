@@ -64,8 +64,10 @@ def checked_target(target: str, layout: Layout) -> str:
     if not _CONTROL.search(path) and ".." not in parts and layout_output(path, layout) is not None:
         return str(PurePosixPath(path))
     rules = ", ".join(f"`{rule}`" for rule in TARGET_RULES)
-    raise ValueError(f"TARGET {target!r} is neither a target rule ({rules}) nor a path of the results layout under "
-                     f"{layout.root}/ (docs/reference/outputs.md); nothing was run")  # fmt: skip
+    raise ValueError(
+        f"TARGET {target!r} is neither a target rule ({rules}) nor a path of the results layout under "
+        f"{layout.root}/ (docs/reference/outputs.md); nothing was run"
+    )
 
 
 def checked_targets(targets: Sequence[str], layout: Layout) -> tuple[str, ...]:

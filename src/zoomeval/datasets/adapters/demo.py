@@ -87,7 +87,7 @@ SCENES: tuple[Scene, ...] = (
         "brick",
         (720, 540),
         (Placement("rocket", 150, 40, 40), Placement("chelsea", 160, 280, 300), Placement("coffee", 130, 560, 60)),
-    ),  # fmt: skip
+    ),
     Scene("grass", (640, 480), (Placement("motorcycle_right", 220, 380, 280), Placement("camera", 170, 40, 60))),
 )
 
@@ -190,8 +190,13 @@ def build_demo(image_dir: Path, scenes: str = "standard") -> list[Record]:
     return records
 
 
-@ADAPTERS.register("demo", options=("scenes",), boxes=True, images=True,
-                   most_images=lambda scenes="standard": len(SCENE_SETS[scenes]()))  # fmt: skip
+@ADAPTERS.register(
+    "demo",
+    options=("scenes",),
+    boxes=True,
+    images=True,
+    most_images=lambda scenes="standard": len(SCENE_SETS[scenes]()),
+)
 def demo(image_dir: Path, scenes: str = "standard") -> Adapted:
     """The embedded demo scenes (``standard`` or ``clutter``), generated offline into ``image_dir``."""
     return build_demo(image_dir, scenes), None

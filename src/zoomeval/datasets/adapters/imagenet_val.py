@@ -27,8 +27,14 @@ class _Annotation:
     size: tuple[int, int] | None  # the annotated image size (XML only), checked against the image file
 
 
-@ADAPTERS.register("imagenet_val", required=("images", "annotations"), optional=("real",), boxes=True, real_labels=True,
-                   most_images=lambda: VAL_IMAGES)  # fmt: skip
+@ADAPTERS.register(
+    "imagenet_val",
+    required=("images", "annotations"),
+    optional=("real",),
+    boxes=True,
+    real_labels=True,
+    most_images=lambda: VAL_IMAGES,
+)
 def imagenet_val(images: Path, annotations: Path, real: Path | None = None) -> Adapted:
     """The ILSVRC2012 validation images, labelled by the wnid of their annotated objects.
 

@@ -51,8 +51,9 @@ class CheckpointOptions:
 
 def _input(spec: ModelSpec) -> InputSpec:
     if spec.checkpoint is None:
-        raise ConfigError(f"models.{spec.name}.checkpoint is required for source {spec.source}: a local path or "
-                          "{url}")  # fmt: skip
+        raise ConfigError(
+            f"models.{spec.name}.checkpoint is required for source {spec.source}: a local path or {{url}}"
+        )
     return InputSpec.from_config(spec.checkpoint)
 
 
@@ -89,9 +90,11 @@ def check_own_normalisation(spec: ModelSpec, mean: tuple[float, ...], std: tuple
 
     for key, given, own in (("mean", spec.mean, mean), ("std", spec.std, std)):
         if given is not None and not np.allclose(given, own):
-            raise ConfigError(f"models.{spec.name}.{key}: {list(given)} differs from the {list(own)} of {what}, "
-                              "which the standard evaluation feeds these weights; remove the key, or evaluate "
-                              "with a transform of that normalisation")  # fmt: skip
+            raise ConfigError(
+                f"models.{spec.name}.{key}: {list(given)} differs from the {list(own)} of {what}, "
+                "which the standard evaluation feeds these weights; remove the key, or evaluate "
+                "with a transform of that normalisation"
+            )
 
 
 def eval_preset(spec: ModelSpec) -> str:
@@ -107,9 +110,11 @@ def _preset(spec: ModelSpec) -> Any:
     enum = torchvision.models.get_model_weights(spec.architecture)
     if tag not in enum.__members__ or tag == "DEFAULT":
         tags = [w.name for w in enum]
-        raise ConfigError(f"models.{spec.name}.eval_preset: {tag!r} is not a weights tag of torchvision's "
-                          f"{spec.architecture} {tags}; name the one whose preset the checkpoint was trained "
-                          "with")  # fmt: skip
+        raise ConfigError(
+            f"models.{spec.name}.eval_preset: {tag!r} is not a weights tag of torchvision's "
+            f"{spec.architecture} {tags}; name the one whose preset the checkpoint was trained "
+            "with"
+        )
     return enum[tag].transforms()
 
 
@@ -220,9 +225,14 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
 
 @MODEL_SOURCES.register(
-    "checkpoint", check=check, fetch=fetch, required=("architecture", "weights", "checkpoint"), local=local,
-    options=CheckpointOptions, evaluation=evaluation,
-)  # fmt: skip
+    "checkpoint",
+    check=check,
+    fetch=fetch,
+    required=("architecture", "weights", "checkpoint"),
+    local=local,
+    options=CheckpointOptions,
+    evaluation=evaluation,
+)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     """The fetched checkpoint, checked against the sha256 pinned in ``weights``, normalised as its ``eval_preset``
     (unless the entry gives its own ``mean``/``std``, which the check holds to the preset's)."""

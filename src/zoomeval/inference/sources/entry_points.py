@@ -60,11 +60,14 @@ def find(spec: ModelSpec) -> EntryPoint:
     if not points:
         near = closest(spec.architecture, list(found))
         hint = f"; closest: {', '.join(near)}" if near else f"; installed: {', '.join(sorted(found)) or 'none'}"
-        raise ConfigError(f"{key}: {spec.architecture!r} is no entry point of group {GROUP} (zoomeval list models "
-                          f"entry_point){hint}")  # fmt: skip
+        raise ConfigError(
+            f"{key}: {spec.architecture!r} is no entry point of group {GROUP} (zoomeval list models entry_point){hint}"
+        )
     if len(points) > 1:
-        raise ConfigError(f"{key}: entry point {spec.architecture!r} is given by {len(points)} installed packages "
-                          f"({', '.join(map(_provider, points))}); uninstall all but one")  # fmt: skip
+        raise ConfigError(
+            f"{key}: entry point {spec.architecture!r} is given by {len(points)} installed packages "
+            f"({', '.join(map(_provider, points))}); uninstall all but one"
+        )
     return points[0]
 
 
@@ -83,8 +86,9 @@ def define(spec: ModelSpec) -> tuple[EntryPoint, Any, Any, tuple[int, ...]]:
     except Exception as exc:  # the user's code: whatever it raises is named, in one line
         raise ConfigError(f"{where} failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(value, tuple) or len(value) != len(ModelDefinition._fields):
-        raise ConfigError(f"{where} returned {type(value).__name__}; return ModelDefinition(module, transform, "
-                          "classes)")  # fmt: skip
+        raise ConfigError(
+            f"{where} returned {type(value).__name__}; return ModelDefinition(module, transform, classes)"
+        )
     module, transform, classes = value
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"{where} returned a {type(module).__name__} as its module, not a torch.nn.Module")
@@ -98,8 +102,9 @@ def check(spec: ModelSpec) -> None:
     """The entry point must be installed once and return a module, a transform and a class order that can be
     trusted; a ``mean``/``std`` given must be the transform's; the checkpoint must have the pinned sha256."""
     _, _, transform, _ = define(spec)
-    checkpoint.check_own_normalisation(spec, transform.mean, transform.std, f"entry point {spec.architecture}'s "
-                                       "transform")  # fmt: skip
+    checkpoint.check_own_normalisation(
+        spec, transform.mean, transform.std, f"entry point {spec.architecture}'s transform"
+    )
     checkpoint.check_file(spec)
 
 
@@ -116,9 +121,14 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
 
 @MODEL_SOURCES.register(
-    "entry_point", check=check, fetch=checkpoint.fetch, required=("architecture", "weights", "checkpoint"),
-    local=checkpoint.local, evaluation=evaluation, names=names,
-)  # fmt: skip
+    "entry_point",
+    check=check,
+    fetch=checkpoint.fetch,
+    required=("architecture", "weights", "checkpoint"),
+    local=checkpoint.local,
+    evaluation=evaluation,
+    names=names,
+)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     """The entry point's module with the checked checkpoint, its logits in ImageNet-1k's order."""
     from zoomeval.inference.class_order import ImageNetOrder
@@ -126,8 +136,18 @@ def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     point, module, transform, indices = define(spec)
     path, sha = checkpoint.fetched_checkpoint(spec, weights)
     checkpoint.fit(module, path, f"entry point {spec.architecture}'s module", f"models.{spec.name}.checkpoint")
-    provenance = {"name": point.name, "value": point.value, "distribution": point.dist and point.dist.name,
-                  "version": point.dist and point.dist.version}  # fmt: skip
+    provenance = {
+        "name": point.name,
+        "value": point.value,
+        "distribution": point.dist and point.dist.name,
+        "version": point.dist and point.dist.version,
+    }
     covered = None if sorted(indices) == list(range(1000)) else indices
-    return LoadedModel(ImageNetOrder(module, indices, transform, spec.name), sha, transform.mean, transform.std,
-                       {"entry_point": provenance}, covered)  # fmt: skip
+    return LoadedModel(
+        ImageNetOrder(module, indices, transform, spec.name),
+        sha,
+        transform.mean,
+        transform.std,
+        {"entry_point": provenance},
+        covered,
+    )

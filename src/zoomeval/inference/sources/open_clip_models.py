@@ -120,8 +120,10 @@ def input_size(spec: ModelSpec) -> int:
     size = model_config(spec)["vision_cfg"]["image_size"]
     if isinstance(size, list | tuple):
         if len(set(size)) != 1:
-            raise ConfigError(f"models.{spec.name}.architecture: {spec.architecture} takes {size[0]}x{size[1]} "
-                              "inputs; zoomeval crops are square")  # fmt: skip
+            raise ConfigError(
+                f"models.{spec.name}.architecture: {spec.architecture} takes {size[0]}x{size[1]} "
+                "inputs; zoomeval crops are square"
+            )
         size = size[0]
     return int(size)
 
@@ -163,8 +165,10 @@ def register_model_config(spec: ModelSpec) -> None:
     if known is None:
         open_clip.add_model_config(Path(given))
     elif known != model_config(spec):
-        raise ConfigError(f"models.{spec.name}.model_config: {spec.architecture!r} is already an open_clip "
-                          "architecture with another config")  # fmt: skip
+        raise ConfigError(
+            f"models.{spec.name}.model_config: {spec.architecture!r} is already an open_clip "
+            "architecture with another config"
+        )
 
 
 def pretrained_cfg(spec: ModelSpec) -> dict[str, Any]:
@@ -175,8 +179,10 @@ def pretrained_cfg(spec: ModelSpec) -> dict[str, Any]:
         return {}
     tags = list_pretrained_tags_by_model(spec.architecture)
     if spec.weights not in tags:
-        raise ConfigError(f"models.{spec.name}.weights: {spec.weights!r} is not a pretrained tag of "
-                          f"{spec.architecture} ({tags}); for a local file give checkpoint")  # fmt: skip
+        raise ConfigError(
+            f"models.{spec.name}.weights: {spec.weights!r} is not a pretrained tag of "
+            f"{spec.architecture} ({tags}); for a local file give checkpoint"
+        )
     return dict(get_pretrained_cfg(spec.architecture, spec.weights))
 
 
@@ -191,11 +197,14 @@ def check(spec: ModelSpec) -> None:
         if path.suffix not in CHECKPOINT_SUFFIXES or not path.is_file():
             raise ConfigError(f"{key}.checkpoint: {path} must be an existing {'/'.join(CHECKPOINT_SUFFIXES)} file")
     elif open_clip.get_model_config(spec.architecture).get("quick_gelu") and not cfg.get("quick_gelu"):
-        raise ConfigError(f"{key}.architecture: {spec.architecture} builds QuickGELU but tag {spec.weights!r} was "
-                          "trained with GELU; use the architecture without -quickgelu")  # fmt: skip
+        raise ConfigError(
+            f"{key}.architecture: {spec.architecture} builds QuickGELU but tag {spec.weights!r} was "
+            "trained with GELU; use the architecture without -quickgelu"
+        )
     if spec.input_size != (size := input_size(spec)):
-        raise ConfigError(f"{key}.input_size: {spec.architecture} takes {size} px inputs, not {spec.input_size}; "
-                          "remove the key")  # fmt: skip
+        raise ConfigError(
+            f"{key}.input_size: {spec.architecture} takes {size} px inputs, not {spec.input_size}; remove the key"
+        )
     try:
         names = zero_shot.class_names(options.class_names, f"{key}.class_names")
         zero_shot.templates(options.templates, f"{key}.templates")
@@ -236,12 +245,16 @@ def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     key = f"models.{name}"
     if len(plain) != 1:
         found = f"it names {plain}" if plain else "no pretrained tag of open_clip's list has its weights there"
-        raise ConfigError(f"{key}.architecture: {given}: {found}; give an open_clip architecture and weights "
-                          "(zoomeval list models open_clip)")  # fmt: skip
+        raise ConfigError(
+            f"{key}.architecture: {given}: {found}; give an open_clip architecture and weights "
+            "(zoomeval list models open_clip)"
+        )
     arch, tag = plain[0]
     if entry.get("weights", tag) != tag:
-        raise ConfigError(f"{key}.weights: {entry['weights']!r} disagrees with {given}, open_clip's {arch} + {tag!r}; "
-                          "remove weights or make them agree")  # fmt: skip
+        raise ConfigError(
+            f"{key}.weights: {entry['weights']!r} disagrees with {given}, open_clip's {arch} + {tag!r}; "
+            "remove weights or make them agree"
+        )
     return {**entry, "architecture": arch, "weights": tag}
 
 
@@ -253,8 +266,9 @@ def hub_files(spec: ModelSpec) -> tuple[str, list[str]]:
 
     cfg = pretrained_cfg(spec)
     if not cfg.get("hf_hub"):
-        raise ValueError(f"open_clip tag {spec.architecture}/{spec.weights} has no Hugging Face repo to check its "
-                         "hash against")  # fmt: skip
+        raise ValueError(
+            f"open_clip tag {spec.architecture}/{spec.weights} has no Hugging Face repo to check its hash against"
+        )
     # open_clip's convention: "org/repo/" (its default file name) or "org/repo/<file>"
     hub = cfg["hf_hub"]
     repo_id, filename = (hub.rstrip("/"), HF_WEIGHTS_NAME) if hub.endswith("/") else hub.rsplit("/", 1)
@@ -281,8 +295,9 @@ def create(spec: ModelSpec, weights: Path | None) -> tuple[torch.nn.Module, Path
 
     register_model_config(spec)
     path = fetched_file(weights, FETCHED, spec)
-    sha = verified_sha256(path, path.name.split(".")[0], "the sha256 its name carries", f"delete {path.parent} to "
-                          "fetch it again")  # fmt: skip
+    sha = verified_sha256(
+        path, path.name.split(".")[0], "the sha256 its name carries", f"delete {path.parent} to fetch it again"
+    )
     cfg = pretrained_cfg(spec)
     model = open_clip.create_model(
         spec.architecture,
@@ -343,9 +358,18 @@ def evaluation(spec: ModelSpec, module: torch.nn.Module) -> Any:
 
 
 @MODEL_SOURCES.register(
-    "open_clip", check=check, fetch=fetch, options=OpenClipOptions, input_size=input_size, evaluation=evaluation,
-    head=head_name, local=local_checkpoint, names=names, library="open_clip_torch", canonical=canonical,
-)  # fmt: skip
+    "open_clip",
+    check=check,
+    fetch=fetch,
+    options=OpenClipOptions,
+    input_size=input_size,
+    evaluation=evaluation,
+    head=head_name,
+    local=local_checkpoint,
+    names=names,
+    library="open_clip_torch",
+    canonical=canonical,
+)
 def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> LoadedModel:
     """The classifier of an entry: its model with checked weights and the cached zero-shot head ``head``, which must
     have been computed from this entry's weights, class names, templates and duplicate-name policy."""
@@ -360,9 +384,14 @@ def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> Loa
             f"({', '.join(f'{k}: {old!r}, now {new!r}' for k, (old, new) in stale.items())}); rebuild it with "
             "snakemake --forcerun zero_shot_head"
         )
-    log.info("loaded zero-shot head %s: %d classes x %d templates (%s), duplicate names: %s",
-             head, document["n_classes"], len(document["template_list"]), document["templates"],
-             document["duplicate_names"]["policy"])  # fmt: skip
+    log.info(
+        "loaded zero-shot head %s: %d classes x %d templates (%s), duplicate names: %s",
+        head,
+        document["n_classes"],
+        len(document["template_list"]),
+        document["templates"],
+        document["duplicate_names"]["policy"],
+    )
     from zoomeval.inference.zero_shot_classifier import ZeroShotClassifier
 
     keys = (*expected, "open_clip", "class_names", "templates", "template_list", "duplicate_names", "logit_scale")

@@ -81,16 +81,22 @@ def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     if "checkpoint" in entry:
         return _local_entry(key, entry, dot)
     if "eval_preset" in entry:
-        raise ConfigError(f"{key}.eval_preset: only a timm model with a checkpoint reads it (a pretrained tag is "
-                          "evaluated with its own data config); remove it")  # fmt: skip
+        raise ConfigError(
+            f"{key}.eval_preset: only a timm model with a checkpoint reads it (a pretrained tag is "
+            "evaluated with its own data config); remove it"
+        )
     if not dot:
         if "weights" not in entry:
-            raise ConfigError(f"{key}.weights: required for a timm architecture without a tag; give architecture: "
-                              f"{arch}.<tag> or weights (zoomeval list models timm '{arch}.*')")  # fmt: skip
+            raise ConfigError(
+                f"{key}.weights: required for a timm architecture without a tag; give architecture: "
+                f"{arch}.<tag> or weights (zoomeval list models timm '{arch}.*')"
+            )
         return entry
     if entry.get("weights", tag) != tag:
-        raise ConfigError(f"{key}.weights: {entry['weights']!r} disagrees with the tag {tag!r} of architecture "
-                          f"{entry['architecture']}; remove weights or make them agree")  # fmt: skip
+        raise ConfigError(
+            f"{key}.weights: {entry['weights']!r} disagrees with the tag {tag!r} of architecture "
+            f"{entry['architecture']}; remove weights or make them agree"
+        )
     return {**entry, "architecture": arch, "weights": tag}
 
 
@@ -98,12 +104,15 @@ def _local_entry(key: str, entry: dict[str, Any], dot: str) -> dict[str, Any]:
     """An entry with a local checkpoint: a file, and its architecture alone (the tag of the data config goes in
     eval_preset)."""
     if not isinstance(entry["checkpoint"], str) and "path" not in entry["checkpoint"]:
-        raise ConfigError(f"{key}.checkpoint: a timm checkpoint must be a local file; download it, check it and give "
-                          "its path")  # fmt: skip
+        raise ConfigError(
+            f"{key}.checkpoint: a timm checkpoint must be a local file; download it, check it and give its path"
+        )
     if dot:
         arch, tag = entry["architecture"].split(".", 1)
-        raise ConfigError(f"{key}.architecture: with a checkpoint give the architecture alone ({arch}) and the tag "
-                          f"whose data config evaluates it as eval_preset ({tag})")  # fmt: skip
+        raise ConfigError(
+            f"{key}.architecture: with a checkpoint give the architecture alone ({arch}) and the tag "
+            f"whose data config evaluates it as eval_preset ({tag})"
+        )
     return entry
 
 
@@ -123,18 +132,23 @@ def _check_local(spec: ModelSpec) -> None:
     key, architectures = f"models.{spec.name}", timm.list_models()
     if spec.architecture not in architectures:
         near = ", ".join(closest(spec.architecture, architectures))
-        raise ConfigError(f"{key}.architecture: {spec.architecture!r} is not a timm architecture (timm.list_models())"
-                          + (f"; closest: {near}" if near else ""))  # fmt: skip
+        raise ConfigError(
+            f"{key}.architecture: {spec.architecture!r} is not a timm architecture (timm.list_models())"
+            + (f"; closest: {near}" if near else "")
+        )
     tags = [name.partition(".")[2] for name in get_arch_pretrained_cfgs(spec.architecture)]
     if spec.options is not None and spec.options.eval_preset not in (None, *tags):
-        raise ConfigError(f"{key}.eval_preset: {spec.options.eval_preset!r} is not a tag of timm's "
-                          f"{spec.architecture} {tags}")  # fmt: skip
+        raise ConfigError(
+            f"{key}.eval_preset: {spec.options.eval_preset!r} is not a tag of timm's {spec.architecture} {tags}"
+        )
     if (cfg := get_pretrained_cfg(_config_name(spec))) is None:
         raise ConfigError(f"{key}.architecture: timm's {spec.architecture} has no pretrained config to evaluate with")
     data = resolve_data_config(pretrained_cfg=cfg.to_dict())
     if cfg.fixed_input_size and spec.input_size != (size := data["input_size"][-1]):
-        raise ConfigError(f"{key}.input_size: {spec.architecture} takes {size} px inputs only, not "
-                          f"{spec.input_size}; set input_size: {size}")  # fmt: skip
+        raise ConfigError(
+            f"{key}.input_size: {spec.architecture} takes {size} px inputs only, not "
+            f"{spec.input_size}; set input_size: {size}"
+        )
     checkpoint.check_own_normalisation(spec, data["mean"], data["std"], f"timm's data config of {_config_name(spec)}")
     checkpoint.check_file(spec)
 
@@ -202,9 +216,17 @@ def _load_local(spec: ModelSpec, weights: Path | None) -> LoadedModel:
 
 
 @MODEL_SOURCES.register(
-    "timm", check=check, fetch=fetch, evaluation=evaluation, names=names, library="timm", canonical=canonical,
-    required=("architecture",), options=TimmOptions, local=local,
-)  # fmt: skip
+    "timm",
+    check=check,
+    fetch=fetch,
+    evaluation=evaluation,
+    names=names,
+    library="timm",
+    canonical=canonical,
+    required=("architecture",),
+    options=TimmOptions,
+    local=local,
+)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import timm
 

@@ -57,8 +57,10 @@ def canonical(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     if not dot:
         return entry
     if enum.casefold() != f"{entry['architecture']}_weights".casefold():
-        raise ConfigError(f"models.{name}.weights: {enum} is not the weights enum of {entry['architecture']}; "
-                          f"give its tag alone ({tag}) or the architecture's enum")  # fmt: skip
+        raise ConfigError(
+            f"models.{name}.weights: {enum} is not the weights enum of {entry['architecture']}; "
+            f"give its tag alone ({tag}) or the architecture's enum"
+        )
     return {**entry, "weights": tag}
 
 
@@ -130,9 +132,14 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
 
 @MODEL_SOURCES.register(
-    "torchvision", check=check, fetch=fetch, evaluation=evaluation, names=names, library="torchvision",
+    "torchvision",
+    check=check,
+    fetch=fetch,
+    evaluation=evaluation,
+    names=names,
+    library="torchvision",
     canonical=canonical,
-)  # fmt: skip
+)
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import torchvision
 
