@@ -14,13 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = Layout()
 
 
-def run_snakemake(
-    workdir: Path, *args: str, check: bool = True, cores: int | None = 2
-) -> subprocess.CompletedProcess[str]:
-    """Run the project's workflow in ``workdir`` with ``workdir/config.yaml``; ``cores=None`` leaves the core
-    count to the workflow profile, as a plain ``snakemake`` call does."""
+def snakemake_command(workdir: Path, *args: str, cores: int | None = 2) -> list[str]:
+    """The command line that runs the project's workflow in ``workdir`` with ``workdir/config.yaml``; ``cores=None``
+    leaves the core count to the workflow profile, as a plain ``snakemake`` call does."""
     cores_flag = ["--cores", str(cores)] if cores else []
-    cmd = [
+    return [
         sys.executable,
         "-m",
         "snakemake",
@@ -33,6 +31,13 @@ def run_snakemake(
         *cores_flag,
         *args,
     ]
+
+
+def run_snakemake(
+    workdir: Path, *args: str, check: bool = True, cores: int | None = 2
+) -> subprocess.CompletedProcess[str]:
+    """Run the project's workflow in ``workdir`` (:func:`snakemake_command`)."""
+    cmd = snakemake_command(workdir, *args, cores=cores)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

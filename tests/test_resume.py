@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import (
-    ROOT,
     SMALL_PREDICT_LOG,
     SMALL_PREDICTIONS,
     SMALL_SHARD_IMAGES,
     SMALL_TARGETS,
     run_snakemake,
+    snakemake_command,
     write_small_config,
 )
 from zoomeval.core.manifest import read_manifest
@@ -33,21 +32,7 @@ PRED_COLUMNS = ["image_id", "scale", "row", "col", "pred", "pred_full", "conf"]
 
 def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen:
     """Snakemake on the small demo in its own session (process group), output in ``workdir/controller.log``."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
-        "--cores",
-        "2",
-        *args,
-        *SMALL_TARGETS,
-    ]
+    cmd = snakemake_command(workdir, *args, *SMALL_TARGETS)
     with open(workdir / "controller.log", "w") as out:
         return subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -5,14 +5,13 @@ import hashlib
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import ROOT, stand_in_data_paths
+from tests.conftest import ROOT, snakemake_command, stand_in_data_paths
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import read_metadata
 
@@ -66,22 +65,7 @@ def assert_a_killed_forced_rerun_is_completed_without_forcerun(workdir, snakemak
         for m in ("none", "memo_augmix", "memo_rrc")
     ]
     # the target first: --forcerun takes every argument after it
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
-        "--cores",
-        "2",
-        "results/table_tta.csv",
-        "--forcerun",
-        "tta",
-    ]
+    cmd = snakemake_command(workdir, "results/table_tta.csv", "--forcerun", "tta")
     with open(workdir / "forced.log", "w") as out:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
