@@ -14,15 +14,36 @@ import pyarrow as pa
 
 from zoomeval.analysis.cover import greedy_cover
 from zoomeval.analysis.matrix import prediction_columns, read_index, read_matrix
-from zoomeval.analysis.metrics import Metrics
+from zoomeval.analysis.metrics import Metrics, Scored
 from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
 from zoomeval.analysis.policy_choices import SCHEMA, choices_table
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.config import PoliciesConfig
+from zoomeval.core.documents import LIST, PERCENT, STRING, Document, Field, fields_of, nullable
 from zoomeval.core.layout import declare
 
 #: Version of the policies document and of results/table_zoom_policies.csv (2: the paired comparison with the 1-crop).
 SCHEMA_VERSION = 2
+#: The policies job's document: what was scored (the target's metrics), the rows (:func:`row`), then the seed, the
+#: folds (cross-validation only), the fitted policies (:func:`policy_record`) and why none was fitted (where so).
+POLICIES_DOCUMENT = Document(
+    "zoom policies",
+    SCHEMA_VERSION,
+    (
+        *fields_of(Scored),
+        Field("protocol", STRING),
+        Field("acc_1crop", nullable(PERCENT)),
+        Field("acc_max", PERCENT),
+        Field("left_out"),
+        Field("rows", LIST),
+        Field("seed"),
+        Field("folds", LIST, required=False),
+        Field("fitted", LIST),
+        Field("not_fitted", STRING, required=False),
+    ),
+    "re-run the zoom_policies jobs",
+    kind="zoom_policies",
+)
 declare("policies", schema_version=SCHEMA_VERSION)
 declare("policy_transfer", schema_version=SCHEMA_VERSION)
 #: Forward passes per image of the aggregation methods the table shows beside the policies.
@@ -184,18 +205,21 @@ def policy_record(policy: Policy, views: Views, **extra: Any) -> dict[str, Any]:
 
 
 def policies_document(metrics: Metrics, protocol: str, rows: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    """The policies job's JSON document: what was scored (the target's metrics), the rows, then ``extra`` (the
-    folds and fitted policies)."""
-    head = {
-        "kind": "zoom_policies",
-        "schema_version": SCHEMA_VERSION,
-        "model": metrics.model,
-        "variant": metrics.variant,
-        "dataset": metrics.dataset,
-        "protocol": protocol,
-    }
+    """The policies job's JSON document (:data:`POLICIES_DOCUMENT`): what was scored (the target's metrics), the
+    rows, then ``extra`` (the seed, folds and fitted policies)."""
+    scored = {field.name: getattr(metrics, field.name) for field in fields_of(Scored)}
     left = None if metrics.left_out is None else metrics.left_out.document()
-    return {**head, "acc_1crop": metrics.acc_1crop, "acc_max": metrics.acc_max, "left_out": left, "rows": rows, **extra}
+    return POLICIES_DOCUMENT.document(
+        {
+            **scored,
+            "protocol": protocol,
+            "acc_1crop": metrics.acc_1crop,
+            "acc_max": metrics.acc_max,
+            "left_out": left,
+            "rows": rows,
+            **extra,
+        }
+    )
 
 
 def cv_document(

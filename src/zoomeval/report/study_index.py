@@ -15,14 +15,25 @@ from typing import Any
 from zoomeval import __version__
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.core.checksums import sha256_file
-from zoomeval.core.io import read_json, write_json
+from zoomeval.core.documents import STRING, Document, Field, Form
+from zoomeval.core.io import write_json
 from zoomeval.core.layout import Layout, declare, limit_of
 
 #: The default results layout (a study's ``results`` folder).
 LAYOUT = Layout()
-#: Version of study.json's layout.
-INDEX_SCHEMA_VERSION = 1
-declare("study_index", schema_version=INDEX_SCHEMA_VERSION)
+#: study.json: the zoomeval that sealed it (absent from hand-made indexes) and the finished results, each checked on
+#: reading by :func:`_entry`.
+STUDY_INDEX = Document(
+    "study index",
+    1,
+    (
+        Field("zoomeval", STRING, required=False),
+        Field("results", Form(lambda v: isinstance(v, list) and bool(v), "a non-empty list of finished results")),
+    ),
+    "re-run the study's workflow to rewrite it",
+    kind="study_index",
+)
+declare("study_index", schema_version=STUDY_INDEX.version)
 #: The largest index read (bytes): about 1 KB an entry, so room for a million results, which no study reaches.
 MAX_INDEX_BYTES = 1 << 30
 
@@ -45,7 +56,7 @@ def index_document(study: Path, metrics: Sequence[str]) -> dict[str, Any]:
         if key is None:
             raise ValueError(f"{path}: no comparability key (metrics schema_version < 5); re-run its analysis")
         results.append({"path": path, "sha256": sha256_file(study / path), "key": key})
-    return {"kind": "study_index", "schema_version": INDEX_SCHEMA_VERSION, "zoomeval": __version__, "results": results}
+    return STUDY_INDEX.document({"zoomeval": __version__, "results": results})
 
 
 def write_index(path: str | os.PathLike[str], study: Path, metrics: Sequence[str]) -> None:
@@ -68,17 +79,7 @@ def read_index(study: Path, layout: Layout = LAYOUT) -> list[Entry]:
             f"{path}: {path.stat().st_size} bytes, more than the {MAX_INDEX_BYTES} an index of a million "
             "results would take; not a study index"
         )
-    document = read_json(path)
-    if not isinstance(document, dict) or document.get("kind") != "study_index":
-        raise ValueError(f"{path}: expected a JSON object with kind 'study_index'")
-    if document.get("schema_version") != INDEX_SCHEMA_VERSION:
-        raise ValueError(
-            f"{path}: schema_version {document.get('schema_version')!r}; expected "
-            f"{INDEX_SCHEMA_VERSION} (re-run the study's workflow to rewrite it)"
-        )
-    results = document.get("results")
-    if not isinstance(results, list) or not results:
-        raise ValueError(f"{path}: results is {results!r}; expected a non-empty list of finished results")
+    results = STUDY_INDEX.read(path)["results"]
     entries = [_entry(study, path, i, item, layout) for i, item in enumerate(results)]
     first: dict[str, int] = {}
     for i, entry in enumerate(entries):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zoomeval.analysis.comparability import digest
-from zoomeval.analysis.metrics import Metrics
+from zoomeval.analysis.metrics import METRICS_KEYS, Metrics
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import markdown_cell
 from zoomeval.core.classes import NUM_CLASSES
@@ -20,23 +20,10 @@ from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, append_left_out_by_dataset, left_out_note
 
-#: acc_standard was appended in metrics schema 3, after the columns that were there before; architecture (the
-#: model's resolved arch.tag, beside its config name in ``model``) and n_scales (the scales searched) after it.
-TABLE_A8_COLUMNS = [
-    "model",
-    "variant",
-    "dataset",
-    "n_images",
-    "acc_1crop",
-    "acc_top_k",
-    "acc_max",
-    "cover_size",
-    "cover_size_exact",
-    "cover_gap",
-    "acc_standard",
-    "architecture",
-    "n_scales",
-]
+#: The metrics' fields from the model to the cover gap, then acc_standard (appended in metrics schema 3, after the
+#: columns that were there before), architecture (the model's resolved arch.tag, beside its config name in
+#: ``model``) and n_scales (the scales searched).
+TABLE_A8_COLUMNS = [*METRICS_KEYS[: METRICS_KEYS.index("cover_gap") + 1], "acc_standard", "architecture", "n_scales"]
 #: Zoom transforms per scale (3 x 3 anchors): n_transforms = 9 x the number of scales.
 ANCHORS = 9
 PERCENT_COLUMNS = {"acc_1crop", "acc_top_k", "acc_max", "acc_standard"}
