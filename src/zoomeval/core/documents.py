@@ -49,7 +49,7 @@ def checked(form: Form, **options: Any) -> Any:
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a document; ``required`` False: it may be absent (read as None, not written)."""
+    """One field of a document; ``required`` False: it may be absent (read as None, and not written when None)."""
 
     name: str
     form: Form = ANY
@@ -114,7 +114,7 @@ class Document:
         if unknown:
             raise KeyError(f"{self.name} document: no field {unknown}")
         head = {"kind": self.kind} if self.kind else {}
-        fields = {f.name: values[f.name] for f in self.fields if f.required or f.name in values}
+        fields = {f.name: values[f.name] for f in self.fields if f.required or values.get(f.name) is not None}
         return {**head, "schema_version": self.version, **fields}
 
     def write(self, path: str | os.PathLike[str], values: Mapping[str, Any]) -> None:

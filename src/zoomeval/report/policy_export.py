@@ -21,23 +21,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.policies import FEATURES, Policy, Views, fit
-from zoomeval.analysis.policy_eval import assign_folds, budgets_for, fold_fit, policy_record, read_views
+from zoomeval.analysis.policy_eval import (
+    POLICIES_DOCUMENT,
+    assign_folds,
+    budgets_for,
+    fold_fit,
+    policy_record,
+    read_views,
+)
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
-from zoomeval.core.io import read_json, read_metadata
+from zoomeval.core.io import read_metadata
 from zoomeval.report.zoom_tta import KIND, RULES, SCHEMA_VERSION
-
-
-def _get(document: Any, path: Path, *keys: str) -> Any:
-    """The value at ``keys`` of ``document`` (read from ``path``), refused naming the file and key where there is
-    none."""
-    value = document
-    for key in keys:
-        if not isinstance(value, dict) or key not in value:
-            raise ValueError(f"{path}: no {'.'.join(keys)}: not a zoomeval result this version reads")
-        value = value[key]
-    return value
 
 
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
@@ -112,15 +109,13 @@ def _checked(policy: Policy, study: _Study, record: Any, where: Path, what: str,
 def _fold(study: _Study, fold: int) -> tuple[Policy, np.ndarray]:
     """Cross-validation fold ``fold``'s policy (fitted on the other folds' images), checked against its record, and
     which images the fold held out."""
-    fitted, path, settings = _get(study.document, study.path, "fitted"), study.path, study.settings
-    if not isinstance(fitted, list):
-        raise ValueError(f"{path}: fitted is not a list: not a zoomeval result this version reads")
+    fitted, path, settings = study.document["fitted"], study.path, study.settings
     if not 0 <= fold < len(fitted):
         why = study.document.get("not_fitted") or f"its folds are 0..{len(fitted) - 1}"
         raise ValueError(f"--fold: {fold} is no fold of {path} ({why})")
     folds = assign_folds(study.views.n_images, settings.folds, settings.seed)
     held = folds == fold
-    recorded = _get(study.document, path, "folds")
+    recorded = study.document["folds"]
     if not isinstance(recorded, list) or len(recorded) != len(fitted) or study.ids[held].tolist() != recorded[fold]:
         raise ValueError(
             f"{path}: fold {fold}'s images are not those policies.folds {settings.folds} and seed "
@@ -140,29 +135,26 @@ def _transferred(
     pattern = layout.path("policy_transfer", source=where["scored"], **{**where, "scored": "*"})
     out = []
     for path in sorted(directory.glob(pattern)):
-        fitted = _get(document := read_json(path), path, "fitted")
-        record = fitted[0] if isinstance(fitted, list) and fitted else None
+        fitted = (document := POLICIES_DOCUMENT.read(path))["fitted"]
+        record = fitted[0] if fitted else None
         _checked(policy, study, record, path, "the transfer's policy", n_calibration=study.views.n_images)
-        row = _held_row(document, path, name, budget)
+        row = _held_row(document, name, budget)
         out += [{"scored": path.parent.parent.name, **row}] if row else []
     return out
 
 
-def _held_row(document: dict[str, Any], path: Path, name: str, budget: int) -> dict[str, Any] | None:
+def _held_row(document: dict[str, Any], name: str, budget: int) -> dict[str, Any] | None:
     """The row of ``name`` at ``budget`` of a policies document, with its protocol (None: it has none)."""
-    rows = _get(document, path, "rows")
     held = [
-        r
-        for r in (rows if isinstance(rows, list) else [])
-        if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget
+        r for r in document["rows"] if isinstance(r, dict) and r.get("policy") == name and r.get("budget") == budget
     ]
-    return {"protocol": _get(document, path, "protocol"), **held[0]} if held else None
+    return {"protocol": document["protocol"], **held[0]} if held else None
 
 
 def _study(directory: Path, layout: Any, where: dict[str, str], settings: PoliciesConfig) -> tuple[_Study, dict]:
     """The study's views and policies document for ``where``, and the prediction file the analysis read (refused
     where it changed since, or where the config's seed is not the job's)."""
-    recorded = _get(read_json(metrics := directory / layout.path("metrics", **where)), metrics, "inputs", "predictions")
+    recorded = (read_metrics(metrics := directory / layout.path("metrics", **where)).inputs or {}).get("predictions")
     if not isinstance(recorded, dict) or not {"path", "sha256"} <= recorded.keys():
         raise ValueError(f"{metrics}: inputs.predictions names no file and sha256")
     predictions = directory / recorded["path"]
@@ -170,8 +162,8 @@ def _study(directory: Path, layout: Any, where: dict[str, str], settings: Polici
         raise ValueError(
             f"{predictions}: sha256 {actual}, not the {recorded['sha256']} the analysis read; run the study again"
         )
-    document = read_json(path := directory / layout.path("policies", **where))
-    if (seed := _get(document, path, "seed")) != settings.seed:  # the config was edited since: not the table's fit
+    document = POLICIES_DOCUMENT.read(path := directory / layout.path("policies", **where))
+    if (seed := document["seed"]) != settings.seed:  # the config was edited since: not the table's fit
         raise ValueError(
             f"policies.seed: {settings.seed} in the study's config, {seed} in {path}: the config changed "
             "since its policies job ran; run the study again (zoomeval run)"
@@ -238,7 +230,7 @@ def export_policy(
     rule, chosen = _rule(name, budget, policy)
     model_key, dataset = _model_and_dataset(directory / recorded["path"])
     calibration = study.ids if held is None else study.ids[~held]
-    row = _held_row(study.document, study.path, name, budget)
+    row = _held_row(study.document, name, budget)
     # the row is every fold's; a fold's file also names its own held-out images
     fold_images = {} if held is None else {"fold": fold, **_fold_images(study, held)}
     return {

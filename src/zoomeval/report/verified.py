@@ -17,6 +17,7 @@ from zoomeval.analysis.comparability import comparability_key, key_differences
 from zoomeval.analysis.label_sets import scored_name
 from zoomeval.analysis.metrics import Metrics, read_metrics
 from zoomeval.core.checksums import sha256_file
+from zoomeval.core.documents import COUNT, STRING, Field, Form, check_fields
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record
@@ -24,17 +25,31 @@ from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
 
 #: The layout output each input of a metrics file must be.
 INPUTS = {"predictions": "predictions", "standard": "standard"}
-#: The prediction metadata a row needs, with the form expected.
-META_FIELDS = {
-    "dataset": str,
-    "variant": str,
-    "crop_size": int,
-    "zoomeval": str,
-    "precision": str,
-    "resize_backend": str,
-    "torch": str,
-}
 MODEL_FIELDS = ("name", "architecture", "weights")
+#: The prediction metadata a row needs, with the form expected.
+META_FIELDS = (
+    Field(
+        "model",
+        Form(
+            lambda m: isinstance(m, dict) and all(isinstance(m.get(f), str) for f in MODEL_FIELDS),
+            f"an object with the strings {', '.join(MODEL_FIELDS)}",
+        ),
+    ),
+    Field("dataset", STRING),
+    Field("variant", STRING),
+    Field("crop_size", COUNT),
+    Field("zoomeval", STRING),
+    Field("precision", STRING),
+    Field("resize_backend", STRING),
+    Field("torch", STRING),
+    Field(
+        "scales",
+        Form(
+            lambda s: isinstance(s, list) and bool(s) and all(type(x) is int and x > 0 for x in s),
+            "a list of whole numbers > 0",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -182,18 +197,8 @@ def zoomeval_metadata(path: Path) -> dict[str, Any]:
 def prediction_metadata(path: Path) -> dict[str, Any]:
     """A prediction file's metadata, refused unless it has what a row needs in the form expected."""
     meta = zoomeval_metadata(path)
-    model = meta.get("model")
-    if not isinstance(model, dict) or not all(isinstance(model.get(f), str) for f in MODEL_FIELDS):
-        raise ValueError(
-            f"{path}: metadata field model is {model!r}; expected an object with the strings {', '.join(MODEL_FIELDS)}"
-        )
-    for name, kind in META_FIELDS.items():
-        if not isinstance(meta.get(name), kind) or isinstance(meta.get(name), bool):
-            raise ValueError(f"{path}: metadata field {name} is {meta.get(name)!r}; expected a {kind.__name__}")
-    scales = meta.get("scales")
-    if not isinstance(scales, list) or not scales or not all(type(s) is int and s > 0 for s in scales):
-        raise ValueError(f"{path}: metadata field scales is {scales!r}; expected a list of whole numbers > 0")
-    count = model.get("param_count")
+    check_fields(meta, META_FIELDS, str(path), "metadata field ")
+    count = meta["model"].get("param_count")
     if count is not None and (type(count) is not int or count < 0):
         raise ValueError(f"{path}: metadata field model.param_count is {count!r}; expected a whole number")
     return meta
