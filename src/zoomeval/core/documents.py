@@ -66,7 +66,7 @@ def check_fields(values: Mapping[str, Any], fields: Iterable[Field], where: str,
     ``where``, the field (after ``prefix``) and the form."""
     for field in fields:
         value = values.get(field.name)
-        if (field.required or field.name in values) and not field.form.accepts(value):
+        if not field.form.accepts(value) and (field.required or value is not None):
             raise ValueError(f"{where}: {prefix}{field.name} is {value!r}; expected {field.form.expected}")
 
 
