@@ -13,7 +13,7 @@ from scipy.stats import binomtest
 from zoomeval.analysis.cover_breakdown import zoom_groups
 from zoomeval.analysis.label_sets import LABEL_SETS, relabel, scored_name
 from zoomeval.analysis.matrix import correctness_matrix, read_geometry, read_matrix
-from zoomeval.analysis.metrics import METRICS_KEYS, METRICS_SCHEMA_VERSION, Metrics, read_greedy, read_metrics
+from zoomeval.analysis.metrics import METRICS_KEYS, METRICS_SCHEMA_VERSION, read_greedy, read_metrics
 from zoomeval.analysis.scoring import analyze, analyze_predictions, write_analysis
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
@@ -259,10 +259,6 @@ def test_metrics_and_cover_files_round_trip_with_the_schema_version(tmp_path):
     exact = cover["exact"]  # what stopped the search, and which solver: one matrix, one cover under one HiGHS
     assert (exact["status"], exact["node_limit"], exact["time_limit"]) == ("optimal", 1000, 1800.0)
     assert isinstance(exact["nodes"], int) and exact["solver"] == f"HiGHS in scipy {scipy.__version__}"
-
-
-def test_metrics_keys_are_the_metrics_fields():
-    assert set(METRICS_KEYS) == set(Metrics.__dataclass_fields__)
 
 
 def test_version_1_metrics_files_are_read_with_acc_top36_renamed(tmp_path):

@@ -16,7 +16,7 @@ from zoomeval.analysis.policy_eval import POLICIES_DOCUMENT, cv_document, transf
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import Transform
-from zoomeval.report.study_index import STUDY_INDEX, index_document
+from zoomeval.report.study_index import STUDY_INDEX, Entry, index_document, read_index, write_index
 from zoomeval.report.tables import TABLE_A8_COLUMNS
 from zoomeval.report.verified import META_FIELDS, prediction_metadata
 
@@ -162,7 +162,9 @@ def test_fields_beyond_the_declared_are_not_read_and_an_undeclared_one_is_never_
 def test_study_json_is_its_declared_fields_and_is_refused_naming_the_field(tmp_path):
     metrics_path = "results/analysis/toy/original/m/metrics.json"
     METRICS.write(tmp_path / metrics_path, dataclasses.asdict(RESULT))
-    document = index_document(tmp_path, [metrics_path])
+    write_index(tmp_path / "results/study.json", tmp_path, [metrics_path])
+    document = json.loads((tmp_path / "results/study.json").read_text())
+    assert document == index_document(tmp_path, [metrics_path])
     assert (
         list(document)
         == ["kind", "schema_version", *STUDY_INDEX.names]
@@ -194,6 +196,17 @@ def test_study_json_is_its_declared_fields_and_is_refused_naming_the_field(tmp_p
         assert str(refused.value) == f"{path}: {message}"
     path.write_text(json.dumps({k: v for k, v in document.items() if k != "zoomeval"}))  # a hand-made index
     assert STUDY_INDEX.read(path) == {"zoomeval": None, "results": document["results"]}
+    entry = document["results"][0]
+    index = tmp_path / "results/study.json"
+    assert read_index(tmp_path) == [Entry(metrics_path, entry["sha256"], {"dataset": "toy"})]  # written above
+    for edit, message in [
+        ({"sha256": "abc"}, "sha256 is 'abc'; expected 64 hexadecimal digits"),
+        ({"key": []}, "key is []; expected the comparability key (an object)"),
+    ]:
+        index.write_text(json.dumps({**document, "results": [{**entry, **edit}]}))
+        with pytest.raises(ValueError) as refused:
+            read_index(tmp_path)
+        assert str(refused.value) == f"{index}: results[0].{message}"
 
 
 def test_a_policies_document_is_its_declared_fields_and_reads_back_to_the_same_bytes(tmp_path):

@@ -15,7 +15,7 @@ from typing import Any
 from zoomeval import __version__
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.core.checksums import sha256_file
-from zoomeval.core.documents import STRING, Document, Field, Form
+from zoomeval.core.documents import STRING, Document, Field, Form, check_fields, checked, fields_of
 from zoomeval.core.io import write_json
 from zoomeval.core.layout import Layout, declare, limit_of
 
@@ -40,11 +40,12 @@ MAX_INDEX_BYTES = 1 << 30
 
 @dataclass(frozen=True)
 class Entry:
-    """One finished result: its metrics file (relative to the study directory), sha256 and comparability key."""
+    """One finished result: its metrics file (relative to the study directory, checked against the layout by
+    :func:`_entry`), sha256 and comparability key."""
 
     path: str
-    sha256: str
-    key: dict[str, Any]
+    sha256: str = checked(Form(lambda d: isinstance(d, str) and len(d) == 64, "64 hexadecimal digits"))
+    key: dict[str, Any] = checked(Form(lambda k: isinstance(k, dict), "the comparability key (an object)"))
 
 
 def index_document(study: Path, metrics: Sequence[str]) -> dict[str, Any]:
@@ -103,12 +104,10 @@ def _entry(study: Path, path: Path, i: int, item: Any, layout: Layout) -> Entry:
     where = f"{path}: results[{i}]"
     if not isinstance(item, dict):
         raise ValueError(f"{where}: expected an object with path, sha256 and key")
-    name, digest, key = item.get("path"), item.get("sha256"), item.get("key")
+    name = item.get("path")
     if not isinstance(name, str) or layout.parse("metrics", name) is None or os.path.isabs(name):
         raise ValueError(f"{where}.path is {name!r}; expected a metrics file {layout.path('metrics')}")
     inside(study, name, f"{where}.path", layout)
-    if not (isinstance(digest, str) and len(digest) == 64):
-        raise ValueError(f"{where}.sha256 is {digest!r}; expected 64 hexadecimal digits")
-    if not isinstance(key, dict):
-        raise ValueError(f"{where}.key is {key!r}; expected the comparability key (an object)")
-    return Entry(name, digest, key)
+    fields = fields_of(Entry)
+    check_fields(item, fields, str(path), f"results[{i}].")
+    return Entry(**{field.name: item[field.name] for field in fields})
