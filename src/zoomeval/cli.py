@@ -106,17 +106,15 @@ def _list(args: argparse.Namespace) -> int:
 def _leaderboard(args: argparse.Namespace) -> int:
     from zoomeval.core.cells import terminal_text
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.leaderboard import write_leaderboard
-    from zoomeval.report.timm_results import write_timm
+    from zoomeval.report.boards import write_merged
 
     output = Path(args.output) if args.output else None
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
     auditor = _board_auditor(args, layout)
     try:
-        if args.format == "timm":
-            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout, auditor)
-        else:
-            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout, auditor)
+        text, apart = write_merged(
+            directories, output, args.format, args.dataset, args.allow_stale, args.verify, layout, auditor
+        )
     except ValueError as exc:  # its message names files, whose names may hold escape codes
         raise ValueError(terminal_text(str(exc))) from None
     for line in apart:
@@ -129,7 +127,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from zoomeval.core.cells import terminal_text
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.audit import Audited, Auditor, audit_study, report_lines, write_record
+    from zoomeval.report.audit import audit_study, report_lines, write_record
+    from zoomeval.report.audit_sample import Audited, Auditor
 
     if args.sample < 1:
         raise ValueError(f"--sample: {args.sample} is no number of rows; give N >= 1")
@@ -155,7 +154,7 @@ def _board_auditor(args: argparse.Namespace, layout: object) -> object:
         return None
     if args.audit < 1:
         raise ValueError(f"--audit: {args.audit} is no number of rows; give N >= 1")
-    from zoomeval.report.audit import Auditor
+    from zoomeval.report.audit_sample import Auditor
 
     return Auditor(args.audit, args.seed, images=tuple(args.images or ()), layout=layout)
 
@@ -336,7 +335,7 @@ def add_export(commands: argparse._SubParsersAction) -> None:
 
 
 def add_audit(commands: argparse._SubParsersAction) -> None:
-    from zoomeval.report.audit import DEFAULT_SAMPLE, LOGIT_ERROR
+    from zoomeval.report.audit_sample import DEFAULT_SAMPLE, LOGIT_ERROR
 
     audit = commands.add_parser(
         "audit",

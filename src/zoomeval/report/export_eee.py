@@ -1,19 +1,22 @@
 """Every Eval Ever records of one verified result (:mod:`zoomeval.report.export`): the aggregate record and its
-instance-level lines, in that schema's version :data:`~zoomeval.report.export.EEE_SCHEMA_VERSION`."""
+instance-level lines, in that schema's version :data:`EEE_SCHEMA_VERSION`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from zoomeval.core.layout import Layout
 from zoomeval.core.zoom import ONE_CROP, Transform, transforms
-from zoomeval.report.export import EEE_SCHEMA_VERSION, METRICS, epoch, hub_dataset, scored
-from zoomeval.report.leaderboard import ACCURACIES
+from zoomeval.report.leaderboard import ACCURACIES, METRICS, hub_dataset, scored
 from zoomeval.report.verified import scored_records
+
+#: The Every Eval Ever schema version the records follow.
+EEE_SCHEMA_VERSION = "0.3.0"
 
 
 def evaluation_id(row: dict[str, Any]) -> str:
@@ -175,3 +178,9 @@ def _result(row: dict[str, Any], metric: str, source: dict[str, Any]) -> dict[st
             },
         },
     }
+
+
+def epoch(day: str) -> str:
+    """Unix seconds (as text, Every Eval Ever's form) of an ISO date's midnight UTC."""
+    moment = datetime.fromisoformat(day)
+    return str(int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()))
