@@ -17,7 +17,7 @@ from zoomeval.analysis.comparability import comparability_key, key_differences
 from zoomeval.analysis.label_sets import scored_name
 from zoomeval.analysis.metrics import Metrics, read_metrics
 from zoomeval.core.checksums import sha256_file
-from zoomeval.core.io import read_metadata
+from zoomeval.core.io import NoMetadata, read_metadata
 from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record
 from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
@@ -170,8 +170,8 @@ def zoomeval_metadata(path: Path) -> dict[str, Any]:
     """The zoomeval metadata of a Parquet file, refused (naming the file) where there is none."""
     try:
         meta = read_metadata(path)
-    except KeyError:
-        raise ValueError(f"{path}: no zoomeval metadata; expected a file written by zoomeval") from None
+    except NoMetadata:
+        raise
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
         raise ValueError(f"{path}: not a Parquet file with zoomeval metadata ({exc})") from None
     if not isinstance(meta, dict):
