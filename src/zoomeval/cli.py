@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from zoomeval import __version__, study_dir
+from zoomeval.core.cells import terminal_text
 from zoomeval.core.layout import Layout, limited_root
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_config_file
@@ -104,19 +105,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.layout import run_layout
     from zoomeval.report.boards import write_merged
 
     output = Path(args.output) if args.output else None
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
     auditor = _board_auditor(args, layout)
-    try:
-        text, apart = write_merged(
-            directories, output, args.format, args.dataset, args.allow_stale, args.verify, layout, auditor
-        )
-    except ValueError as exc:  # its message names files, whose names may hold escape codes
-        raise ValueError(terminal_text(str(exc))) from None
+    text, apart = write_merged(
+        directories, output, args.format, args.dataset, args.allow_stale, args.verify, layout, auditor
+    )
     for line in apart:
         print(terminal_text(f"zoomeval leaderboard: left apart: {line}"), file=sys.stderr)
     if not args.output:
@@ -125,7 +122,6 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.layout import run_layout
     from zoomeval.report.audit import audit_study, report_lines, write_record
     from zoomeval.report.audit_sample import Audited, Auditor
@@ -425,7 +421,6 @@ def add_predict(commands: argparse._SubParsersAction) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.io import csv_text, write_text
     from zoomeval.report.policy_predict import COLUMNS, image_paths, policy_wrapper, predict_rows
 
@@ -451,7 +446,6 @@ def study_settings(directory: Path) -> object:
 
 
 def _policy_export(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.io import write_json
     from zoomeval.core.layout import run_layout
     from zoomeval.report.policy_export import export_policy, study_model
@@ -480,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
     except (ValueError, OSError) as exc:  # a bad input: one line naming it, no traceback
         command = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # `policy export`
-        print(f"zoomeval {command}: {_message(exc)}", file=sys.stderr)
+        print(terminal_text(f"zoomeval {command}: {_message(exc)}"), file=sys.stderr)  # names may hold escape codes
         return 2
 
 
