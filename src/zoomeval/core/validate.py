@@ -10,9 +10,10 @@ outputs would collide, devices that do not exist; every problem at once, one lin
 concerns.
 
 Checks that need torchvision or timm are not made here: the workflow checks the models' names and widths against
-the libraries' cached catalogues (:func:`zoomeval.registries.model_name_problems`, passed as ``more_checks``), and
-what needs the libraries themselves runs when a run starts (:func:`zoomeval.registries.check_models`, from the
-Snakefile's ``onstart``), so that parsing the workflow and ``snakemake -n`` stay free of the ML stack.
+the libraries' cached catalogues, with ``top_k`` against the zoom transforms (:func:`check_top_k`), in
+:func:`zoomeval.registries.workflow_problems` (passed as ``more_checks``), and what needs the libraries themselves
+runs when a run starts (:func:`zoomeval.registries.check_models`, from the Snakefile's ``onstart``), so that
+parsing the workflow and ``snakemake -n`` stay free of the ML stack.
 """
 
 from __future__ import annotations
@@ -244,8 +245,8 @@ def check_compile(config: Config) -> None:
 
 def check_top_k(config: Config) -> None:
     """``top_k`` greedy picks must fit in the zoom transforms (9 anchors per scale): more would make acc_top_k the
-    accuracy of every transform under another name. ``zoomeval run``'s preflight makes this check; the workflow
-    does not yet (its small test configs take the default 36 with fewer transforms)."""
+    accuracy of every transform under another name. Checked when the workflow's main process parses it (and so by
+    ``snakemake -n`` and ``zoomeval run``'s preflight: :func:`zoomeval.registries.workflow_problems`), not in jobs."""
     if config.top_k > (transforms := n_views(list(config.scales), False)):
         raise ConfigError(
             f"top_k: {config.top_k} picks from {transforms} zoom transforms ({len(config.scales)} scales "
