@@ -30,7 +30,7 @@ from zoomeval.core.config import Config, ConfigError, InputSpec, Registries, res
 from zoomeval.core.config_schema import ref_target, value_kinds
 from zoomeval.core.devices import check_device
 from zoomeval.core.strict_yaml import load_yaml
-from zoomeval.core.zoom import n_views
+from zoomeval.core.zoom import ZoomGrid
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
@@ -247,7 +247,7 @@ def check_top_k(config: Config) -> None:
     """``top_k`` greedy picks must fit in the zoom transforms (9 anchors per scale): more would make acc_top_k the
     accuracy of every transform under another name. Checked when the workflow's main process parses it (and so by
     ``snakemake -n`` and ``zoomeval run``'s preflight: :func:`zoomeval.registries.workflow_problems`), not in jobs."""
-    if config.top_k > (transforms := n_views(list(config.scales), False)):
+    if config.top_k > (transforms := ZoomGrid(config.scales).n_transforms):
         raise ConfigError(
             f"top_k: {config.top_k} picks from {transforms} zoom transforms ({len(config.scales)} scales "
             f"x 9 anchors); give top_k <= {transforms} or more scales"
@@ -299,7 +299,7 @@ def check_policies(config: Config) -> None:
 def check_where_zoom_helps(config: Config) -> None:
     """``where_zoom_helps.budget`` is a budget the policies are scored at: one of ``policies.budgets``, or at least the
     number of transforms (every view, which is always scored; zoomeval.analysis.policy_eval.budgets_for)."""
-    budget, n_transforms = config.where_zoom_helps.budget, n_views(list(config.scales), False)
+    budget, n_transforms = config.where_zoom_helps.budget, ZoomGrid(config.scales).n_transforms
     if budget < n_transforms and budget not in config.policies.budgets:
         raise ConfigError(
             f"where_zoom_helps.budget: {budget} is not one of policies.budgets "

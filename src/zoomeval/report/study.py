@@ -26,7 +26,7 @@ from zoomeval.analysis.matrix import read_matrix
 from zoomeval.core import classes
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import OUTPUTS, RESULTS, Layout, cases_of
-from zoomeval.core.zoom import Transform, transforms
+from zoomeval.core.zoom import Transform, ZoomGrid
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Study:
         :func:`zoomeval.core.zoom.transforms` order) and ``name`` (``LOC:row_col_Size:scale``), then the file's
         columns (``pred``, ``conf``, ...)."""
         path = self._file("predictions", dataset=dataset, variant=variant, model=model)
-        order = transforms(list(read_metadata(path)["scales"]))
+        order = ZoomGrid(read_metadata(path)["scales"]).transforms
         index = pl.DataFrame(
             {
                 "scale": [t.scale for t in order],
