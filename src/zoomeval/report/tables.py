@@ -297,31 +297,19 @@ def write_table_zoom_groups(
     header, rows = append_left_out(header, rows, [m.left_out for m in metrics], run_layout(limit))
     shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
-    write_csv(csv_path, header, rows)
-    lines = [
-        "# "
-        + titled(
-            "Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
-            metrics,
-            limit,
-        ),
-        "",
-        *markdown_table(header, rows),
-        "",
+    title = "Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)"
+    notes = [
         "ub_*: images solved by at least one cover transform of the group; excl_*: images that group solves and "
         "neither other group does; top_k_centre_share: share of the first top_k greedy picks at the centre "
         "anchor (uniform: 11.11).",
-        "",
         left_out_note(lefts(metrics), run_layout(limit)),
-        "",
     ]
     if shares:
-        lines += [
+        notes.append(
             f"Average top_k_centre_share over the original images: {sum(shares) / len(shares):.2f} "
-            f"({len(shares)} model x dataset pairs; the paper reports 26.65).",
-            "",
-        ]
-    write_text(md_path, "\n".join(lines))
+            f"({len(shares)} model x dataset pairs; the paper reports 26.65)."
+        )
+    write_table(csv_path, md_path, titled(title, metrics, limit), header, rows, notes)
 
 
 TABLE_AGGREGATION_COLUMNS = [
