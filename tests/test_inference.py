@@ -179,7 +179,8 @@ def test_a_shards_loop_never_waits_for_the_device_before_the_shard_ends(records,
         copy = inference.infer_shard(classifier, images, shard, GRID)
     assert spy.waits == [] and spy.softmaxes == 8  # a batch of 7 crops at a time, of 2 x 27 views
     predictions, aggregates = inference.shard_tables(classifier, shard, GRID, copy)
-    expected = inference.run_shard(classifier, shard, GRID, "original", None, 224)
+    plain = inference.crop_stream(classifier, shard, GRID, "original", None, 224)  # the same shard, unobserved
+    expected = inference.shard_tables(classifier, shard, GRID, inference.infer_shard(classifier, plain, shard, GRID))
     assert predictions.equals(expected[0]) and aggregates.equals(expected[1])
     with HostWaits() as spy, torch.inference_mode():  # the spy does see the copies of the per-batch path
         classifier.columns(classifier.logits(torch.zeros((2, 224, 224, 3), dtype=torch.uint8)))

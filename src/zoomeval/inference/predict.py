@@ -192,25 +192,6 @@ def shard_tables(
     return predictions, aggregates
 
 
-def run_shard(
-    classifier: Classifier,
-    records: Sequence[Record],
-    grid: ZoomGrid,
-    variant: str,
-    masks: dict[str, bytes] | None,
-    crop_size: int,
-) -> tuple[pa.Table, pa.Table, float]:
-    """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
-    seconds it took, with a DataLoader of their own (the benchmarks' shard)."""
-    progress = ProgressLog(len(records), grid.n_views(), log)
-    images = crop_stream(classifier, records, grid, variant, masks, crop_size)
-    predictions, aggregates = shard_tables(
-        classifier, records, grid, infer_shard(classifier, images, records, grid, progress)
-    )
-    progress.line()
-    return predictions, aggregates, time.perf_counter() - progress.start
-
-
 def _view_name(grid: ZoomGrid, view: int) -> str:
     if view < grid.n_transforms:
         return f"transform {grid.transforms[view].name}"
