@@ -350,22 +350,15 @@ def write_table_aggregation(
         values = [*_aggregation_values(m), m.acc_standard]
         rows.append(first + [_percent(v) for v in values])
         shown.append(first + [_percent(v, m.acc_1crop) for v in values])
-    left = [m.left_out for m in original]
-    write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left, run_layout(limit)))
-    lines = [
-        "# "
-        + titled(
-            "Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)", original, limit
-        ),
-        "",
-        *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left, run_layout(limit))),
-        "",
+    left, layout = [m.left_out for m in original], run_layout(limit)
+    header, rows = append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left, layout)
+    _, shown = append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left, layout)
+    title = "Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)"
+    notes = [
         "zoom_in / zoom_out / zoom_224: every zoom transform with S > 224 / S < 224 / S = 224 (all nine anchors); "
         "five_crop: the four corner 224 crops of the image resized to S = 256 and the 1-crop transform; "
         "ten_crop: those five and their horizontal mirror images. max: the prediction of the view with the "
         "highest softmax probability; mean: the argmax of the mean softmax over the views. " + STANDARD_NOTE,
-        "",
-        left_out_note(lefts(original), run_layout(limit)),
-        "",
+        left_out_note(lefts(original), layout),
     ]
-    write_text(md_path, "\n".join(lines))
+    write_table(csv_path, md_path, titled(title, original, limit), header, rows, notes, shown)
