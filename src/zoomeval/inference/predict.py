@@ -292,16 +292,12 @@ def predict_to_file(
     with store.locked():
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
-        metadata = (
-            prediction_metadata(
-                classifier, spec, grid, settings, class_indices, dataset=dataset, variant=variant, n_images=len(records)
-            )
-            | (inputs or {})
-            | ({"part": list(part)} if part is not None else {})
+        metadata = prediction_metadata(
+            classifier, spec, grid, settings, class_indices, dataset=dataset, variant=variant, n_images=len(records)
         )
+        metadata |= (inputs or {}) | ({"part": list(part)} if part is not None else {})
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
-        size = settings.shard_images
-        pending = list(store.pending(records, size, metadata, masks_digest))
+        pending = list(store.pending(records, settings.shard_images, metadata, masks_digest))
         computed = sum(len(chunk) for _, chunk, _ in pending)
         seconds = run_shards(classifier, store, pending, grid, variant, masks, spec.input_size) if pending else 0.0
         metadata |= {  # after the shards' identity: a rerun at another commit reuses them
@@ -310,7 +306,7 @@ def predict_to_file(
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * grid.n_views() / seconds, 2) if seconds else None,
         }
-        store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, grid))
+        store.finish(-(-len(records) // settings.shard_images), metadata, _aggregates_metadata(metadata, grid))
         return metadata
 
 
