@@ -54,10 +54,11 @@ from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_plan import build_plan
 from zoomeval.inference.device_resize import Resample, device_crops, pass_for, plan_crops, resample_pass
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
-from zoomeval.inference.predict import crop_stream, infer_shard, run_shard, run_shards
+from zoomeval.inference.predict import crop_stream, infer_shard, run_shards
 from zoomeval.inference.shards import ShardStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.throughput_bench import run_shard  # noqa: E402 (the benchmarks' shard)
 from tests.device_ops import DeviceOps, counted  # noqa: E402 (the tests' counting probes)
 
 IMAGENET_VAL = 50_000

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tests.test_leaderboard import LAYOUT, study
 from zoomeval.core.io import read_json, write_json
-from zoomeval.report.leaderboard import markdown, merge
+from zoomeval.report.boards import merge
+from zoomeval.report.leaderboard import markdown
 from zoomeval.report.verified import read_study
 
 

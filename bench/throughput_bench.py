@@ -9,7 +9,7 @@ Measured in one run, on the same images and model:
   resize on the device) only on a GPU;
 * ``model``: the model alone on ready uint8 batches (normalise + forward): the limit;
 * ``naive``: the naive data path feeding the model;
-* ``end_to_end``: this project's inference path (:func:`zoomeval.inference.predict.run_shard`), counting the
+* ``end_to_end``: this project's inference path (:func:`run_shard`), counting the
   aggregation methods' nine extra views per image as crops.
 
 Each path also reports the user and system CPU seconds and minor page faults of the process and its workers.
@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import logging
 import os
 import platform
 import resource
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import psutil
+import pyarrow as pa
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
@@ -41,6 +43,7 @@ from zoomeval.core.allocator import keep_freed_memory
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.io import write_json
 from zoomeval.core.manifest import Record, read_manifest
+from zoomeval.core.progress import ProgressLog
 from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import RESIZE_BACKENDS, ZoomGrid, all_crops, crop_box, paper_scales, transforms
 from zoomeval.inference.batching import batches
@@ -48,7 +51,7 @@ from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_dataset import AUTO_BACKEND, DEVICE_BACKEND, ZoomCrops
 from zoomeval.inference.device_resize import device_crops, on_device
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, fetched_weights
-from zoomeval.inference.predict import run_shard
+from zoomeval.inference.predict import crop_stream, infer_shard, shard_tables
 from zoomeval.inference.tables import BASE_FIELDS
 
 #: The measured resize backends: the workers' (``pil`` first, the reference), then the device's.
@@ -73,6 +76,26 @@ class NaiveSamples(Dataset[torch.Tensor]):
         with Image.open(record.path) as raw:
             image = self.resize[t.scale](raw.convert("RGB"))
         return self.to_tensor(image.crop(crop_box(image.width, image.height, t.row, t.col)))
+
+
+def run_shard(
+    classifier: Classifier,
+    records: Sequence[Record],
+    grid: ZoomGrid,
+    variant: str,
+    masks: dict[str, bytes] | None,
+    crop_size: int,
+) -> tuple[pa.Table, pa.Table, float]:
+    """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
+    seconds it took, with a DataLoader of their own: the benchmarks' shard (this project's inference path, as
+    :func:`zoomeval.inference.predict.run_shards` runs each shard)."""
+    progress = ProgressLog(len(records), grid.n_views(), logging.getLogger(__name__))
+    images = crop_stream(classifier, records, grid, variant, masks, crop_size)
+    predictions, aggregates = shard_tables(
+        classifier, records, grid, infer_shard(classifier, images, records, grid, progress)
+    )
+    progress.line()
+    return predictions, aggregates, time.perf_counter() - progress.start
 
 
 def _usage() -> tuple[float, float, int]:

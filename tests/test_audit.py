@@ -31,21 +31,19 @@ from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.recompute import recorded_spec
 from zoomeval.inference.tables import write_table
-from zoomeval.report.audit import (
+from zoomeval.report.audit import audit_study, report_lines
+from zoomeval.report.audit_files import audit_file, row_problems
+from zoomeval.report.audit_sample import (
     LOGIT_ERROR,
     Audited,
     Auditor,
     Finders,
-    audit_study,
     detection_bound,
     logit_error,
-    report_lines,
     sample_rows,
     tolerance,
 )
-from zoomeval.report.audit_files import audit_file, row_problems
-from zoomeval.report.export import hub_dataset
-from zoomeval.report.leaderboard import ACCURACIES, study_rows
+from zoomeval.report.leaderboard import ACCURACIES, hub_dataset, study_rows
 from zoomeval.report.study_index import write_index
 
 
@@ -68,7 +66,7 @@ def test_a_seeded_sample_is_the_same_in_every_run_and_another_for_another_seed_o
     first = sample_rows(1000, 10, 5, "results/predictions/demo/original/m.parquet")
     assert list(first) == sorted(set(first.tolist())) and len(first) == 10 and first.max() < 1000
     code = (
-        "from zoomeval.report.audit import sample_rows; "
+        "from zoomeval.report.audit_sample import sample_rows; "
         "print(sample_rows(1000, 10, 5, 'results/predictions/demo/original/m.parquet').tolist())"
     )
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

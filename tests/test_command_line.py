@@ -243,3 +243,22 @@ def test_a_reader_that_goes_away_stops_the_listing_quietly() -> None:
     assert proc.stdout.readline().startswith(b"aimv2_1b_patch14_224\t")
     proc.stdout.close()
     assert (proc.wait(), proc.stderr.read()) == (141, b"")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "{d}", "--format", "hf"],
+        ["audit", "{d}"],
+        ["policy", "export", "{d}", "--policy", "vote", "--budget", "1", "--fit", "x"],
+    ],
+)
+def test_a_refusal_naming_a_file_prints_no_escape_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """The error line of every subcommand goes through the terminal cells: a folder named with ESC prints without it."""
+    folder = tmp_path / "x\x1b[31mred"
+    folder.mkdir()
+    assert cli.main([a.format(d=folder) for a in args]) == 2
+    line = capsys.readouterr().err
+    assert "\x1b" not in line and f"{tmp_path}/x[31mred/" in line and len(line.splitlines()) == 1, line

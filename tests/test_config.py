@@ -49,7 +49,7 @@ from zoomeval.inference.sources.checkpoint import CheckpointOptions
 from zoomeval.inference.sources.open_clip_models import OpenClipOptions
 from zoomeval.inference.sources.timm_models import TimmOptions
 from zoomeval.masks.sam import MODEL_TYPES
-from zoomeval.registries import load_config
+from zoomeval.registries import checked_config, load_config
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -731,3 +731,16 @@ def test_a_plan_notes_compile_off_where_auto_finds_no_gpu(monkeypatch) -> None:
     assert devices.cpu_note("auto", False) is None and devices.cpu_note("cuda", True) is None
     monkeypatch.setattr(devices, "gpus_at_most", lambda: 1)
     assert devices.cpu_note("auto", True) is None
+
+
+def test_the_workflows_checks_refuse_top_k_beyond_the_zoom_transforms(tmp_path) -> None:
+    """What ``snakemake -n`` and ``zoomeval run``'s preflight check (the demo's model needs no catalogue): 2 scales
+    are 18 zoom transforms, so 18 greedy picks fit and 19 are one line naming the key."""
+    demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for top_k, problems in [
+        (19, ["top_k: 19 picks from 18 zoom transforms (2 scales x 9 anchors); give top_k <= 18 or more scales"]),
+        (18, []),
+    ]:
+        raw = {**copy.deepcopy(demo), "scales": [224, 256], "top_k": top_k}
+        config, found = checked_config(raw, tmp_path / "catalogues", check_paths=False)
+        assert (config.top_k, found) == (top_k, problems)

@@ -25,7 +25,7 @@ from zoomeval.inference.batching import batches
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.models import LoadedModel
 from zoomeval.inference.parts import merge_parts, merged_metadata, part_range
-from zoomeval.inference.predict import predict_part, predict_to_file
+from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.shards import ShardStore
 from zoomeval.inference.sources import embedded
 
@@ -179,7 +179,8 @@ def test_a_shards_loop_never_waits_for_the_device_before_the_shard_ends(records,
         copy = inference.infer_shard(classifier, images, shard, GRID)
     assert spy.waits == [] and spy.softmaxes == 8  # a batch of 7 crops at a time, of 2 x 27 views
     predictions, aggregates = inference.shard_tables(classifier, shard, GRID, copy)
-    expected = inference.run_shard(classifier, shard, GRID, "original", None, 224)
+    plain = inference.crop_stream(classifier, shard, GRID, "original", None, 224)  # the same shard, unobserved
+    expected = inference.shard_tables(classifier, shard, GRID, inference.infer_shard(classifier, plain, shard, GRID))
     assert predictions.equals(expected[0]) and aggregates.equals(expected[1])
     with HostWaits() as spy, torch.inference_mode():  # the spy does see the copies of the per-batch path
         classifier.columns(classifier.logits(torch.zeros((2, 224, 224, 3), dtype=torch.uint8)))
@@ -323,7 +324,7 @@ def test_a_job_split_into_parts_and_merged_equals_the_unsplit_job(tmp_path, reco
     predict_to_file(*one, records, SPEC, GRID, settings, **job)
     parts = [(tmp_path / f"p{k}.parquet", tmp_path / f"p{k}.aggregates.parquet") for k in range(4)]
     for k, (path, aggregates) in enumerate(parts):  # 3 shards in 4 parts: part 0 is empty
-        predict_part(path, aggregates, records, SPEC, GRID, settings, k, 4, **job)
+        predict_to_file(path, aggregates, records, SPEC, GRID, settings, part=(k, 4), **job)
     assert [read_metadata(p)["n_images"] for p, _ in parts] == [0, 2, 2, 1]
     merged = (tmp_path / "merged.parquet", tmp_path / "merged.aggregates.parquet")
     merge_parts(parts, *merged, [r.image_id for r in records])

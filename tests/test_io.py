@@ -3,9 +3,10 @@
 import stat
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from zoomeval.core.io import atomic_path, read_metadata, write_csv, write_json, write_parquet, write_text
+from zoomeval.core.io import NoMetadata, atomic_path, read_metadata, write_csv, write_json, write_parquet, write_text
 
 
 def mode(path) -> int:
@@ -35,3 +36,13 @@ def test_a_failed_write_leaves_neither_the_final_nor_a_temporary_file(tmp_path):
         tmp.write_text("new")
         raise RuntimeError("killed")
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"] and (tmp_path / "out.csv").read_text() == "old"
+
+
+def test_a_parquet_file_without_zoomeval_metadata_is_refused_naming_it(tmp_path):
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "plain.parquet")
+    with pytest.raises(NoMetadata) as refused:
+        read_metadata(tmp_path / "plain.parquet")
+    assert (
+        str(refused.value) == f"{tmp_path / 'plain.parquet'}: no zoomeval metadata; expected a file written by zoomeval"
+    )
+    assert isinstance(refused.value, ValueError)  # a bad input: one line, exit status 2

@@ -55,7 +55,7 @@ def test_the_file_round_trips_and_another_kind_is_refused(tmp_path):
         "protocol": "cv2",
     }
     pq.write_table(table, tmp_path / "plain.parquet")
-    with pytest.raises(ValueError, match="plain.parquet: not a policy_choices file .*kind None"):
+    with pytest.raises(ValueError, match="plain.parquet: no zoomeval metadata; expected a file written by zoomeval"):
         read_choices(tmp_path / "plain.parquet")  # no zoomeval metadata at all
     write_choices(tmp_path / "old.parquet", table)
     old = pq.read_table(tmp_path / "old.parquet")

@@ -90,6 +90,7 @@ def test_workflow_on_real_formats(tmp_path, served, snakemake_run, config_writer
     config_writer(
         tmp_path,
         scales=[256],
+        top_k=9,  # every zoom transform, as the default 36 was with 9 (the workflow refuses more)
         stats={"pairs": []},
         datasets={
             "imagenet": {

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from tests.test_leaderboard import study
-from zoomeval.report.leaderboard import merge
-from zoomeval.report.timm_results import timm_rows, write_timm
+from zoomeval.report.boards import merge, write_merged
+from zoomeval.report.timm_results import timm_rows
 
 #: Real rows of timm's results/results-imagenet.csv (huggingface/pytorch-image-models, commit 0173a139).
 TIMM_CSV = """model,top1,top1_err,top5,top5_err,param_count,img_size,crop_pct,interpolation
@@ -64,7 +64,7 @@ def test_the_export_joins_timms_own_results_csv_by_model(tmp_path: Path) -> None
         study(tmp_path / name, model=name, spec=spec)
         for name, spec in (("lite0", EMBEDDED), ("r50", TV_RESNET50), ("dn121", TV_DENSENET), ("giant", GIANT))
     ]
-    text, _ = write_timm(folders, tmp_path / "ours.csv", "demo")
+    text, _ = write_merged(folders, tmp_path / "ours.csv", "timm", "demo")
     assert (tmp_path / "ours.csv").read_text().rstrip("\n") == text
     assert '"1,012.56"' in text  # quoted as in timm's file
     ours = {r["model"]: r for r in rows(text)}
@@ -99,7 +99,7 @@ def test_the_export_joins_timms_own_results_csv_by_model(tmp_path: Path) -> None
 def test_studies_merge_comparable_rows_and_keep_other_keys_apart(tmp_path: Path) -> None:
     a, b = study(tmp_path / "a", spec=TV_RESNET50), study(tmp_path / "b", spec=TV_RESNET50)
     c = study(tmp_path / "c", spec=TV_RESNET50, scales=[64, 256])
-    merged = rows(write_timm([a, b], None, "demo")[0])
+    merged = rows(write_merged([a, b], None, "timm", "demo")[0])
     assert [(r["model"], r["note"]) for r in merged] == [
         (
             "resnet50.tv_in1k",
@@ -108,7 +108,7 @@ def test_studies_merge_comparable_rows_and_keep_other_keys_apart(tmp_path: Path)
             "in studies a, b",
         )
     ]
-    apart = rows(write_timm([a, c], None, "demo")[0])
+    apart = rows(write_merged([a, c], None, "timm", "demo")[0])
     assert [r["model"] for r in apart] == ["resnet50.tv_in1k"] * 2
     notes = {r["note"].split("; ")[-1] for r in apart}
     assert notes == {

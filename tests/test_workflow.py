@@ -393,7 +393,7 @@ def test_the_own_data_recipe_plans_as_printed_with_scales_from_the_command_line(
     (tmp_path / "imagenet-a.tar").write_bytes(b"")
     config["datasets"]["own_data"]["root"] = {"path": str(tmp_path / "imagenet-a.tar"), "sha256": "AB" * 32}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--config", "scales=[224,256]")
+    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run", "--config", "scales=[224,256]", "top_k=18")
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]
     counts = {name: int(n) for name, n in (line.split() for line in table)}
@@ -579,7 +579,7 @@ def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_r
     (root / "empty.jpg").write_bytes(b"")
     (root / "cut.png").write_bytes((root / "a.png").read_bytes()[:60])
     dataset = {"mine": {"adapter": "imagefolder", "root": str(tmp_path / "folder")}}
-    config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []})
+    config_writer(tmp_path, scales=[256], top_k=9, datasets=dataset, stats={"pairs": []})
     snakemake_run(tmp_path, "results/table_a8.csv")
     bad = (tmp_path / "results/datasets/mine/bad_images.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in bad] == ["image_id", "n01440764/cut", "n01440764/empty"]
@@ -589,7 +589,7 @@ def test_unreadable_images_are_listed_left_out_and_counted(tmp_path, snakemake_r
     assert (row["n_images"], row["n_bad"], row["n_unscored"], row["left_out"]) == ("2", "2", "0", why)
     assert f"mine: {why}." in (tmp_path / "results/table_a8.md").read_text()
 
-    config_writer(tmp_path, scales=[256], datasets=dataset, stats={"pairs": []}, on_bad_image="fail")
+    config_writer(tmp_path, scales=[256], top_k=9, datasets=dataset, stats={"pairs": []}, on_bad_image="fail")
     proc = snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "dataset_manifest", check=False)
     assert proc.returncode != 0
     log = (tmp_path / "logs/datasets/mine.log").read_text()

@@ -14,9 +14,10 @@ import signal
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from zoomeval import __version__, study_dir
+from zoomeval.core.cells import terminal_text
 from zoomeval.core.layout import Layout, limited_root
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_config_file
@@ -104,21 +105,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.leaderboard import write_leaderboard
-    from zoomeval.report.timm_results import write_timm
+    from zoomeval.report.boards import write_merged
 
     output = Path(args.output) if args.output else None
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
     auditor = _board_auditor(args, layout)
-    try:
-        if args.format == "timm":
-            text, apart = write_timm(directories, output, args.dataset, args.allow_stale, args.verify, layout, auditor)
-        else:
-            text, apart = write_leaderboard(directories, output, args.allow_stale, args.verify, layout, auditor)
-    except ValueError as exc:  # its message names files, whose names may hold escape codes
-        raise ValueError(terminal_text(str(exc))) from None
+    text, apart = write_merged(
+        directories, output, args.format, args.dataset, args.allow_stale, args.verify, layout, auditor
+    )
     for line in apart:
         print(terminal_text(f"zoomeval leaderboard: left apart: {line}"), file=sys.stderr)
     if not args.output:
@@ -127,9 +122,9 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.audit import Audited, Auditor, audit_study, report_lines, write_record
+    from zoomeval.report.audit import audit_study, report_lines, write_record
+    from zoomeval.report.audit_sample import Audited, Auditor
 
     if args.sample < 1:
         raise ValueError(f"--sample: {args.sample} is no number of rows; give N >= 1")
@@ -155,7 +150,7 @@ def _board_auditor(args: argparse.Namespace, layout: object) -> object:
         return None
     if args.audit < 1:
         raise ValueError(f"--audit: {args.audit} is no number of rows; give N >= 1")
-    from zoomeval.report.audit import Auditor
+    from zoomeval.report.audit_sample import Auditor
 
     return Auditor(args.audit, args.seed, images=tuple(args.images or ()), layout=layout)
 
@@ -221,6 +216,29 @@ def directory(text: str) -> Path:
     return path
 
 
+#: How the arguments several commands share parse (each command gives its own help).
+SHARED_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "--limit": {"type": int, "metavar": "N"},
+    "--seed": {"type": int, "metavar": "S"},
+    "--images": {"action": "append", "type": directory, "metavar": "DIR"},
+    "--resources": {"type": directory, "metavar": "DIR"},
+}
+
+
+def add_shared(
+    parser: argparse.ArgumentParser | argparse._ActionsContainer, name: str, help: str | None = None
+) -> None:
+    """Add the shared argument ``name`` (:data:`SHARED_ARGUMENTS`) to ``parser``, with the command's ``help``."""
+    parser.add_argument(name, **SHARED_ARGUMENTS[name], help=help)
+
+
+def add_study_command(commands: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand over one study directory, its first argument."""
+    command = commands.add_parser(name, help=help)
+    command.add_argument("directory", metavar="DIR", type=directory)
+    return command
+
+
 def parser() -> argparse.ArgumentParser:
     top = Parser(prog="zoomeval", description=plain(__doc__ or ""))
     top.add_argument("--version", action=Version)
@@ -267,11 +285,8 @@ def add_leaderboard(commands: argparse._SubParsersAction) -> None:
         help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)",
     )
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
-    board.add_argument(
-        "--limit",
-        type=int,
-        metavar="N",
-        help=f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})",
+    add_shared(
+        board, "--limit", f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})"
     )
     board.add_argument(
         "--audit",
@@ -279,14 +294,8 @@ def add_leaderboard(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="audit each study here first (N rows per file, zoomeval audit) and refuse a row that fails",
     )
-    board.add_argument("--seed", type=int, metavar="S", help="--audit: the samples' seed (default: drawn fresh)")
-    board.add_argument(
-        "--images",
-        action="append",
-        type=directory,
-        metavar="DIR",
-        help="--audit: your copy of the dataset, where images are found by content",
-    )
+    add_shared(board, "--seed", "--audit: the samples' seed (default: drawn fresh)")
+    add_shared(board, "--images", "--audit: your copy of the dataset, where images are found by content")
     board.set_defaults(run=_leaderboard)
 
 
@@ -301,9 +310,7 @@ def add_run(commands: argparse._SubParsersAction) -> None:
         "browser and hard sets) or a path of the results layout, e.g. "
         f"{Layout().path('table_tta', ext='csv')}",
     )
-    run.add_argument(
-        "--limit", type=int, metavar="N", help=f"the first N images of each dataset, in {limited_root('N')}"
-    )
+    add_shared(run, "--limit", f"the first N images of each dataset, in {limited_root('N')}")
     run.add_argument(
         "--cores", type=cores, metavar="N", help="cores for Snakemake, N >= 1 (default: all this process may use)"
     )
@@ -316,12 +323,12 @@ def add_run(commands: argparse._SubParsersAction) -> None:
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:
-    export = commands.add_parser(
+    export = add_study_command(
+        commands,
         "export",
-        help="write a study's verified results in the formats other tools read, "
+        "write a study's verified results in the formats other tools read, "
         "as a bundle that zoomeval leaderboard reads back",
     )
-    export.add_argument("directory", metavar="DIR", type=directory)
     export.add_argument(
         "--format",
         required=True,
@@ -331,19 +338,19 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     export.add_argument("-o", "--output", help="the bundle folder to create (default: <study>-<format>)")
     export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
     export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
-    export.add_argument("--limit", type=int, metavar="N", help="export the study's run limited to N images")
+    add_shared(export, "--limit", "export the study's run limited to N images")
     export.set_defaults(run=_export)
 
 
 def add_audit(commands: argparse._SubParsersAction) -> None:
-    from zoomeval.report.audit import DEFAULT_SAMPLE, LOGIT_ERROR
+    from zoomeval.report.audit_sample import DEFAULT_SAMPLE, LOGIT_ERROR
 
-    audit = commands.add_parser(
+    audit = add_study_command(
+        commands,
         "audit",
-        help="recompute a seeded sample of every file's rows of a sealed study here "
+        "recompute a seeded sample of every file's rows of a sealed study here "
         "and compare them with what is stored; exit 1 on any mismatch",
     )
-    audit.add_argument("directory", metavar="DIR", type=directory)
     audit.add_argument(
         "--sample",
         type=int,
@@ -351,20 +358,9 @@ def add_audit(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"rows recomputed per file (default {DEFAULT_SAMPLE}; all of a smaller file)",
     )
-    audit.add_argument("--seed", type=int, metavar="S", help="the sample's seed (default: drawn fresh, and printed)")
-    audit.add_argument(
-        "--images",
-        action="append",
-        type=directory,
-        metavar="DIR",
-        help="your copy of the dataset: images are found in it by content (repeatable)",
-    )
-    audit.add_argument(
-        "--resources",
-        type=directory,
-        metavar="DIR",
-        help="where the weights are (default: the study's resources folder)",
-    )
+    add_shared(audit, "--seed", "the sample's seed (default: drawn fresh, and printed)")
+    add_shared(audit, "--images", "your copy of the dataset: images are found in it by content (repeatable)")
+    add_shared(audit, "--resources", "where the weights are (default: the study's resources folder)")
     audit.add_argument("--device", default="auto", help="the audit's device (default: auto, CUDA where present)")
     audit.add_argument(
         "--precision",
@@ -372,25 +368,25 @@ def add_audit(commands: argparse._SubParsersAction) -> None:
         choices=sorted({p for p, _ in LOGIT_ERROR}),
         help="the audit's precision (default fp32)",
     )
-    audit.add_argument("--limit", type=int, metavar="N", help="audit the study's run limited to N images")
+    add_shared(audit, "--limit", "audit the study's run limited to N images")
     audit.set_defaults(run=_audit)
 
 
 def add_policy(commands: argparse._SubParsersAction) -> None:
     policy = commands.add_parser("policy", help="take a study's fitted label-free zoom policy away as a file")
     actions = policy.add_subparsers(dest="action", required=True)
-    export = actions.add_parser(
+    export = add_study_command(
+        actions,
         "export",
-        help="write one fitted policy (views, rule, model, held-out accuracy) "
+        "write one fitted policy (views, rule, model, held-out accuracy) "
         "as a versioned JSON file that zoomeval.ZoomTTA applies",
     )
-    export.add_argument("directory", metavar="DIR", type=directory)
     export.add_argument("--policy", required=True, choices=["cascade", "max_conf", "vote", "selector"])
     export.add_argument("--budget", required=True, type=int, metavar="K", help="forward passes (views) per image")
     export.add_argument("--fit", required=True, metavar="DATASET", help="the scored dataset to fit it on (all images)")
     export.add_argument("--model", metavar="NAME", help="the study's model (default: its only one)")
     export.add_argument("--variant", default="original", help="the image variant (default: original)")
-    export.add_argument("--limit", type=int, metavar="N", help="the study's run limited to N images")
+    add_shared(export, "--limit", "the study's run limited to N images")
     export.add_argument(
         "--fold",
         type=int,
@@ -418,7 +414,7 @@ def add_predict(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the study the policy came from (its weights under DIR/resources)",
     )
-    weights.add_argument("--resources", type=directory, metavar="DIR", help="the folder holding the weights/ folder")
+    add_shared(weights, "--resources", "the folder holding the weights/ folder")
     predict.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     predict.add_argument("--batch-size", type=int, default=64, metavar="N", help="crops per forward pass (default 64)")
     predict.add_argument("-o", "--output", metavar="FILE.csv", help="default: CSV on stdout")
@@ -426,7 +422,6 @@ def add_predict(commands: argparse._SubParsersAction) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.io import csv_text, write_text
     from zoomeval.report.policy_predict import COLUMNS, image_paths, policy_wrapper, predict_rows
 
@@ -452,7 +447,6 @@ def study_settings(directory: Path) -> object:
 
 
 def _policy_export(args: argparse.Namespace) -> int:
-    from zoomeval.core.cells import terminal_text
     from zoomeval.core.io import write_json
     from zoomeval.core.layout import run_layout
     from zoomeval.report.policy_export import export_policy, study_model
@@ -481,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
     except (ValueError, OSError) as exc:  # a bad input: one line naming it, no traceback
         command = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # `policy export`
-        print(f"zoomeval {command}: {_message(exc)}", file=sys.stderr)
+        print(terminal_text(f"zoomeval {command}: {_message(exc)}"), file=sys.stderr)  # names may hold escape codes
         return 2
 
 

@@ -1,8 +1,8 @@
 """The checks ``zoomeval run`` makes before it starts Snakemake, each problem collected so that one run lists them
 all, one line each: first every check the workflow makes of the config when it is parsed (and so ``snakemake -n``:
 the same functions, :func:`zoomeval.registries.checked_config`: keys, local inputs that do not exist, model
-architectures and tags against the libraries' name lists with the closest names), ``top_k`` against the zoom
-transforms, then what the workflow checks when a run starts (every model's source check, :func:`model_problems`:
+architectures and tags against the libraries' name lists with the closest names, ``top_k`` against the zoom
+transforms), then what the workflow checks when a run starts (every model's source check, :func:`model_problems`:
 a timm tag without Hub weights, local weights files and entry points), model weights that are neither present nor
 to be had (a download that no offline route holds and whose host cannot be reached), GPU settings on a machine
 without a GPU and free disk against what extraction and predictions will need.
@@ -23,7 +23,6 @@ from urllib.parse import urlparse
 from zoomeval.core.config import Config, ConfigError, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
 from zoomeval.core.layout import Layout
-from zoomeval.core.validate import check_top_k
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import most_images
 from zoomeval.datasets.inputs import Input, plan_all
@@ -223,11 +222,10 @@ def problems(
     config: Config, layout: Layout, found: list[str], reach: Callable[[str], bool] = host_answers
 ) -> list[str]:
     """Every problem the preflight finds (empty: Snakemake may start): ``found``, the workflow's own checks of the
-    config (:func:`zoomeval.registries.checked_config`: keys, local paths, model names with the closest), then
-    ``top_k``, the checks the workflow makes when a run starts (the models, :func:`model_problems`), weights, GPU
+    config (:func:`zoomeval.registries.checked_config`: keys, local paths, model names with the closest, ``top_k``),
+    then the checks the workflow makes when a run starts (the models, :func:`model_problems`), weights, GPU
     and disk; a model that a line already names is not checked again (its weights cannot be looked up)."""
     inputs, reach = plan_all(config), functools.cache(reach)  # each host asked once
-    found = [*found, *_caught(partial(check_top_k, config))]
-    found += model_problems(config, found)
+    found = [*found, *model_problems(config, found)]
     found += missing_weights(config, reach, found)
     return [*found, *gpu_without_gpu(config, gpus_at_most()), *short_disk(disk_needs(config, inputs, layout))]

@@ -11,7 +11,7 @@ from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_classes, read_manifest, read_revisions
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import class_indices
-from zoomeval.inference.predict import predict_part, predict_to_file
+from zoomeval.inference.predict import predict_to_file
 from zoomeval.masks.boxes import read_masks
 from zoomeval.registries import typed_config
 
@@ -45,9 +45,6 @@ with to_file(sm.log[0]), ExitStack() as stack:
     )
     grid = ZoomGrid(config.scales)
     outputs = (sm.output.predictions, sm.output.aggregates, records, config.models[sm.wildcards.model])
-    if "part" in sm.wildcards.keys():
-        part = (int(sm.wildcards.part), inference.parts)
-        metadata = predict_part(*outputs, grid, settings, *part, **job)
-    else:
-        metadata = predict_to_file(*outputs, grid, settings, **job)
+    part = (int(sm.wildcards.part), inference.parts) if "part" in sm.wildcards.keys() else None
+    metadata = predict_to_file(*outputs, grid, settings, part=part, **job)
     print(f"{metadata['n_images']} images, {metadata.get('crops_per_second')} crops/s")

@@ -14,7 +14,7 @@ from typing import Any
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import transforms
+from zoomeval.core.zoom import ZoomGrid
 
 
 def digest(value: Any) -> str:
@@ -41,7 +41,7 @@ def comparability_key(
     declaration of the key's fields (:data:`KEY_FIELDS`), in the order notes name them."""
     model = meta.get("model") or {}
     arch_tag = f"{model['architecture']}.{model['weights']}" if {"architecture", "weights"} <= model.keys() else None
-    order = transforms(list(meta.get("scales") or []))
+    grid = ZoomGrid(meta.get("scales") or [])
     return {
         "dataset": meta.get("dataset"),
         "images": images,
@@ -49,7 +49,7 @@ def comparability_key(
         "label_set": label_set,
         "variant": meta.get("variant"),
         "scales": meta.get("scales"),
-        "anchors": len({(t.row, t.col) for t in order}),
+        "anchors": len({(t.row, t.col) for t in grid.transforms}),
         "resize_backend": meta.get("resize_backend"),
         "model": arch_tag,
         "weights_sha256": model.get("weights_sha256"),

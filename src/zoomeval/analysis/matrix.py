@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -35,61 +36,57 @@ def correctness_matrix(
     for i, r in enumerate(records):
         labels[i, : len(r.labels)] = r.labels
     matrix = np.zeros((len(order), len(records)), dtype=bool)
-    for t, i, values in prediction_batches(
-        predictions_path, [r.image_id for r in records], order, ["pred"], batch_rows
-    ):
+    rows = PredictionRows(predictions_path, [r.image_id for r in records], order, batch_rows)
+    for t, i, values in rows.batches(["pred"]):
         matrix[t, i] = (labels[i] == values["pred"][:, None]).any(axis=1)
     return matrix
 
 
-def prediction_columns(
-    predictions_path: str | os.PathLike[str],
-    image_ids: list[str],
-    order: list[Transform],
-    columns: list[str],
-    batch_rows: int = BATCH_ROWS,
-) -> dict[str, np.ndarray]:
-    """``(len(image_ids), len(order))`` arrays of the prediction file's ``columns`` (e.g. ``pred``, ``conf``), read
-    once in batches and checked as :func:`correctness_matrix` checks them."""
-    schema = pq.read_schema(predictions_path)
-    out = {c: np.zeros((len(image_ids), len(order)), schema.field(c).type.to_pandas_dtype()) for c in columns}
-    for t, i, values in prediction_batches(predictions_path, image_ids, order, columns, batch_rows):
-        for c in columns:
-            out[c][i, t] = values[c]
-    return out
+@dataclass(frozen=True)
+class PredictionRows:
+    """The rows of the prediction file ``path`` for the images ``image_ids`` under the transforms ``order``, read
+    ``batch_rows`` rows at a time; every (image, transform) pair must be predicted exactly once."""
 
+    path: str | os.PathLike[str]
+    image_ids: list[str]
+    order: list[Transform]
+    batch_rows: int = BATCH_ROWS
 
-def prediction_batches(
-    predictions_path: str | os.PathLike[str],
-    image_ids: list[str],
-    order: list[Transform],
-    columns: list[str],
-    batch_rows: int = BATCH_ROWS,
-) -> Iterator[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]:
-    """The prediction file ``batch_rows`` rows at a time: each batch's transform and image indices and ``columns``,
-    for the rows of ``image_ids`` under ``order``. Once read, refuses a file that does not predict every (image,
-    transform) pair."""
-    n_t, n_i = len(order), len(image_ids)
-    ids = pa.array(image_ids, pa.string())
-    grid = ZoomGrid(dict.fromkeys(t.scale for t in order))  # the scales' grid, which ``order`` is (part of)
-    slot = np.full(grid.n_transforms, -1, dtype=np.int64)  # each grid transform's position in ``order``
-    slot[[grid.index(t.scale, t.row, t.col) for t in order]] = np.arange(n_t)
-    seen, found = np.zeros((n_t, n_i), dtype=bool), 0
-    file = pq.ParquetFile(predictions_path)
-    for batch in file.iter_batches(batch_size=batch_rows, columns=["image_id", "scale", "row", "col", *columns]):
-        image = _image_index(batch.column("image_id"), ids)
-        at = grid.indices(*(batch.column(c).to_numpy() for c in ("scale", "row", "col")))
-        position = np.where(at >= 0, slot[at], -1)
-        keep = (image >= 0) & (position >= 0)
-        i, t = image[keep], position[keep]
-        found += int(keep.sum())
-        seen[t, i] = True
-        yield t, i, {c: batch.column(c).to_numpy()[keep] for c in columns}
-    if found != n_t * n_i or not seen.all():
-        raise ValueError(
-            f"{predictions_path}: predictions cover {found} (image, transform) pairs of the expected {n_t} x {n_i}; "
-            "the prediction file does not match the manifest or the configured scales"
-        )
+    def columns(self, columns: list[str]) -> dict[str, np.ndarray]:
+        """``(len(image_ids), len(order))`` arrays of the file's ``columns`` (e.g. ``pred``, ``conf``), read once in
+        batches and checked as :func:`correctness_matrix` checks them."""
+        schema = pq.read_schema(self.path)
+        shape = (len(self.image_ids), len(self.order))
+        out = {c: np.zeros(shape, schema.field(c).type.to_pandas_dtype()) for c in columns}
+        for t, i, values in self.batches(columns):
+            for c in columns:
+                out[c][i, t] = values[c]
+        return out
+
+    def batches(self, columns: list[str]) -> Iterator[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]:
+        """Each batch's transform and image indices and ``columns``, for the rows of ``image_ids`` under ``order``.
+        Once read, refuses a file that does not predict every (image, transform) pair."""
+        n_t, n_i = len(self.order), len(self.image_ids)
+        ids = pa.array(self.image_ids, pa.string())
+        grid = ZoomGrid(dict.fromkeys(t.scale for t in self.order))  # the scales' grid, which ``order`` is (part of)
+        slot = np.full(grid.n_transforms, -1, dtype=np.int64)  # each grid transform's position in ``order``
+        slot[[grid.index(t.scale, t.row, t.col) for t in self.order]] = np.arange(n_t)
+        seen, found = np.zeros((n_t, n_i), dtype=bool), 0
+        names = ["image_id", "scale", "row", "col", *columns]
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=self.batch_rows, columns=names):
+            image = _image_index(batch.column("image_id"), ids)
+            at = grid.indices(*(batch.column(c).to_numpy() for c in ("scale", "row", "col")))
+            position = np.where(at >= 0, slot[at], -1)
+            keep = (image >= 0) & (position >= 0)
+            i, t = image[keep], position[keep]
+            found += int(keep.sum())
+            seen[t, i] = True
+            yield t, i, {c: batch.column(c).to_numpy()[keep] for c in columns}
+        if found != n_t * n_i or not seen.all():
+            raise ValueError(
+                f"{self.path}: predictions cover {found} (image, transform) pairs of the expected {n_t} x {n_i}; "
+                "the prediction file does not match the manifest or the configured scales"
+            )
 
 
 def _image_index(column: pa.Array, ids: pa.Array) -> np.ndarray:

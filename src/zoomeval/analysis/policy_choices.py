@@ -79,10 +79,7 @@ def read_choices(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]
     """The table and its metadata; a file of another kind or schema version is refused naming it."""
     import pyarrow.parquet as pq
 
-    try:
-        meta = read_metadata(path)
-    except KeyError:  # a Parquet file without zoomeval's metadata
-        meta = {}
+    meta = read_metadata(path)
     if meta.get("kind") != KIND or meta.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(
             f"{path}: not a {KIND} file of schema version {SCHEMA_VERSION} (kind {meta.get('kind')!r}, "

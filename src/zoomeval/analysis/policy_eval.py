@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoomeval.analysis.cover import greedy_cover
-from zoomeval.analysis.matrix import prediction_columns, read_index, read_matrix
+from zoomeval.analysis.matrix import PredictionRows, read_index, read_matrix
 from zoomeval.analysis.metrics import Metrics, Scored
 from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
 from zoomeval.analysis.policy_choices import SCHEMA, choices_table
@@ -60,7 +60,7 @@ def read_views(
     """The views of a scored prediction file and its image ids: ``correct`` from its correctness matrix (the label
     set it was scored under), ``pred`` and ``conf`` read once from the predictions."""
     matrix, order, image_ids = read_matrix(matrix_path)
-    columns = prediction_columns(predictions_path, image_ids, order, ["pred", "conf"])
+    columns = PredictionRows(predictions_path, image_ids, order).columns(["pred", "conf"])
     return Views(columns["pred"], columns["conf"], np.ascontiguousarray(matrix.T), order), image_ids
 
 
@@ -283,7 +283,7 @@ def transfer_document(
     order, image_ids = read_index(target[0])
     if order != source_views.order:
         raise ValueError(f"{target[0]}: its transforms are not those of {source[0]}; transfer needs the same scales")
-    columns = prediction_columns(target[1], image_ids, order, ["pred", "conf"])
+    columns = PredictionRows(target[1], image_ids, order).columns(["pred", "conf"])
     budgets = budgets_for(settings.budgets, len(order))
     unlabelled = Views(columns["pred"], columns["conf"], None, order)
     choices, policy = transfer(source_views, unlabelled, budgets, settings.seed, settings.selector_rows)

@@ -22,7 +22,7 @@ from zoomeval.analysis.metrics import Metrics, Scores, write_metrics
 from zoomeval.analysis.standard_scores import standard_correct
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import ONE_CROP, Transform, transforms
+from zoomeval.core.zoom import ONE_CROP, Transform, ZoomGrid
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def analyze_predictions(
     ``bad`` gives them by kind (:func:`zoomeval.core.images.bad_kinds` of the dataset's bad_images.csv). Writes
     nothing."""
     meta = read_metadata(predictions_path)
-    order = transforms(list(meta["scales"]))
+    order = list(ZoomGrid(meta["scales"]).transforms)
     classes = n_classes(meta["class_set"], records)
     scored = relabel(records, label_set, labels_path)
     if bad is None:  # kinds not given

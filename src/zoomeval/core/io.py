@@ -109,7 +109,14 @@ def write_parquet(path: str | os.PathLike[str], table: pa.Table, metadata: dict[
         pq.write_table(table, tmp, **{"compression": "zstd", "use_dictionary": True, **options})
 
 
+class NoMetadata(ValueError):
+    """A Parquet file without the ``zoomeval`` metadata document (not written by :func:`write_parquet`)."""
+
+
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``zoomeval`` metadata document of a Parquet file written by :func:`write_parquet`."""
+    """The ``zoomeval`` metadata document of a Parquet file written by :func:`write_parquet`; :class:`NoMetadata`,
+    naming the file, where it has none."""
     meta = pq.read_schema(path).metadata or {}
+    if METADATA_KEY not in meta:
+        raise NoMetadata(f"{path}: no zoomeval metadata; expected a file written by zoomeval")
     return json.loads(meta[METADATA_KEY])

@@ -10,9 +10,10 @@ outputs would collide, devices that do not exist; every problem at once, one lin
 concerns.
 
 Checks that need torchvision or timm are not made here: the workflow checks the models' names and widths against
-the libraries' cached catalogues (:func:`zoomeval.registries.model_name_problems`, passed as ``more_checks``), and
-what needs the libraries themselves runs when a run starts (:func:`zoomeval.registries.check_models`, from the
-Snakefile's ``onstart``), so that parsing the workflow and ``snakemake -n`` stay free of the ML stack.
+the libraries' cached catalogues, with ``top_k`` against the zoom transforms (:func:`check_top_k`), in
+:func:`zoomeval.registries.workflow_problems` (passed as ``more_checks``), and what needs the libraries themselves
+runs when a run starts (:func:`zoomeval.registries.check_models`, from the Snakefile's ``onstart``), so that
+parsing the workflow and ``snakemake -n`` stay free of the ML stack.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from zoomeval.core.config import Config, ConfigError, InputSpec, Registries, res
 from zoomeval.core.config_schema import ref_target, value_kinds
 from zoomeval.core.devices import check_device
 from zoomeval.core.strict_yaml import load_yaml
-from zoomeval.core.zoom import n_views
+from zoomeval.core.zoom import ZoomGrid
 
 #: The suffix of a prediction file's aggregates beside it (``<model>.aggregates.parquet``).
 AGGREGATES_SUFFIX = ".aggregates"
@@ -244,9 +245,9 @@ def check_compile(config: Config) -> None:
 
 def check_top_k(config: Config) -> None:
     """``top_k`` greedy picks must fit in the zoom transforms (9 anchors per scale): more would make acc_top_k the
-    accuracy of every transform under another name. ``zoomeval run``'s preflight makes this check; the workflow
-    does not yet (its small test configs take the default 36 with fewer transforms)."""
-    if config.top_k > (transforms := n_views(list(config.scales), False)):
+    accuracy of every transform under another name. Checked when the workflow's main process parses it (and so by
+    ``snakemake -n`` and ``zoomeval run``'s preflight: :func:`zoomeval.registries.workflow_problems`), not in jobs."""
+    if config.top_k > (transforms := ZoomGrid(config.scales).n_transforms):
         raise ConfigError(
             f"top_k: {config.top_k} picks from {transforms} zoom transforms ({len(config.scales)} scales "
             f"x 9 anchors); give top_k <= {transforms} or more scales"
@@ -298,7 +299,7 @@ def check_policies(config: Config) -> None:
 def check_where_zoom_helps(config: Config) -> None:
     """``where_zoom_helps.budget`` is a budget the policies are scored at: one of ``policies.budgets``, or at least the
     number of transforms (every view, which is always scored; zoomeval.analysis.policy_eval.budgets_for)."""
-    budget, n_transforms = config.where_zoom_helps.budget, n_views(list(config.scales), False)
+    budget, n_transforms = config.where_zoom_helps.budget, ZoomGrid(config.scales).n_transforms
     if budget < n_transforms and budget not in config.policies.budgets:
         raise ConfigError(
             f"where_zoom_helps.budget: {budget} is not one of policies.budgets "

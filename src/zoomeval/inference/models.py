@@ -21,7 +21,8 @@ zero-shot head, made by the ``zero_shot_head`` rule and passed to ``load`` as ``
 local checkpoint file an entry names (its ``checkpoint`` key), if the source reads one; ``names()``, the catalogue
 of the library's architectures and pretrained tags (:mod:`zoomeval.inference.catalogue`), with ``library`` the PyPI
 distribution it comes from; ``canonical(name, entry)``, the config entry with the library's usual spellings of a
-model (timm's ``arch.tag``, torchvision's ``Enum.TAG``) turned into the ``architecture``/``weights`` pair.
+model (timm's ``arch.tag``, torchvision's ``Enum.TAG``) turned into the ``architecture``/``weights`` pair. A
+function named as its field is passed by :func:`hooks` (``**hooks(check, fetch)``).
 
 Weights are kept by content, never by name alone: a local checkpoint's folder is
 ``<resources>/weights/<source>/<architecture>.<sha256 of the file>`` (:func:`weights_folder`, hashed when the DAG is
@@ -92,6 +93,12 @@ class ModelSource:
 
 
 MODEL_SOURCES: Registry[ModelSource] = Registry("model source", ModelSource)
+
+
+def hooks(*functions: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """A source module's functions as keywords of ``MODEL_SOURCES.register``, each under its own name, which is the
+    :class:`ModelSource` field it fills: ``**hooks(check, fetch)`` for ``check=check, fetch=fetch``."""
+    return {function.__name__: function for function in functions}
 
 
 def local_checkpoint(spec: ModelSpec) -> Path | None:

@@ -192,25 +192,6 @@ def shard_tables(
     return predictions, aggregates
 
 
-def run_shard(
-    classifier: Classifier,
-    records: Sequence[Record],
-    grid: ZoomGrid,
-    variant: str,
-    masks: dict[str, bytes] | None,
-    crop_size: int,
-) -> tuple[pa.Table, pa.Table, float]:
-    """Predictions for ``records`` (image order, then :func:`transforms` order), their aggregates and the
-    seconds it took, with a DataLoader of their own (the benchmarks' shard)."""
-    progress = ProgressLog(len(records), grid.n_views(), log)
-    images = crop_stream(classifier, records, grid, variant, masks, crop_size)
-    predictions, aggregates = shard_tables(
-        classifier, records, grid, infer_shard(classifier, images, records, grid, progress)
-    )
-    progress.line()
-    return predictions, aggregates, time.perf_counter() - progress.start
-
-
 def _view_name(grid: ZoomGrid, view: int) -> str:
     if view < grid.n_transforms:
         return f"transform {grid.transforms[view].name}"
@@ -299,23 +280,24 @@ def predict_to_file(
 
     ``class_indices`` is the dataset's class set for ``pred`` (``None``: all 1000 classes); ``max_pixels`` the
     pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights;
-    ``head`` the zero-shot head of an open_clip model; ``part`` the (index, count) that :func:`predict_part` records
-    in the metadata; ``inputs`` what it records of its inputs (``dataset_revisions``: the hub commits the manifest
-    records, where there are any; ``masks_sha256``: a masked variant's mask file, by which an audit finds it).
+    ``head`` the zero-shot head of an open_clip model; ``part`` (index, count): only that part's run of shards of
+    ``records`` (the whole manifest's, :func:`~zoomeval.inference.parts.part_range`; empty files where it has none),
+    recorded in the metadata; ``inputs`` what it records of its inputs (``dataset_revisions``: the hub commits the
+    manifest records, where there are any; ``masks_sha256``: a masked variant's mask file, by which an audit finds it).
     """
     check_sizes(records, dataset, max(grid.scales), max_pixels)
+    if part is not None and not (records := _part_of(records, settings.shard_images, part)):
+        return _empty_part(path, aggregates_path, settings.store_top5, part)
     store = ShardStore(Path(path), Path(aggregates_path))
     with store.locked():
         torch.set_num_threads(settings.threads or os.cpu_count() or 1)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
         metadata = prediction_metadata(
             classifier, spec, grid, settings, class_indices, dataset=dataset, variant=variant, n_images=len(records)
-        ) | (inputs or {})
-        if part is not None:
-            metadata["part"] = list(part)
+        )
+        metadata |= (inputs or {}) | ({"part": list(part)} if part is not None else {})
         masks_digest = hashlib.sha256(b"".join(masks[r.image_id] for r in records)).hexdigest() if masks else None
-        size = settings.shard_images
-        pending = list(store.pending(records, size, metadata, masks_digest))
+        pending = list(store.pending(records, settings.shard_images, metadata, masks_digest))
         computed = sum(len(chunk) for _, chunk, _ in pending)
         seconds = run_shards(classifier, store, pending, grid, variant, masks, spec.input_size) if pending else 0.0
         metadata |= {  # after the shards' identity: a rerun at another commit reuses them
@@ -324,7 +306,7 @@ def predict_to_file(
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * grid.n_views() / seconds, 2) if seconds else None,
         }
-        store.finish(-(-len(records) // size), metadata, _aggregates_metadata(metadata, grid))
+        store.finish(-(-len(records) // settings.shard_images), metadata, _aggregates_metadata(metadata, grid))
         return metadata
 
 
@@ -373,27 +355,18 @@ def _write_shard(
     store.write(index, identity, *shard_tables(classifier, records, grid, copy))
 
 
-def predict_part(
-    path: str | os.PathLike[str],
-    aggregates_path: str | os.PathLike[str],
-    records: Sequence[Record],
-    spec: ModelSpec,
-    grid: ZoomGrid,
-    settings: InferenceSettings,
-    part: int,
-    parts: int,
-    **job: Any,
+def _part_of(records: Sequence[Record], shard_images: int, part: tuple[int, int]) -> Sequence[Record]:
+    """Part ``part`` (index, count) of the whole manifest's ``records``: its run of shards, empty where it has none."""
+    span = part_range(len(records), shard_images, *part)
+    if not span:
+        log.info("part %d of %d has no images: %d images make fewer shards than parts", *part, len(records))
+    return records[span.start : span.stop]
+
+
+def _empty_part(
+    path: str | os.PathLike[str], aggregates_path: str | os.PathLike[str], store_top5: bool, part: tuple[int, int]
 ) -> dict[str, Any]:
-    """Part ``part`` of ``parts`` of :func:`predict_to_file` over the whole manifest's ``records``: its run of
-    shards (:func:`zoomeval.inference.parts.part_range`), or empty files where it has none. ``job``: the
-    keywords of :func:`predict_to_file` from ``dataset`` on; ``class_indices`` must be the whole manifest's."""
-    check_sizes(records, job["dataset"], max(grid.scales), job.get("max_pixels", MAX_RESIZED_PIXELS))
-    span = part_range(len(records), settings.shard_images, part, parts)
-    if span:
-        chunk = records[span.start : span.stop]
-        return predict_to_file(path, aggregates_path, chunk, spec, grid, settings, part=(part, parts), **job)
-    log.info("part %d of %d has no images: %d images make fewer shards than parts", part, parts, len(records))
-    metadata = {"kind": "predictions", "part": [part, parts], "n_images": 0}
+    metadata = {"kind": "predictions", "part": list(part), "n_images": 0}
     write_table(aggregates_path, pa.schema(AGGREGATES_FIELDS).empty_table(), {**metadata, "kind": "aggregates"})
-    write_table(path, prediction_schema(settings.store_top5).empty_table(), metadata)
+    write_table(path, prediction_schema(store_top5).empty_table(), metadata)
     return metadata

@@ -1,6 +1,6 @@
 """One file of a study audited (:mod:`zoomeval.report.audit`): its sampled rows' images found by content, its model
 loaded from its recorded entry with the recorded weights, the rows recomputed and each compared with what is stored
-(:func:`row_problems`)."""
+(:func:`row_problems`), within the tolerance of :mod:`zoomeval.report.audit_sample`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.manifest import read_manifest
-from zoomeval.report.audit import Audited, Auditor, Finders, sample_rows, tolerance
+from zoomeval.report.audit_sample import Audited, Auditor, Finders, sample_rows, tolerance
 from zoomeval.report.verified import zoomeval_metadata
 
 

@@ -35,7 +35,7 @@ from zoomeval.analysis.metrics import read_greedy
 from zoomeval.core.io import write_text
 from zoomeval.core.layout import declare, relative_to, run_layout
 from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import ONE_CROP, Transform, transforms
+from zoomeval.core.zoom import ONE_CROP, Transform, ZoomGrid
 from zoomeval.report.left_out import why
 
 #: Version of the index and page documents. 2: the index says what the dataset's scoring left out (``left_out``).
@@ -77,7 +77,7 @@ class Correctness:
 
     @property
     def scales(self) -> list[int]:
-        return [t.scale for t in self.order[: len(self.order) // 9]]
+        return list(dict.fromkeys(t.scale for t in self.order))
 
 
 def read_correctness(paths: Mapping[tuple[str, str], str | os.PathLike[str]]) -> Correctness:
@@ -88,7 +88,7 @@ def read_correctness(paths: Mapping[tuple[str, str], str | os.PathLike[str]]) ->
         matrix, order, ids = read_matrix(path)
         if first is None:
             first = (str(path), order, ids)
-            if order != transforms([t.scale for t in order[: len(order) // 9]]):
+            if tuple(order) != ZoomGrid(dict.fromkeys(t.scale for t in order)).transforms:
                 raise ValueError(f"{path}: the transforms are not in the authors' order; re-run the analysis")
         elif (order, ids) != first[1:]:
             raise ValueError(

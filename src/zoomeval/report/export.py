@@ -25,31 +25,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from datetime import date as Date
 from pathlib import Path
 from typing import Any
 
 from zoomeval import __version__
-from zoomeval.analysis.label_sets import scored_name
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import csv_text, link_or_copy, read_json, write_json, write_text
 from zoomeval.core.layout import Layout
-from zoomeval.report.leaderboard import ACCURACIES, leaderboard, study_rows
+from zoomeval.report.export_eee import aggregate_record, instance_lines, samples_path
+from zoomeval.report.leaderboard import ACCURACIES, METRICS, hub_dataset, leaderboard, scored, study_rows
 from zoomeval.report.study_index import LAYOUT
+from zoomeval.report.timm_results import TIMM_COLUMNS, timm_rows
 
 FORMATS = ("hf", "timm", "eee")
 #: Version of export.json's layout.
 EXPORT_SCHEMA_VERSION = 1
-#: The Every Eval Ever schema version the records follow.
-EEE_SCHEMA_VERSION = "0.3.0"
 BUNDLE = "export.json"
-METRICS = {
-    "acc_standard": "top-1 accuracy (%) of the standard evaluation (the weights' own resize and centre crop)",
-    "acc_1crop": "top-1 accuracy (%) of the 1-crop zoom transform (shorter side 256, centre crop 224)",
-    "acc_top_k": "accuracy (%) when any of the greedy cover's first top_k zoom transforms is correct",
-    "acc_max": "accuracy (%) when any zoom transform is correct (the upper bound)",
-}
 
 
 def exported_files(directory: Path, fmt: str, options: dict[str, Any], layout: Layout = LAYOUT) -> dict[str, str]:
@@ -64,15 +56,6 @@ def exported_files(directory: Path, fmt: str, options: dict[str, Any], layout: L
     if fmt == "eee":
         return _eee(directory, board, seal, options, layout)
     raise ValueError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
-
-
-def hub_dataset(row: dict[str, Any]) -> tuple[str, str | None]:
-    """The dataset's Hub id and commit where it was read from the Hub (its only hub input), else its own name."""
-    revisions = sorted((row["key"].get("revisions") or {}).values())
-    if len(revisions) == 1:
-        repo, commit = revisions[0].rsplit("@", 1)
-        return repo, commit
-    return row["dataset"], None
 
 
 def _hf(board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any]) -> dict[str, str]:
@@ -103,14 +86,7 @@ def _hf(board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any]) -> 
     return files
 
 
-def scored(row: dict[str, Any]) -> str:
-    """A leaderboard row's scored dataset (its name, suffixed by a label set other than ``in``)."""
-    return scored_name(row["dataset"], row["label_set"])
-
-
 def _timm(board: Sequence[dict[str, Any]], layout: Layout) -> dict[str, str]:
-    from zoomeval.report.timm_results import TIMM_COLUMNS, timm_rows
-
     standard = [r for r in board if r["variant"] == "original" and r["acc_standard"] is not None]
     if not standard:
         raise ValueError("--format timm: the study has no standard evaluation to export")
@@ -129,8 +105,6 @@ def _timm(board: Sequence[dict[str, Any]], layout: Layout) -> dict[str, str]:
 def _eee(
     directory: Path, board: Sequence[dict[str, Any]], seal: str, options: dict[str, Any], layout: Layout
 ) -> dict[str, str]:
-    from zoomeval.report.export_eee import aggregate_record, instance_lines, samples_path
-
     files = {}
     for row in board:
         samples = samples_path(row)
@@ -211,9 +185,3 @@ def check_bundle(directory: Path, layout: Layout = LAYOUT) -> None:
         if text != expected.get(name):
             why = "missing or extra" if text is None or name not in expected else "its content differs"
             raise ValueError(f"{file}: not the export the verified study in {directory} gives ({why}); export it again")
-
-
-def epoch(day: str) -> str:
-    """Unix seconds (as text, Every Eval Ever's form) of an ISO date's midnight UTC."""
-    moment = datetime.fromisoformat(day)
-    return str(int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()))

@@ -1,19 +1,22 @@
 """Every Eval Ever records of one verified result (:mod:`zoomeval.report.export`): the aggregate record and its
-instance-level lines, in that schema's version :data:`~zoomeval.report.export.EEE_SCHEMA_VERSION`."""
+instance-level lines, in that schema's version :data:`EEE_SCHEMA_VERSION`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from zoomeval.core.layout import Layout
-from zoomeval.core.zoom import ONE_CROP, Transform, transforms
-from zoomeval.report.export import EEE_SCHEMA_VERSION, METRICS, epoch, hub_dataset, scored
-from zoomeval.report.leaderboard import ACCURACIES
+from zoomeval.core.zoom import ONE_CROP, ZoomGrid
+from zoomeval.report.leaderboard import ACCURACIES, METRICS, hub_dataset, scored
 from zoomeval.report.verified import scored_records
+
+#: The Every Eval Ever schema version the records follow.
+EEE_SCHEMA_VERSION = "0.3.0"
 
 
 def evaluation_id(row: dict[str, Any]) -> str:
@@ -31,7 +34,8 @@ def instance_lines(directory: Path, row: dict[str, Any], layout: Layout) -> list
 
     _, result = row["source"]
     records = scored_records(directory, row["key"], layout)
-    order = transforms(row["scales"])
+    grid = ZoomGrid(row["scales"])
+    order = list(grid.transforms)
     matrix = correctness_matrix(result.inputs["predictions"], records, order)
     one = pl.read_parquet(result.inputs["predictions"]).filter(
         (pl.col("scale") == ONE_CROP[0]) & (pl.col("row") == ONE_CROP[1]) & (pl.col("col") == ONE_CROP[2])
@@ -39,7 +43,7 @@ def instance_lines(directory: Path, row: dict[str, Any], layout: Layout) -> list
     picks = dict(zip(one["image_id"].cast(pl.String), one["pred"], strict=True))
     first = [order[int(t)].name if matrix[t, i] else "" for i, t in enumerate(matrix.argmax(axis=0))]
     answers = {
-        "acc_1crop": ([str(picks[r.image_id]) for r in records], matrix[order.index(Transform(*ONE_CROP))]),
+        "acc_1crop": ([str(picks[r.image_id]) for r in records], matrix[grid.index(*ONE_CROP)]),
         "acc_max": (first, matrix.any(axis=0)),
     }
     if row["acc_standard"] is not None:
@@ -175,3 +179,9 @@ def _result(row: dict[str, Any], metric: str, source: dict[str, Any]) -> dict[st
             },
         },
     }
+
+
+def epoch(day: str) -> str:
+    """Unix seconds (as text, Every Eval Ever's form) of an ISO date's midnight UTC."""
+    moment = datetime.fromisoformat(day)
+    return str(int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval.analysis.comparability import KEY_FIELDS, digest, key_differences, worded_differences
+from zoomeval.analysis.label_sets import scored_name
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
@@ -29,6 +30,13 @@ from zoomeval.report.tables import class_subsets, markdown_table
 from zoomeval.report.verified import Result, read_study, verify
 
 ACCURACIES = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max")
+#: What each accuracy is, in words (the exported files' descriptions).
+METRICS = {
+    "acc_standard": "top-1 accuracy (%) of the standard evaluation (the weights' own resize and centre crop)",
+    "acc_1crop": "top-1 accuracy (%) of the 1-crop zoom transform (shorter side 256, centre crop 224)",
+    "acc_top_k": "accuracy (%) when any of the greedy cover's first top_k zoom transforms is correct",
+    "acc_max": "accuracy (%) when any zoom transform is correct (the upper bound)",
+}
 COLUMNS = (
     "group",
     "study",
@@ -322,57 +330,18 @@ def _interval(row: dict[str, Any], column: str) -> str:
     return f"{row[column]:.2f} [{row[f'{column}_lo']:.2f}, {row[f'{column}_hi']:.2f}]"
 
 
-def studies(directories: Sequence[Path]) -> tuple[list[Path], list[str], dict[str, int]]:
-    """The distinct study directories (a directory given twice counts once), their names (the folder's, or the path
-    where two folders share a name) and how many times each name was given."""
-    given = [d.resolve() for d in directories]
-    distinct = list(dict.fromkeys(given))
-    names = [d.name for d in distinct]
-    named = [n if names.count(n) == 1 else str(d) for n, d in zip(names, distinct, strict=True)]
-    return distinct, named, {n: given.count(d) for n, d in zip(named, distinct, strict=True)}
+def hub_dataset(row: dict[str, Any]) -> tuple[str, str | None]:
+    """The dataset's Hub id and commit where it was read from the Hub (its only hub input), else its own name."""
+    revisions = sorted((row["key"].get("revisions") or {}).values())
+    if len(revisions) == 1:
+        repo, commit = revisions[0].rsplit("@", 1)
+        return repo, commit
+    return row["dataset"], None
 
 
-def merge(
-    directories: Sequence[Path],
-    allow_stale: bool = False,
-    check: bool = False,
-    layout: Layout = LAYOUT,
-    auditor: Any = None,
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise), each study
-    read in ``layout`` (a limited run's own results root) and, with ``auditor``, audited here. A bundle that
-    ``zoomeval export`` wrote is read as the study it holds, its exported files checked against it
-    (:func:`zoomeval.report.export.check_bundle`)."""
-    from zoomeval.report.export import check_bundle
-
-    distinct, named, repeated = studies(directories)
-    rows, apart = [], []
-    for directory, name in zip(distinct, named, strict=True):
-        check_bundle(directory, layout)
-        found, problems = study_rows(directory, name, allow_stale, check, layout, auditor)
-        rows += found
-        apart += problems
-    if not rows:
-        raise ValueError(f"{apart[0]}: no verified result left to rank" if apart else "no study given")
-    return leaderboard(rows, repeated), apart
-
-
-def write_leaderboard(
-    directories: Sequence[Path],
-    path: Path | None,
-    allow_stale: bool = False,
-    check: bool = False,
-    layout: Layout = LAYOUT,
-    auditor: Any = None,
-) -> tuple[str, list[str]]:
-    """Merge the studies into ``path`` (.csv, .md or .html); returns the Markdown (printed without ``path``) and
-    what was left apart."""
-    if path is not None:
-        check_output(path, FORMATS)
-    board, apart = merge(directories, allow_stale, check, layout, auditor)
-    if path is not None:
-        write_board(board, path, apart)
-    return markdown(board, apart), apart
+def scored(row: dict[str, Any]) -> str:
+    """A leaderboard row's scored dataset (its name, suffixed by a label set other than ``in``)."""
+    return scored_name(row["dataset"], row["label_set"])
 
 
 def check_output(path: Path, formats: Sequence[str]) -> None:

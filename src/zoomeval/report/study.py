@@ -26,7 +26,7 @@ from zoomeval.analysis.matrix import read_matrix
 from zoomeval.core import classes
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import OUTPUTS, RESULTS, Layout, cases_of
-from zoomeval.core.zoom import Transform, transforms
+from zoomeval.core.zoom import Transform, ZoomGrid
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Study:
         :func:`zoomeval.core.zoom.transforms` order) and ``name`` (``LOC:row_col_Size:scale``), then the file's
         columns (``pred``, ``conf``, ...)."""
         path = self._file("predictions", dataset=dataset, variant=variant, model=model)
-        order = transforms(list(read_metadata(path)["scales"]))
+        order = ZoomGrid(read_metadata(path)["scales"]).transforms
         index = pl.DataFrame(
             {
                 "scale": [t.scale for t in order],
@@ -185,7 +185,8 @@ def compare_studies(*paths: str | os.PathLike[str], results: str = RESULTS) -> p
     label set. ``group`` is the comparability group's heading: its dataset, variant and label set, and where two
     groups would read alike, what separates each from the nearest in words (``— scales 224–448 (not 224–1024)``);
     ``key_sha256`` is its key's digest. Only rows of one group compare."""
-    from zoomeval.report.leaderboard import COLUMNS, merge
+    from zoomeval.report.boards import merge
+    from zoomeval.report.leaderboard import COLUMNS
 
     board, _ = merge([Path(p).expanduser() for p in paths], layout=Layout(results))
     return pl.DataFrame([{c: r[c] for c in COLUMNS} for r in board], infer_schema_length=None)

@@ -284,31 +284,19 @@ def write_table_zoom_groups(
     header, rows = append_left_out(header, rows, [m.left_out for m in metrics], run_layout(limit))
     shares = [m.top_k_centre_share for m in metrics if m.variant == "original"]
     shares = [x for x in shares if x is not None and not math.isnan(x)]
-    write_csv(csv_path, header, rows)
-    lines = [
-        "# "
-        + titled(
-            "Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)",
-            metrics,
-            limit,
-        ),
-        "",
-        *markdown_table(header, rows),
-        "",
+    title = "Zoom-in (S > 224), zoom-out (S < 224) and zoom-224 transforms within each model's greedy cover (%)"
+    notes = [
         "ub_*: images solved by at least one cover transform of the group; excl_*: images that group solves and "
         "neither other group does; top_k_centre_share: share of the first top_k greedy picks at the centre "
         "anchor (uniform: 11.11).",
-        "",
         left_out_note(lefts(metrics), run_layout(limit)),
-        "",
     ]
     if shares:
-        lines += [
+        notes.append(
             f"Average top_k_centre_share over the original images: {sum(shares) / len(shares):.2f} "
-            f"({len(shares)} model x dataset pairs; the paper reports 26.65).",
-            "",
-        ]
-    write_text(md_path, "\n".join(lines))
+            f"({len(shares)} model x dataset pairs; the paper reports 26.65)."
+        )
+    write_table(csv_path, md_path, titled(title, metrics, limit), header, rows, notes)
 
 
 TABLE_AGGREGATION_COLUMNS = [
@@ -349,22 +337,15 @@ def write_table_aggregation(
         values = [*_aggregation_values(m), m.acc_standard]
         rows.append(first + [_percent(v) for v in values])
         shown.append(first + [_percent(v, m.acc_1crop) for v in values])
-    left = [m.left_out for m in original]
-    write_csv(csv_path, *append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left, run_layout(limit)))
-    lines = [
-        "# "
-        + titled(
-            "Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)", original, limit
-        ),
-        "",
-        *markdown_table(*append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left, run_layout(limit))),
-        "",
+    left, layout = [m.left_out for m in original], run_layout(limit)
+    header, rows = append_left_out(TABLE_AGGREGATION_COLUMNS, rows, left, layout)
+    _, shown = append_left_out(TABLE_AGGREGATION_COLUMNS, shown, left, layout)
+    title = "Top-1 accuracy (%) of aggregation methods on the original images (difference to 1-crop)"
+    notes = [
         "zoom_in / zoom_out / zoom_224: every zoom transform with S > 224 / S < 224 / S = 224 (all nine anchors); "
         "five_crop: the four corner 224 crops of the image resized to S = 256 and the 1-crop transform; "
         "ten_crop: those five and their horizontal mirror images. max: the prediction of the view with the "
         "highest softmax probability; mean: the argmax of the mean softmax over the views. " + STANDARD_NOTE,
-        "",
-        left_out_note(lefts(original), run_layout(limit)),
-        "",
+        left_out_note(lefts(original), layout),
     ]
-    write_text(md_path, "\n".join(lines))
+    write_table(csv_path, md_path, titled(title, original, limit), header, rows, notes, shown)

@@ -17,9 +17,7 @@ from typing import Any
 
 from zoomeval.analysis.comparability import key_differences
 from zoomeval.analysis.label_sets import scored_name
-from zoomeval.core.io import csv_text, write_text
 from zoomeval.core.layout import Layout
-from zoomeval.report.leaderboard import check_output, merge
 from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.verified import scored_records
 
@@ -162,22 +160,3 @@ def _pct(value: float | None) -> str:
 
 def _number(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
-
-
-def write_timm(
-    directories: Sequence[Path],
-    path: Path | None,
-    dataset: str | None,
-    allow_stale: bool = False,
-    check: bool = False,
-    layout: Layout = LAYOUT,
-    auditor: Any = None,
-) -> tuple[str, list[str]]:
-    """Write (or return, without ``path``) the timm results CSV of the studies; also returns what was left apart."""
-    if path is not None:
-        check_output(path, (".csv",))
-    board, apart = merge(directories, allow_stale, check, layout, auditor)
-    text = csv_text(TIMM_COLUMNS, timm_rows(board, dataset, layout))
-    if path is not None:
-        write_text(path, text)
-    return text.rstrip("\n"), apart

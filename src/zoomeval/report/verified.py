@@ -18,7 +18,7 @@ from zoomeval.analysis.label_sets import scored_name
 from zoomeval.analysis.metrics import Metrics, read_metrics
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.documents import COUNT, STRING, Field, Form, check_fields
-from zoomeval.core.io import read_metadata
+from zoomeval.core.io import NoMetadata, read_metadata
 from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record
 from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
@@ -139,7 +139,7 @@ def _check_counts(path: Path, metrics: Metrics, meta: dict[str, Any], inputs: di
     with every sha256 rewritten, is refused here (a row changed in place is not: ``--verify``, ``zoomeval audit``)."""
     import pyarrow.parquet as pq
 
-    from zoomeval.core.zoom import transforms
+    from zoomeval.core.zoom import ZoomGrid
 
     n_images = meta.get("n_images")
     if not isinstance(n_images, int) or isinstance(n_images, bool) or n_images < 0:
@@ -149,7 +149,7 @@ def _check_counts(path: Path, metrics: Metrics, meta: dict[str, Any], inputs: di
             f"{path}: n_images {metrics.n_images} is more than the {n_images} images of "
             f"{inputs['predictions']}; expected at most that"
         )
-    views = {"predictions": len(transforms(meta["scales"])), "standard": 1}
+    views = {"predictions": ZoomGrid(meta["scales"]).n_transforms, "standard": 1}
     for role, file in inputs.items():
         images = n_images if role == "predictions" else zoomeval_metadata(file).get("n_images", n_images)
         rows = pq.read_metadata(file).num_rows
@@ -185,8 +185,8 @@ def zoomeval_metadata(path: Path) -> dict[str, Any]:
     """The zoomeval metadata of a Parquet file, refused (naming the file) where there is none."""
     try:
         meta = read_metadata(path)
-    except KeyError:
-        raise ValueError(f"{path}: no zoomeval metadata; expected a file written by zoomeval") from None
+    except NoMetadata:
+        raise
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
         raise ValueError(f"{path}: not a Parquet file with zoomeval metadata ({exc})") from None
     if not isinstance(meta, dict):
@@ -276,11 +276,11 @@ def verify(directory: Path, result: Result, layout: Layout = LAYOUT) -> None:
     from zoomeval.analysis.matrix import correctness_matrix
     from zoomeval.analysis.scoring import greedy_scores
     from zoomeval.analysis.standard_scores import standard_correct
-    from zoomeval.core.zoom import transforms
+    from zoomeval.core.zoom import ZoomGrid
 
     key, metrics, path = result.entry.key, result.metrics, directory / result.entry.path
     records = scored_records(directory, key, layout)
-    order = transforms(result.meta["scales"])
+    order = list(ZoomGrid(result.meta["scales"]).transforms)
     matrix = correctness_matrix(result.inputs["predictions"], records, order)
     scores = greedy_scores(matrix, order, [p.index for p in greedy_cover(matrix)], metrics.top_k)
     standard = result.inputs.get("standard")

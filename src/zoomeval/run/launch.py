@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from zoomeval.core.progress import Progress
-from zoomeval.core.zoom import n_views
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.run.display import TRACKED, Display
 from zoomeval.run.events import EventReader, RunState
 from zoomeval.run.lock import holding
@@ -54,7 +54,7 @@ class Follower:
 
     def __init__(self, plan: RunPlan, events: Path, display: Display) -> None:
         self.reader, self.display, self.state = EventReader(events), display, RunState()
-        views = n_views(list(plan.config.scales), True)
+        views = ZoomGrid(plan.config.scales).n_views()
         self.tracker = Tracker(planned_work(plan.config, plan.layout), views)
         self.known: dict[int, Progress] = {}  # every tracked job's last record, finished jobs' too
         self.final: set[int] = set()  # the finished jobs whose last record has been read

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
 from zoomeval.core.io import link_or_copy
-from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, hooks, verified_sha256
 
 if TYPE_CHECKING:
     import torch
@@ -226,12 +226,9 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
 @MODEL_SOURCES.register(
     "checkpoint",
-    check=check,
-    fetch=fetch,
+    **hooks(check, fetch, local, evaluation),
     required=("architecture", "weights", "checkpoint"),
-    local=local,
     options=CheckpointOptions,
-    evaluation=evaluation,
 )
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     """The fetched checkpoint, checked against the sha256 pinned in ``weights``, normalised as its ``eval_preset``

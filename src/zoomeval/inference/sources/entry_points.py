@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from zoomeval.core.config import ConfigError, ModelSpec
 from zoomeval.inference.catalogue import Catalogue, closest
-from zoomeval.inference.models import MODEL_SOURCES, LoadedModel
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, hooks
 from zoomeval.inference.sources import checkpoint
 
 #: The entry-point group zoomeval reads models from.
@@ -122,12 +122,8 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
 
 @MODEL_SOURCES.register(
     "entry_point",
-    check=check,
-    fetch=checkpoint.fetch,
+    **hooks(check, checkpoint.fetch, checkpoint.local, evaluation, names),
     required=("architecture", "weights", "checkpoint"),
-    local=checkpoint.local,
-    evaluation=evaluation,
-    names=names,
 )
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     """The entry point's module with the checked checkpoint, its logits in ImageNet-1k's order."""

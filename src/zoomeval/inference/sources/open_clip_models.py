@@ -43,6 +43,7 @@ from zoomeval.inference.models import (
     MODEL_SOURCES,
     LoadedModel,
     fetched_file,
+    hooks,
     local_sha256,
     place_hub_file,
     verified_sha256,
@@ -359,16 +360,11 @@ def evaluation(spec: ModelSpec, module: torch.nn.Module) -> Any:
 
 @MODEL_SOURCES.register(
     "open_clip",
-    check=check,
-    fetch=fetch,
+    **hooks(check, fetch, input_size, evaluation, names, canonical),
     options=OpenClipOptions,
-    input_size=input_size,
-    evaluation=evaluation,
     head=head_name,
     local=local_checkpoint,
-    names=names,
     library="open_clip_torch",
-    canonical=canonical,
 )
 def load(spec: ModelSpec, weights: Path | None, head: Path | None = None) -> LoadedModel:
     """The classifier of an entry: its model with checked weights and the cached zero-shot head ``head``, which must

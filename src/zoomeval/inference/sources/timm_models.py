@@ -24,7 +24,7 @@ from typing import Any
 from zoomeval.core.classes import NUM_CLASSES
 from zoomeval.core.config import ConfigError, ModelSpec
 from zoomeval.inference.catalogue import Catalogue, check_names, closest
-from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, place_hub_file, verified_sha256
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, hooks, place_hub_file, verified_sha256
 from zoomeval.inference.sources import checkpoint
 
 #: Where timm's Hugging Face repos keep their weights: safetensors first, as timm itself tries.
@@ -217,15 +217,10 @@ def _load_local(spec: ModelSpec, weights: Path | None) -> LoadedModel:
 
 @MODEL_SOURCES.register(
     "timm",
-    check=check,
-    fetch=fetch,
-    evaluation=evaluation,
-    names=names,
+    **hooks(check, fetch, evaluation, names, canonical, local),
     library="timm",
-    canonical=canonical,
     required=("architecture",),
     options=TimmOptions,
-    local=local,
 )
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import timm

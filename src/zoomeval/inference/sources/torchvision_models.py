@@ -18,7 +18,7 @@ from typing import Any
 from zoomeval.core.config import ConfigError, ModelSpec
 from zoomeval.core.io import link_or_copy
 from zoomeval.inference.catalogue import Catalogue, check_names
-from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, verified_sha256
+from zoomeval.inference.models import MODEL_SOURCES, LoadedModel, fetched_file, hooks, verified_sha256
 
 #: Shortest hash prefix accepted in a torchvision checkpoint's file name.
 MIN_HASH_PREFIX = 8
@@ -131,15 +131,7 @@ def evaluation(spec: ModelSpec, module: Any) -> Any:
     return preset_transform(torchvision.models.get_model_weights(spec.architecture)[spec.weights].transforms())
 
 
-@MODEL_SOURCES.register(
-    "torchvision",
-    check=check,
-    fetch=fetch,
-    evaluation=evaluation,
-    names=names,
-    library="torchvision",
-    canonical=canonical,
-)
+@MODEL_SOURCES.register("torchvision", **hooks(check, fetch, evaluation, names, canonical), library="torchvision")
 def load(spec: ModelSpec, weights: Path | None) -> LoadedModel:
     import torchvision
 
