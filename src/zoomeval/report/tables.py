@@ -20,6 +20,9 @@ from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import AGGREGATION_METHODS, AGGREGATION_RULES
 from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, append_left_out_by_dataset, left_out_note
 
+#: Where a table is written (a CSV or Markdown file).
+FilePath = str | os.PathLike[str]
+
 #: The metrics' fields from the model to the cover gap, then acc_standard (appended in metrics schema 3, after the
 #: columns that were there before), architecture (the model's resolved arch.tag, beside its config name in
 #: ``model``) and n_scales (the scales searched).
@@ -56,8 +59,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 
 
 def write_table(
-    csv_path: str | os.PathLike[str],
-    md_path: str | os.PathLike[str],
+    csv_path: FilePath,
+    md_path: FilePath,
     title: str,
     header: Sequence[str],
     rows: Sequence[Sequence[str]],
@@ -139,8 +142,8 @@ def variant_words(variants: Iterable[str]) -> str:
 
 def write_table_a8(
     metrics: Sequence[Metrics],
-    csv_path: str | os.PathLike[str],
-    md_path: str | os.PathLike[str],
+    csv_path: FilePath,
+    md_path: FilePath,
     architectures: Mapping[str, str] | None = None,
     limit: int | None = None,
 ) -> None:
@@ -226,12 +229,7 @@ def table_1_rows(metrics: Sequence[Metrics], intervals: bool = False) -> tuple[l
     return ["panel", "model", *datasets], rows
 
 
-def write_table_1(
-    metrics: Sequence[Metrics],
-    csv_path: str | os.PathLike[str],
-    md_path: str | os.PathLike[str],
-    limit: int | None = None,
-) -> None:
+def write_table_1(metrics: Sequence[Metrics], csv_path: FilePath, md_path: FilePath, limit: int | None = None) -> None:
     header, rows = table_1_rows(metrics)
     left = lefts([m for m in metrics if m.variant == "original"])
     write_csv(csv_path, *append_left_out_by_dataset(header, rows, left, run_layout(limit)))
@@ -263,10 +261,7 @@ ZOOM_GROUP_COLUMNS = ["ub_in", "ub_out", "ub_224", "excl_in", "excl_out", "excl_
 
 
 def write_table_zoom_groups(
-    metrics: Sequence[Metrics],
-    csv_path: str | os.PathLike[str],
-    md_path: str | os.PathLike[str],
-    limit: int | None = None,
+    metrics: Sequence[Metrics], csv_path: FilePath, md_path: FilePath, limit: int | None = None
 ) -> None:
     """The paper's zoom-group table: zoom-in / zoom-out / zoom-224 upper bounds within each model's own
     greedy cover, and the share of images each group alone solves."""
@@ -321,10 +316,7 @@ def _aggregation_values(m: Metrics) -> list[float | None]:
 
 
 def write_table_aggregation(
-    metrics: Sequence[Metrics],
-    csv_path: str | os.PathLike[str],
-    md_path: str | os.PathLike[str],
-    limit: int | None = None,
+    metrics: Sequence[Metrics], csv_path: FilePath, md_path: FilePath, limit: int | None = None
 ) -> None:
     """The paper's aggregation table: groups of views aggregated into one prediction per image.
 
