@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -109,3 +110,36 @@ def small_reference(tmp_path_factory) -> Path:
     write_small_config(workdir)
     run_snakemake(workdir, *SMALL_TARGETS)
     return workdir
+
+
+# The shared end-to-end study: config/config.yaml's demo (both datasets, every variant, the statistics) at two scales,
+# top-3, with zoom policies cross-validated in 3 folds and transferred from demo to demo_clutter; `all` is built once
+# per test session, under umask 022. Tests only read it (a dry run or a --report written elsewhere is reading); a test
+# that runs jobs or changes a file works on a copy (copy_study).
+DEMO_SCALES = [64, 256]
+
+
+def write_demo_config(workdir: Path) -> dict:
+    return write_config(
+        workdir, scales=DEMO_SCALES, top_k=3, policies={"folds": 3, "transfer": [["demo", "demo_clutter"]]}
+    )
+
+
+@pytest.fixture(scope="session")
+def demo_study(tmp_path_factory) -> Path:
+    """The working directory of the shared study (above), finished: every output of `all`."""
+    workdir = tmp_path_factory.mktemp("demo_study")
+    write_demo_config(workdir)
+    old = os.umask(0o022)  # the subprocess inherits it
+    try:
+        run_snakemake(workdir, "all")
+    finally:
+        os.umask(old)
+    return workdir
+
+
+def copy_study(study: Path, folder: Path) -> Path:
+    """A copy of a finished working directory that Snakemake finds up to date: the files with their modification
+    times (copy2), .snakemake's records of the jobs with them (relative paths)."""
+    shutil.copytree(study, folder, symlinks=True)
+    return folder
