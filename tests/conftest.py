@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from zoomeval.core.layout import Layout
+from zoomeval.inference.catalogue import CACHE as CATALOGUE_CACHE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The demo's results layout (a test's study directory has the default results root).
@@ -34,12 +35,24 @@ def snakemake_command(workdir: Path, *args: str, cores: int | None = 2) -> list[
     ]
 
 
+#: The model libraries' catalogues (zoomeval.inference.catalogue: a library's names, listed by a child process that
+#: imports it) that the session's runs have written, by file name: each run finds them in its working directory's
+#: cache, so a library is listed once per session, not once per test (the file names carry the library's version).
+CATALOGUES: dict[str, bytes] = {}
+
+
 def run_snakemake(
     workdir: Path, *args: str, check: bool = True, cores: int | None = 2
 ) -> subprocess.CompletedProcess[str]:
-    """Run the project's workflow in ``workdir`` (:func:`snakemake_command`)."""
+    """Run the project's workflow in ``workdir`` (:func:`snakemake_command`), with the session's catalogues."""
+    cache = workdir / CATALOGUE_CACHE
+    for name, text in CATALOGUES.items():
+        if not (cache / name).exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            (cache / name).write_bytes(text)
     cmd = snakemake_command(workdir, *args, cores=cores)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    CATALOGUES.update({path.name: path.read_bytes() for path in cache.glob("*.json")})
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
