@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -8,6 +9,7 @@ import pytest
 import yaml
 
 from zoomeval.core.layout import Layout
+from zoomeval.inference.catalogue import CACHE as CATALOGUE_CACHE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The demo's results layout (a test's study directory has the default results root).
@@ -33,12 +35,24 @@ def snakemake_command(workdir: Path, *args: str, cores: int | None = 2) -> list[
     ]
 
 
+#: The model libraries' catalogues (zoomeval.inference.catalogue: a library's names, listed by a child process that
+#: imports it) that the session's runs have written, by file name: each run finds them in its working directory's
+#: cache, so a library is listed once per session, not once per test (the file names carry the library's version).
+CATALOGUES: dict[str, bytes] = {}
+
+
 def run_snakemake(
     workdir: Path, *args: str, check: bool = True, cores: int | None = 2
 ) -> subprocess.CompletedProcess[str]:
-    """Run the project's workflow in ``workdir`` (:func:`snakemake_command`)."""
+    """Run the project's workflow in ``workdir`` (:func:`snakemake_command`), with the session's catalogues."""
+    cache = workdir / CATALOGUE_CACHE
+    for name, text in CATALOGUES.items():
+        if not (cache / name).exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            (cache / name).write_bytes(text)
     cmd = snakemake_command(workdir, *args, cores=cores)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    CATALOGUES.update({path.name: path.read_bytes() for path in cache.glob("*.json")})
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -109,3 +123,36 @@ def small_reference(tmp_path_factory) -> Path:
     write_small_config(workdir)
     run_snakemake(workdir, *SMALL_TARGETS)
     return workdir
+
+
+# The shared end-to-end study: config/config.yaml's demo (both datasets, every variant, the statistics) at two scales,
+# top-3, with zoom policies cross-validated in 3 folds and transferred from demo to demo_clutter; `all` is built once
+# per test session, under umask 022. Tests only read it (a dry run or a --report written elsewhere is reading); a test
+# that runs jobs or changes a file works on a copy (copy_study).
+DEMO_SCALES = [64, 256]
+
+
+def write_demo_config(workdir: Path) -> dict:
+    return write_config(
+        workdir, scales=DEMO_SCALES, top_k=3, policies={"folds": 3, "transfer": [["demo", "demo_clutter"]]}
+    )
+
+
+@pytest.fixture(scope="session")
+def demo_study(tmp_path_factory) -> Path:
+    """The working directory of the shared study (above), finished: every output of `all`."""
+    workdir = tmp_path_factory.mktemp("demo_study")
+    write_demo_config(workdir)
+    old = os.umask(0o022)  # the subprocess inherits it
+    try:
+        run_snakemake(workdir, "all")
+    finally:
+        os.umask(old)
+    return workdir
+
+
+def copy_study(study: Path, folder: Path) -> Path:
+    """A copy of a finished working directory that Snakemake finds up to date: the files with their modification
+    times (copy2), .snakemake's records of the jobs with them (relative paths)."""
+    shutil.copytree(study, folder, symlinks=True)
+    return folder

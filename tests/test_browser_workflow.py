@@ -2,14 +2,13 @@
 errors, and the hard set holds exactly the images no transform solves and reads back through the imagenet_hard
 adapter with the same labels, origins and bytes."""
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.chromium import CHROMIUM, Chromium
-from tests.conftest import run_snakemake
+from tests.conftest import copy_study, run_snakemake
 from tests.test_browser import ARTIFACTS, READY, read_back
 from zoomeval.analysis.matrix import read_matrix
 from zoomeval.core.manifest import read_manifest
@@ -20,8 +19,7 @@ pytestmark = pytest.mark.workflow
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, small_reference) -> Path:
     """The small demo's finished run (predictions, analyses), copied with its times, then `all`."""
-    workdir = tmp_path_factory.mktemp("browser_workflow") / "run"
-    shutil.copytree(small_reference, workdir, symlinks=True)
+    workdir = copy_study(small_reference, tmp_path_factory.mktemp("browser_workflow") / "run")
     run_snakemake(workdir, "all")
     return workdir
 

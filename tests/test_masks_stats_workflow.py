@@ -17,21 +17,20 @@ from zoomeval.masks.sam import build_tiny_sam
 pytestmark = pytest.mark.workflow
 
 
-def test_demo_default_mann_whitney_on_box_counts(tmp_path, snakemake_run, config_writer):
-    config_writer(tmp_path)
-    snakemake_run(tmp_path, "results/stats/mannwhitney.csv", "results/stats/object_counts.png")
+def test_demo_default_mann_whitney_on_box_counts(demo_study):
+    """Read from the shared demo study (tests/conftest.py): config/config.yaml's datasets and statistics."""
     demo = [1] * 9 + [2, 3, 2]  # the scene table: nine single objects, then 2, 3 and 2
     clutter = [3, 4, 5, 6, 3, 4, 5, 6]
-    counts = pq.read_table(tmp_path / "results/stats/object_counts/demo.parquet")
+    counts = pq.read_table(demo_study / "results/stats/object_counts/demo.parquet")
     assert counts["n_objects"].to_pylist() == demo and set(counts["method"].to_pylist()) == {"bbox"}
-    with open(tmp_path / "results/stats/mannwhitney.csv") as fh:
+    with open(demo_study / "results/stats/mannwhitney.csv") as fh:
         (row,) = list(csv.DictReader(fh))
     expected = mannwhitneyu(demo, clutter, alternative="two-sided")
     assert (row["dataset1"], row["dataset2"], row["n1"], row["n2"]) == ("demo", "demo_clutter", "12", "8")
     assert float(row["U"]) == pytest.approx(expected.statistic)
     assert float(row["p_value"]) == pytest.approx(expected.pvalue, rel=1e-5)
     assert float(row["rank_biserial"]) == pytest.approx(2 * expected.statistic / (12 * 8) - 1, abs=1e-4)
-    with Image.open(tmp_path / "results/stats/object_counts.png") as img:
+    with Image.open(demo_study / "results/stats/object_counts.png") as img:
         assert img.width > 100 and img.height > 100
 
 

@@ -13,14 +13,14 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from tests.conftest import LAYOUT, ROOT, stand_in_data_paths
+from tests.conftest import DEMO_SCALES, LAYOUT, ROOT, copy_study, stand_in_data_paths
 from tests.test_cover import authors_greedy, min_cover_size
 from tests.test_where_zoom_helps import brute_force
 from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import transforms
 
 pytestmark = pytest.mark.workflow
-SCALES = [64, 256]
+SCALES = DEMO_SCALES
 
 
 def recompute_table_a8(workdir, dataset, variant, model, top_k):
@@ -135,19 +135,10 @@ def check_where_zoom_helps(workdir):
                 assert r[f"acc_{key}"] == (f"{100 * int(r[f'n_{key}']) / n:.2f}" if n else "")
 
 
-def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, snakemake_run, config_writer):
-    policies = {"folds": 3, "transfer": [["demo", "demo_clutter"]]}
-    config = config_writer(tmp_path, scales=SCALES, top_k=3, policies=policies)
-    snakemake_run(
-        tmp_path,
-        "results/table_a8.csv",
-        "results/table_1.csv",
-        "results/table_aggregation.csv",
-        "results/table_zoom_policies.csv",
-        "results/figures/demo/zoom_policies.png",
-        "results/table_where_zoom_helps.csv",
-    )
-    with open(tmp_path / "results/table_a8.csv") as fh:
+def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(demo_study, tmp_path, snakemake_run, config_writer):
+    """The shared demo study (tests/conftest.py), read; then a copy of it rerun and replanned."""
+    study = demo_study
+    with open(study / "results/table_a8.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
         "model",
@@ -171,7 +162,7 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     assert {(r["n_bad"], r["n_unscored"], r["left_out"]) for r in rows} == {("0", "0", "none")}
     for r in rows:  # the digest of the comparability key its metrics.json records
         key = json.loads(
-            (tmp_path / f"results/analysis/{r['dataset']}/{r['variant']}/{r['model']}/metrics.json").read_text()
+            (study / f"results/analysis/{r['dataset']}/{r['variant']}/{r['model']}/metrics.json").read_text()
         )["key"]
         assert r["key_sha256"] == hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
         assert key["scales"] == SCALES and key["variant"] == r["variant"] and key["top_k"] == 3
@@ -182,10 +173,10 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     lite0 = "tf_efficientnet_lite0.efficientnet-lite0-57934424.pth"
     assert {(r["architecture"], r["n_scales"]) for r in rows} == {(lite0, str(len(SCALES)))}
     for row in rows:
-        expected = recompute_table_a8(tmp_path, row["dataset"], row["variant"], row["model"], top_k=3)
+        expected = recompute_table_a8(study, row["dataset"], row["variant"], row["model"], top_k=3)
         assert {k: row[k] for k in expected} == expected, row["variant"]
     assert float(rows[0]["acc_max"]) > float(rows[0]["acc_1crop"])  # zoom helps on the demo
-    with open(tmp_path / "results/table_1.csv") as fh:
+    with open(study / "results/table_1.csv") as fh:
         table_1 = list(csv.reader(fh))
     left_out = ["0", "0", "0", "0", "demo: none; demo_clutter: none"]  # the demo leaves no image out
     assert table_1[0] == [
@@ -204,27 +195,27 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
     assert table_1[4] == ["c", "Random", "1.80", "1.80", *left_out]  # 18 transforms
     # the standard evaluation: one prediction per image, scored on the original images only
     for row in rows:
-        standard = tmp_path / f"results/standard/{row['dataset']}/efficientnet_lite0.parquet"
-        records = read_manifest(tmp_path / f"results/datasets/{row['dataset']}/manifest.parquet")
+        standard = study / f"results/standard/{row['dataset']}/efficientnet_lite0.parquet"
+        records = read_manifest(study / f"results/datasets/{row['dataset']}/manifest.parquet")
         preds = dict(pl.read_parquet(standard).select("image_id", "pred").iter_rows())
         correct = [preds[r.image_id] in r.labels for r in records]
         assert row["acc_standard"] == (f"{100 * np.mean(correct):.2f}" if row["variant"] == "original" else "")
     assert table_1[-1] == ["s", "efficientnet_lite0", rows[0]["acc_standard"], rows[3]["acc_standard"], *left_out]
-    with open(tmp_path / "results/table_aggregation.csv") as fh:
+    with open(study / "results/table_aggregation.csv") as fh:
         aggregation = list(csv.DictReader(fh))
     assert [(r["dataset"], r["acc_1crop"]) for r in aggregation] == [
         ("demo", rows[0]["acc_1crop"]),
         ("demo_clutter", rows[3]["acc_1crop"]),
     ]
     for row in aggregation:
-        assert row["zoom_in_max"] == recompute_max_rule(tmp_path, row["dataset"], row["model"], lambda s: s > 224)
-        assert row["zoom_out_max"] == recompute_max_rule(tmp_path, row["dataset"], row["model"], lambda s: s < 224)
+        assert row["zoom_in_max"] == recompute_max_rule(study, row["dataset"], row["model"], lambda s: s > 224)
+        assert row["zoom_out_max"] == recompute_max_rule(study, row["dataset"], row["model"], lambda s: s < 224)
         assert row["zoom_224_max"] == row["zoom_224_mean"] == ""  # no S = 224 among the scales
         assert all(row[f"{m}_{r}"] for m in ("zoom_in", "zoom_out", "five_crop", "ten_crop") for r in ("max", "mean"))
-    check_zoom_policies(tmp_path, rows)
-    check_where_zoom_helps(tmp_path)
+    check_zoom_policies(study, rows)
+    check_where_zoom_helps(study)
     for variant in ("original", "fgset", "bgset"):
-        path = tmp_path / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
+        path = study / f"results/predictions/demo/{variant}/efficientnet_lite0.parquet"
         meta = pq.read_metadata(path)
         data = sum(
             meta.row_group(g).column(c).total_compressed_size
@@ -234,29 +225,31 @@ def test_demo_workflow_end_to_end_then_noop_then_only_the_new_model(tmp_path, sn
         assert data / meta.num_rows <= 16  # column bytes per (image, transform) row, without the footer
 
     # the HTML report holds the tables with their captions
-    snakemake_run(tmp_path, "results/table_a8.csv", "results/table_1.csv", "--report", str(tmp_path / "report.html"))
+    snakemake_run(study, "results/table_a8.csv", "results/table_1.csv", "--report", str(tmp_path / "report.html"))
     report = (tmp_path / "report.html").read_text()
     assert "table_a8.csv" in report and "table_1.csv" in report and "greedy and exact cover sizes" in report
 
-    # a second run has nothing to do
-    again = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    # a copy of the study (its files with their times, .snakemake with them): a second run has nothing to do
+    config = yaml.safe_load((study / "config.yaml").read_text())
+    copy = copy_study(study, tmp_path / "study")
+    again = snakemake_run(copy, "results/table_a8.csv", "--dry-run")
     assert "Nothing to be done" in again.stdout + again.stderr
 
     # determinism: recomputing the predictions gives identical pred columns and byte-identical tables
-    first_table = (tmp_path / "results/table_a8.csv").read_bytes()
-    prediction = tmp_path / "results/predictions/demo/original/efficientnet_lite0.parquet"
+    first_table = (copy / "results/table_a8.csv").read_bytes()
+    prediction = copy / "results/predictions/demo/original/efficientnet_lite0.parquet"
     first_preds = pq.read_table(prediction, columns=["image_id", "scale", "row", "col", "pred", "pred_full"])
     aggregates = prediction.with_name("efficientnet_lite0.aggregates.parquet")
     first_aggregates = pq.read_table(aggregates, columns=["image_id", "method", "pred_max", "pred_mean"])
-    snakemake_run(tmp_path, "results/table_a8.csv", "--forcerun", "predict")
+    snakemake_run(copy, "results/table_a8.csv", "--forcerun", "predict")
     assert pq.read_table(prediction, columns=first_preds.column_names).equals(first_preds)
     assert pq.read_table(aggregates, columns=first_aggregates.column_names).equals(first_aggregates)
-    assert (tmp_path / "results/table_a8.csv").read_bytes() == first_table
+    assert (copy / "results/table_a8.csv").read_bytes() == first_table
 
     # a second model re-runs only its own jobs and the table
     config["models"]["lite0_copy"] = dict(config["models"]["efficientnet_lite0"])
-    config_writer(tmp_path, **config)
-    plan = snakemake_run(tmp_path, "results/table_a8.csv", "--dry-run")
+    config_writer(copy, **config)
+    plan = snakemake_run(copy, "results/table_a8.csv", "--dry-run")
     out = plan.stdout + plan.stderr
     table = out[out.index("Job stats:") :].split("\n\n")[0].splitlines()[3:]  # after the header rule
     counts = {name: int(n) for name, n in (line.split() for line in table)}
