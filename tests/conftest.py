@@ -158,16 +158,12 @@ def copy_study(study: Path, folder: Path) -> Path:
     return folder
 
 
-# make test runs the suite in one process per core (pytest-xdist, --dist loadgroup). Each file's tests stay in one
-# process, so its module fixtures are built once, and so do all the files that read one session study, so that the
-# study is built once; those groups, then the files with end-to-end tests, are handed out first, so that the longest
-# work does not start last.
+# make test runs the suite in one process per core (pytest-xdist), tests handed out one at a time; the files that
+# read a session study, then the files with end-to-end tests, first, so that the longest work does not start last.
 SESSION_STUDIES = ("demo_study", "small_reference")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    shared = {item.path: name for item in items for name in SESSION_STUDIES if name in item.fixturenames}
+    shared = {item.path for item in items for name in SESSION_STUDIES if name in item.fixturenames}
     end_to_end = {item.path for item in items if item.get_closest_marker("workflow")}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(shared.get(item.path, item.path.name)))
     items.sort(key=lambda item: (item.path not in shared, item.path not in end_to_end))
