@@ -9,6 +9,7 @@ import http.server
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -29,10 +30,10 @@ spec.loader.exec_module(docs)
 ARTIFACTS = Path(os.environ.get("ZOOMEVAL_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
-def build_site(out: Path) -> subprocess.CompletedProcess[str]:
-    """``mkdocs build --strict -f <checkout>/mkdocs.yml`` run from another directory (the site's parent): the
+def build_site(out: Path, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``mkdocs build --strict -f <root>/mkdocs.yml`` run from another directory (the site's parent): the
     build reads nothing relative to the working directory."""
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "--site-dir", str(out)]
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"), "--site-dir", str(out)]
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     return subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True, env=env)
 
@@ -53,12 +54,18 @@ def test_the_site_builds_strictly_with_every_page_in_the_nav(site):
 
 def test_a_broken_link_fails_the_build(tmp_path):
     """The strict build is what catches stale links: a page linking to a missing page or anchor is refused."""
-    page = ROOT / "docs" / "_broken_link_probe.md"
-    try:
-        page.write_text("# Probe\n\nSee [the zoom](explanations/zoom.md#no-such-heading).\n")
-        proc = build_site(tmp_path / "site")
-    finally:
-        page.unlink()
+    # a copy of docs/ beside links to the rest of the checkout: the checkout's docs/, which tests running beside this
+    # one build, never holds the probe
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name != "docs":
+            (root / entry.name).symlink_to(entry)
+    shutil.copytree(ROOT / "docs", root / "docs")
+    (root / "docs" / "_broken_link_probe.md").write_text(
+        "# Probe\n\nSee [the zoom](explanations/zoom.md#no-such-heading).\n"
+    )
+    proc = build_site(tmp_path / "site", root)
     assert proc.returncode != 0
     assert "no-such-heading" in proc.stdout + proc.stderr
 
