@@ -12,7 +12,7 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -122,6 +122,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    """recompute a seeded sample of every file's rows of a sealed study here and compare them with what is stored;
+    exit 1 on any mismatch"""
     from zoomeval.core.layout import run_layout
     from zoomeval.report.audit import audit_study, report_lines, write_record
     from zoomeval.report.audit_sample import Audited, Auditor
@@ -156,6 +158,8 @@ def _board_auditor(args: argparse.Namespace, layout: object) -> object:
 
 
 def _export(args: argparse.Namespace) -> int:
+    """write a study's verified results in the formats other tools read, as a bundle that zoomeval leaderboard reads
+    back"""
     from zoomeval.core.layout import run_layout
     from zoomeval.report.export import write_bundle
 
@@ -232,10 +236,14 @@ def add_shared(
     parser.add_argument(name, **SHARED_ARGUMENTS[name], help=help)
 
 
-def add_study_command(commands: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
-    """A subcommand over one study directory, its first argument."""
-    command = commands.add_parser(name, help=help)
+def add_study_command(
+    commands: argparse._SubParsersAction, name: str, handler: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """A subcommand over one study directory, its first argument, run by ``handler``; its help is the handler's
+    docstring."""
+    command = commands.add_parser(name, help=first_paragraph(inspect.getdoc(handler) or ""))
     command.add_argument("directory", metavar="DIR", type=directory)
+    command.set_defaults(run=handler)
     return command
 
 
@@ -323,12 +331,7 @@ def add_run(commands: argparse._SubParsersAction) -> None:
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:
-    export = add_study_command(
-        commands,
-        "export",
-        "write a study's verified results in the formats other tools read, "
-        "as a bundle that zoomeval leaderboard reads back",
-    )
+    export = add_study_command(commands, "export", _export)
     export.add_argument(
         "--format",
         required=True,
@@ -339,18 +342,12 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--date", help="the results' date, YYYY-MM-DD (default: today)")
     export.add_argument("--source-url", help="hf: where the results can be inspected (the entries' source)")
     add_shared(export, "--limit", "export the study's run limited to N images")
-    export.set_defaults(run=_export)
 
 
 def add_audit(commands: argparse._SubParsersAction) -> None:
     from zoomeval.report.audit_sample import DEFAULT_SAMPLE, LOGIT_ERROR
 
-    audit = add_study_command(
-        commands,
-        "audit",
-        "recompute a seeded sample of every file's rows of a sealed study here "
-        "and compare them with what is stored; exit 1 on any mismatch",
-    )
+    audit = add_study_command(commands, "audit", _audit)
     audit.add_argument(
         "--sample",
         type=int,
@@ -369,18 +366,12 @@ def add_audit(commands: argparse._SubParsersAction) -> None:
         help="the audit's precision (default fp32)",
     )
     add_shared(audit, "--limit", "audit the study's run limited to N images")
-    audit.set_defaults(run=_audit)
 
 
 def add_policy(commands: argparse._SubParsersAction) -> None:
     policy = commands.add_parser("policy", help="take a study's fitted label-free zoom policy away as a file")
     actions = policy.add_subparsers(dest="action", required=True)
-    export = add_study_command(
-        actions,
-        "export",
-        "write one fitted policy (views, rule, model, held-out accuracy) "
-        "as a versioned JSON file that zoomeval.ZoomTTA applies",
-    )
+    export = add_study_command(actions, "export", _policy_export)
     export.add_argument("--policy", required=True, choices=["cascade", "max_conf", "vote", "selector"])
     export.add_argument("--budget", required=True, type=int, metavar="K", help="forward passes (views) per image")
     export.add_argument("--fit", required=True, metavar="DATASET", help="the scored dataset to fit it on (all images)")
@@ -396,7 +387,6 @@ def add_policy(commands: argparse._SubParsersAction) -> None:
     export.add_argument(
         "-o", "--output", metavar="FILE", help="default: <policy>-<budget>.<model>.<DATASET>[.fold<K>].json"
     )
-    export.set_defaults(run=_policy_export)
 
 
 def add_predict(commands: argparse._SubParsersAction) -> None:
@@ -408,12 +398,7 @@ def add_predict(commands: argparse._SubParsersAction) -> None:
     predict.add_argument("images", nargs="+", metavar="IMAGE", help="image files, and folders searched recursively")
     predict.add_argument("--policy", required=True, metavar="FILE", help="a file of zoomeval policy export")
     weights = predict.add_mutually_exclusive_group(required=True)
-    weights.add_argument(
-        "--study",
-        type=directory,
-        metavar="DIR",
-        help="the study the policy came from (its weights under DIR/resources)",
-    )
+    weights.add_argument("--study", type=directory, metavar="DIR", help="the policy's study (weights in DIR/resources)")
     add_shared(weights, "--resources", "the folder holding the weights/ folder")
     predict.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     predict.add_argument("--batch-size", type=int, default=64, metavar="N", help="crops per forward pass (default 64)")
@@ -447,6 +432,8 @@ def study_settings(directory: Path) -> object:
 
 
 def _policy_export(args: argparse.Namespace) -> int:
+    """write one fitted policy (views, rule, model, held-out accuracy) as a versioned JSON file that zoomeval.ZoomTTA
+    applies"""
     from zoomeval.core.io import write_json
     from zoomeval.core.layout import run_layout
     from zoomeval.report.policy_export import export_policy, study_model
