@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check src tests workflow/scripts tools bench
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder --durations=25
 
 clean:
 	rm -rf results logs .snakemake

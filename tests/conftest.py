@@ -158,12 +158,22 @@ def copy_study(study: Path, folder: Path) -> Path:
     return folder
 
 
-# make test runs the suite in one process per core (pytest-xdist), tests handed out one at a time; the files that
-# read a session study, then the files with end-to-end tests, first, so that the longest work does not start last.
+# make test runs the suite in one process per core (pytest-xdist, --dist loadgroup), tests handed out one at a time
+# but for groups, which stay in one process so that what they share is built once there: the tests that read a
+# session study (a group for each), and a file whose tests share a module-scoped study (`pytestmark =
+# pytest.mark.xdist_group(...)` in the file). The files reading a session study, then the other end-to-end files, are
+# handed out first (in this order: make test turns xdist's reordering by group size off), so that the longest work
+# does not start last.
 SESSION_STUDIES = ("demo_study", "small_reference")
 
 
+@pytest.hookimpl(tryfirst=True)  # xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    shared = {item.path for item in items for name in SESSION_STUDIES if name in item.fixturenames}
+    shared = set()
+    for item in items:
+        study = next((name for name in SESSION_STUDIES if name in item.fixturenames), None)
+        if study and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(study))
+            shared.add(item.path)
     end_to_end = {item.path for item in items if item.get_closest_marker("workflow")}
     items.sort(key=lambda item: (item.path not in shared, item.path not in end_to_end))

@@ -46,6 +46,9 @@ from zoomeval.report.audit_sample import (
 from zoomeval.report.leaderboard import ACCURACIES, hub_dataset, study_rows
 from zoomeval.report.study_index import write_index
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_audit")
+
 
 @pytest.mark.parametrize("rows, n", [(8, 3), (6, 6), (7, 1)])
 def test_the_guarantee_is_exact_with_replacement_and_a_lower_bound_without(rows: int, n: int) -> None:

@@ -33,6 +33,9 @@ from zoomeval.report.browser_images import write_crops, write_thumbnails
 from zoomeval.report.browser_site import write_site
 from zoomeval.report.hard_set import summary_rows, write_hard_set, write_summary
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_browser")
+
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = [64, 224, 256]
 ORDER = transforms(SCALES)

@@ -34,6 +34,9 @@ from zoomeval.inference.sources.checkpoint import CheckpointOptions
 from zoomeval.inference.sources.timm_models import TimmOptions
 from zoomeval.inference.standard_eval import eval_transform
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_checkpoint_models")
+
 ARCH = "mobilenet_v3_small"  # a small torchvision architecture with BatchNorm; the paper's is resnet50
 FORMATS = {"zip": True, "legacy": False}  # torch >= 1.6 files, and the older format of the 2020-2021 checkpoints
 

@@ -11,6 +11,9 @@ from zoomeval.datasets.adapters.demo import PHOTOS, SCENES, build_demo, load_pho
 from zoomeval.inference.models import load_model
 from zoomeval.inference.sources import embedded
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_demo")
+
 
 def test_demo_is_byte_identical_on_rerun(tmp_path):
     first = build_demo(tmp_path / "a")

@@ -30,6 +30,9 @@ from zoomeval.inference.sources import embedded
 from zoomeval.registries import load_config
 from zoomeval.report.tables import table_1_rows, table_a8_rows
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_device_path")
+
 SPEC = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
 #: Few scales to keep the model runs short: zoom-out, 224, the 1-crop scale (for the extra views) and zoom-in.
 SCALES = [64, 224, 256, 512]

@@ -24,6 +24,9 @@ from zoomeval.analysis.metrics import METRICS_SCHEMA_VERSION
 from zoomeval.report.left_out import LEFT_OUT_COLUMNS
 from zoomeval.report.tables import PROVENANCE_COLUMNS, TABLE_A8_COLUMNS
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_docs")
+
 spec = importlib.util.spec_from_file_location("docs", ROOT / "tools" / "docs.py")
 docs = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(docs)

@@ -26,6 +26,9 @@ from zoomeval.inference.sources.embedded import (
     weights_path,
 )
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_embedded")
+
 #: The rejected alternative: timm's symmetric-padding variant with the normalisation timm pairs it with.
 REJECTED_ARCHITECTURE = "efficientnet_lite0"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

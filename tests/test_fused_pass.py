@@ -27,6 +27,9 @@ from zoomeval.inference.crop_plan import TAPS, PassTaps, crop_plan
 from zoomeval.inference.device_resize import pass_for, plan_crops, resample_pass
 from zoomeval.inference.fused_pass import _kernel, fused_pass
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_fused_pass")
+
 SIGNATURE = {
     "x": "*u8",
     "src": "*i32",

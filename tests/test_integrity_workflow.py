@@ -25,7 +25,8 @@ from tests.test_adapters import image_bytes, write_hard_shard
 from zoomeval.core.manifest import read_manifest
 from zoomeval.inference.sources import embedded
 
-pytestmark = pytest.mark.workflow
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("test_integrity_workflow")]
 
 WNID = "n01440764"
 MODELS = ("lite0", "squeeze")

@@ -17,6 +17,9 @@ from zoomeval.inference.models import load_model
 from zoomeval.inference.sources import embedded
 from zoomeval.inference.tta_views import make_views
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_memo")
+
 LITE0 = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
 
 

@@ -38,6 +38,9 @@ from zoomeval.inference.sources.open_clip_models import build_head, create
 from zoomeval.inference.tta import run_tta_to_file
 from zoomeval.inference.tta_views import standard_view
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_open_clip")
+
 ARCH = "zoomeval-tiny-clip"
 #: A ViT with one layer per tower and 32-px inputs; the real vocabulary, so open_clip's tokenizer works unchanged.
 TINY_CONFIG = {

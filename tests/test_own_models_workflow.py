@@ -28,6 +28,9 @@ from tests.test_standard_eval import by_hand
 from zoomeval.core.io import read_metadata
 from zoomeval.core.manifest import read_manifest
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_own_models_workflow")
+
 TABLE_A8 = LAYOUT.path("table_a8", ext="csv")
 
 

@@ -15,6 +15,9 @@ import yaml
 from zoomeval.core.cluster import PLACEHOLDER, refuse_placeholders
 from zoomeval.core.config import ConfigError
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_profiles")
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "profiles" / "default" / "config.yaml"
 SLURM = ROOT / "profiles" / "slurm" / "config.yaml"

@@ -39,6 +39,9 @@ from zoomeval.run.plan import RunPlan
 from zoomeval.run.summary import summary
 from zoomeval.run.targets import checked_target, checked_targets, limited_target
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_run")
+
 
 class Clock:
     def __init__(self) -> None:

@@ -24,6 +24,9 @@ from zoomeval.masks.sam import (
     write_sam_masks,
 )
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_sam")
+
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:

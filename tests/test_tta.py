@@ -23,6 +23,9 @@ from zoomeval.inference.tta import SCHEMA, run_tta_to_file
 from zoomeval.inference.tta_views import standard_view
 from zoomeval.report.tta_table import PAPER_TABLE_5, TTAResult, score_tta, table_tta_rows, write_table_tta
 
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = pytest.mark.xdist_group("test_tta")
+
 LITE0 = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE)
 FAST = MemoSettings(views=2)
 TIMING = {"seconds", "seconds_per_image", "cpu_seconds_per_image"}

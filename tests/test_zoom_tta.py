@@ -38,7 +38,8 @@ LAYOUT6 = run_layout(6)
 SCALES = [64, 256]
 WHERE = {"scored": "demo", "variant": "original", "model": "lite0"}
 RULE_NAMES = ("cascade", "max_conf", "vote", "selector")
-pytestmark = pytest.mark.workflow
+# its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("test_zoom_tta")]
 
 
 @pytest.fixture(scope="module")
