@@ -747,3 +747,231 @@ def test_the_summary_names_a_failed_job_and_its_log_and_the_commands_for_the_res
     lines = summary(other, fed([]), 0, log)
     assert "an older run" not in "".join(lines) and lines[0] == "built: table_1: results/limit-2/table_1.csv"
     assert "not built: the report (`zoomeval run . results/limit-2/table_1.csv --report --limit 2`)" in lines
+
+
+@pytest.mark.parametrize(
+    ("item", "setting"),
+    [
+        ("top_k=3", ("top_k", 3)),
+        ("scales=[64,256]", ("scales", [64, 256])),
+        ("inference.batch_size=16", ("inference.batch_size", 16)),
+        ("inference.device=cuda:0", ("inference.device", "cuda:0")),
+        ("datasets.demo.variants=[original, fgset]", ("datasets.demo.variants", ["original", "fgset"])),
+        ("sam.counting={min_iou: 0.9}", ("sam.counting", {"min_iou": 0.9})),
+        ("cover_time_limit=null", ("cover_time_limit", None)),
+        ("resources='a=b'", ("resources", "a=b")),
+    ],
+)
+def test_a_set_item_is_a_dotted_key_and_one_yaml_value(item: str, setting: tuple) -> None:
+    from zoomeval.run.settings import parse_setting
+
+    assert parse_setting(item) == setting
+
+
+FORMS = "give a scalar (3, cpu, null), a flow list [64, 256] or a flow mapping {key: value}"
+
+
+MALFORMED = [
+    ("noequals", "'noequals' is no KEY=VALUE (e.g. top_k=3, inference.batch_size=16)"),
+    ("=3", "'=3': '' is no dotted path of config keys (e.g. top_k, inference.batch_size)"),
+    ("a..b=1", "'a..b=1': 'a..b' is no dotted path of config keys (e.g. top_k, inference.batch_size)"),
+    ("top_k =3", "'top_k =3': 'top_k ' is no dotted path of config keys (e.g. top_k, inference.batch_size)"),
+    ("top_k=", "'top_k=' gives no VALUE after '=' (null for none)"),
+    (
+        "scales=[64",
+        "'scales=[64': its VALUE is no YAML value (line 1, column 4: expected ',' or ']', but got "
+        f"'<stream end>'); {FORMS}",
+    ),
+    (
+        "x=!!python/object/apply:os.system [ls]",
+        "'x=!!python/object/apply:os.system [ls]': its VALUE is no YAML value (line 1, column 1: could not "
+        "determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.system' (a config holds "
+        f"plain values: no tag names Python code)); {FORMS}",
+    ),
+    ("scales=&a [1]", f"'scales=&a [1]': its VALUE has an anchor or alias; {FORMS}"),
+    (
+        "sam=a: 1",
+        f"'sam=a: 1': its VALUE has a block list or mapping (write it in flow style, on one line); {FORMS}",
+    ),
+    (
+        "x={__use_yte__: true}",
+        "'x={__use_yte__: true}': its VALUE is no YAML value (line 1: __use_yte__ asks Snakemake to "
+        f"run the file's ?-expressions as Python; zoomeval configs take plain values: remove it); {FORMS}",
+    ),
+    (
+        "x=2024-01-01",
+        "'x=2024-01-01': its VALUE holds what no config key takes (a date, binary, a set, a key that is not "
+        "text); quote text: '2024-01-01'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("item", "refusal"), MALFORMED, ids=[item for item, _ in MALFORMED])
+def test_a_malformed_set_item_is_refused_in_one_line_naming_it(item: str, refusal: str, capsys) -> None:
+    from zoomeval.cli import main
+    from zoomeval.core.config import ConfigError
+    from zoomeval.run.settings import parse_setting
+
+    with pytest.raises(ConfigError) as error:
+        parse_setting(item)
+    assert str(error.value) == refusal
+    with pytest.raises(SystemExit) as exited:  # argparse's refusal, before the study is opened
+        main(["run", "no such study", "--set", item])
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"zoomeval run: argument --set: {refusal} (see zoomeval run --help)\n")
+
+
+@pytest.fixture
+def demo_copy(tmp_path: Path, monkeypatch) -> Path:
+    """A study directory holding a copy of the checkout's config/config.yaml, the working directory."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_bytes((ROOT / "config" / "config.yaml").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def settings(*items: str) -> list[tuple]:
+    from zoomeval.run.settings import parse_setting
+
+    return [parse_setting(item) for item in items]
+
+
+def test_set_changes_the_checked_config_and_reaches_snakemake_as_config_entries(demo_copy: Path) -> None:
+    from zoomeval.run.plan import plan_run
+
+    before = (demo_copy / "config" / "config.yaml").read_bytes()
+    given = settings("scales=[64,256]", "top_k=3", "inference.batch_size=16.0", "datasets.demo.variants=[original]")
+    plan, found = plan_run([], 2, 1, settings=given)
+    assert found == []
+    assert (plan.config.scales, plan.config.top_k, plan.config.inference.batch_size) == ((64, 256), 3, 16)
+    assert list(plan.config.datasets) == ["demo", "demo_clutter"]  # a mapping's other keys are kept
+    assert list(plan.config.datasets["demo"].variants) == ["original"]
+    argv = plan.argv("ev.jsonl")
+    assert argv[argv.index("--config") : argv.index("--logger")] == [
+        "--config",
+        "limit=2",
+        "scales=[64, 256]",
+        "top_k=3",
+        'inference={"batch_size": 16}',  # the keys set only, as checked (16.0 is the integer 16)
+        'datasets={"demo": {"variants": ["original"]}}',
+    ]
+    assert plan.settings_line() == (
+        'zoomeval run: set scales=[64, 256], top_k=3, inference.batch_size=16.0, datasets.demo.variants=["original"] '
+        "(config/config.yaml unchanged)"
+    )
+    assert (demo_copy / "config" / "config.yaml").read_bytes() == before
+    plain, _ = plan_run([], None, 1)
+    assert (plain.settings, plain.overrides, plain.settings_line()) == ((), (), None)
+    assert "--config" not in plain.argv("ev.jsonl")
+
+
+def test_snakemake_gets_the_config_that_set_made(demo_copy: Path) -> None:
+    """Snakemake's --config (its own parser and merge, the Snakefile's configfile) gives a nested mapping set whole,
+    into the file's mapping key by key; a value inside a mapping reaches it as text, which the workflow's checks type
+    again where the schema types the key, and which is refused where it does not (SAM's generator arguments)."""
+    from zoomeval.core.config import ConfigError
+    from zoomeval.core.strict_yaml import load_config_file
+    from zoomeval.registries import load_config
+    from zoomeval.run.plan import plan_run
+    from zoomeval.run.settings import snakemake_config, with_settings
+
+    file = load_config_file("config/config.yaml")
+    given = settings("datasets={demo: {variants: [original]}}", "sam.device=cpu", "browser.page_size=12")
+    plan, found = plan_run([], None, 1, settings=given)
+    assert found == [] and plan.overrides == (
+        ("datasets", {"demo": {"variants": ["original"]}}),
+        ("sam", {"device": "cpu"}),
+        ("browser", {"page_size": 12}),
+    )
+    seen = snakemake_config(file, plan.config_items())
+    assert seen["browser"]["page_size"] == "12"  # as Snakemake's --config reads it
+    load_config(seen, check_paths=False)  # the workflow's checks
+    expected = with_settings(load_config_file("config/config.yaml"), given)
+    load_config(expected, check_paths=False)
+    assert seen == expected and seen["datasets"]["demo_clutter"] == file["datasets"]["demo_clutter"]
+    with pytest.raises(ConfigError) as error:
+        plan_run([], None, 1, settings=settings("sam.generator.points_per_side=16"))
+    assert str(error.value) == (
+        "--set: sam.generator.points_per_side would reach Snakemake as '16', not 16 (its --config reads the values "
+        "inside a list or mapping as text, and the config's schema does not type this key); set it in "
+        "config/config.yaml"
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "in_file", "refusal"),
+    [
+        ("scalez=[1]", {"scalez": [1]}, "the config: Additional properties are not allowed ('scalez' was unexpected)"),
+        ("top_k=three", {"top_k": "three"}, "top_k: 'three' is not of type 'integer'"),
+        ("inference.batch_size=0", {"inference": {"batch_size": 0}}, "inference.batch_size: 0 is less than"),
+        (
+            "datasets.demo.variant=[original]",
+            {"datasets": {"demo": {"variant": ["original"]}}},
+            "datasets.demo: Additional properties are not allowed ('variant' was unexpected)",
+        ),
+    ],
+    ids=["unknown-key", "wrong-type", "nested-bound", "nested-unknown-key"],
+)
+def test_a_bad_set_is_refused_as_the_same_key_in_the_config_file(demo_copy, capsys, item, in_file, refusal) -> None:
+    from zoomeval.cli import main
+    from zoomeval.core.strict_yaml import load_config_file
+    from zoomeval.run.settings import with_settings
+
+    assert main(["run", str(demo_copy), "--set", item]) == 2
+    by_set = capsys.readouterr()
+    raw = load_config_file(demo_copy / "config" / "config.yaml")
+    for key, value in in_file.items():
+        with_settings(raw, [(key, value)])
+    (demo_copy / "config" / "config.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", str(demo_copy)]) == 2
+    by_file = capsys.readouterr()
+    assert by_set == by_file and by_set.out == "" and len(by_set.err.splitlines()) == 1, by_set
+    assert by_set.err.startswith(f"zoomeval run: {refusal}")
+    assert not (demo_copy / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    ("item", "refusal"),
+    [
+        (
+            "scales.x=1",
+            "--set scales.x=1: scales is a list, not a mapping of keys; set scales itself (--set scales=...)",
+        ),
+        (
+            "top_k.x=1",
+            "--set top_k.x=1: top_k is the value 36, not a mapping of keys; set top_k itself (--set top_k=...)",
+        ),
+        ("limit=2", "--set limit=2: give the limit as --limit N"),
+    ],
+)
+def test_a_set_that_steps_into_a_value_or_sets_the_limit_is_one_line(demo_copy: Path, capsys, item, refusal) -> None:
+    from zoomeval.cli import main
+
+    assert main(["run", str(demo_copy), "--set", item]) == 2
+    assert capsys.readouterr() == ("", f"zoomeval run: {refusal}\n")
+
+
+def test_a_run_with_set_says_so_on_screen_and_first_in_its_log_and_its_commands_repeat_it(
+    demo_copy: Path, monkeypatch
+) -> None:
+    from zoomeval.run import launch
+    from zoomeval.run.plan import plan_run
+
+    plan, _ = plan_run([], 2, 1, settings=settings("scales=[64,256]", "top_k=3"))
+    started, popen = [], subprocess.Popen
+
+    def snakemake(argv, **kwargs):  # stands in for Snakemake: one line of output into the run's log
+        started.append(argv)
+        return popen([sys.executable, "-c", "print('snakemake output')"], **kwargs)
+
+    monkeypatch.setattr(launch.subprocess, "Popen", snakemake)
+    screen = io.StringIO()
+    status, state, log = launch.run(plan, screen)
+    line = "zoomeval run: set scales=[64, 256], top_k=3 (config/config.yaml unchanged)"
+    assert status == 0 and screen.getvalue().splitlines()[0] == line
+    assert log.read_text() == f"{line}\nsnakemake output\n"
+    assert started[0][started[0].index("--config") + 1 :][:3] == ["limit=2", "scales=[64, 256]", "top_k=3"]
+    assert "not built: browser (`zoomeval run . all --limit 2 --set 'scales=[64, 256]' --set top_k=3`)" in summary(
+        plan, fed([]), 1, log
+    )

@@ -172,7 +172,7 @@ def _export(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from zoomeval.run.launch import run_study
 
-    return run_study(Path(args.directory), args.targets, _limit(args), args.cores, args.report)
+    return run_study(Path(args.directory), args.targets, _limit(args), args.cores, args.report, args.settings)
 
 
 def _limit(args: argparse.Namespace) -> int | None:
@@ -218,6 +218,16 @@ def directory(text: str) -> Path:
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: {'not a directory' if path.exists() else 'no such directory'}")
     return path
+
+
+def setting(item: str) -> tuple[str, Any]:
+    """A ``zoomeval run --set KEY=VALUE`` item (argparse type); otherwise the refusal names it."""
+    from zoomeval.run.settings import parse_setting
+
+    try:
+        return parse_setting(item)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 #: How the arguments several commands share parse (each command gives its own help).
@@ -326,6 +336,18 @@ def add_run(commands: argparse._SubParsersAction) -> None:
         "--report",
         action="store_true",
         help=f"write Snakemake's report of the targets after the run ({Layout().path('report')})",
+    )
+
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=setting,
+        dest="settings",
+        metavar="KEY=VALUE",
+        help="this run only, set a config key (a dotted path: top_k, inference.batch_size) to a YAML value "
+        "(3, cpu, [64,256], {key: value}); repeatable; checked like the config file, which is left unchanged, "
+        "e.g. --set scales=[64,256] --set top_k=3",
     )
     run.set_defaults(run=_run)
 

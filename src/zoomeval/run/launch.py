@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from zoomeval.core.cells import terminal_text
 from zoomeval.core.progress import Progress
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.run.display import TRACKED, Display
@@ -29,6 +30,7 @@ from zoomeval.run.events import EventReader, RunState
 from zoomeval.run.lock import holding
 from zoomeval.run.overall import Tracker, planned_work
 from zoomeval.run.plan import CONFIG, RunPlan, environment, plan_run
+from zoomeval.run.settings import Setting
 from zoomeval.run.summary import summary
 
 #: The stem of each run's files under the run's logs root: ``zoomeval-run.<time>.<pid>.log`` (Snakemake's console
@@ -134,10 +136,15 @@ def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, RunState, Path
     interrupted), final state and log."""
     log, events = run_files(plan)
     argv, env, before = plan.argv(str(events)), environment(), lock_files()
+    if (settings := plan.settings_line()) is not None:  # the config is not the file's: said first, on both
+        print(terminal_text(settings), file=screen)
     print(f"running: snakemake {shlex.join(argv[3:])} (its output: {log})", file=screen)
     display = Display(screen)
     follower = Follower(plan, events, display)
     with open(log, "xb") as out:
+        if settings is not None:
+            out.write(f"{settings}\n".encode())
+            out.flush()  # before Snakemake's own output, which it writes to the same file
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             status, interrupts = supervise(process, follower.step, screen)
@@ -150,16 +157,21 @@ def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, RunState, Path
 
 
 def run_study(
-    directory: Path, targets: Sequence[str], limit: int | None, cores: int | None, report: bool = False
+    directory: Path,
+    targets: Sequence[str],
+    limit: int | None,
+    cores: int | None,
+    report: bool = False,
+    settings: Sequence[Setting] = (),
 ) -> int:
-    """``zoomeval run``: hold the study, preflight, run, summary; the exit status (2 for the preflight's
-    problems)."""
+    """``zoomeval run``: hold the study, preflight (with the ``--set`` ``settings`` applied to its config), run,
+    summary; the exit status (2 for the preflight's problems)."""
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is no directory: give a study directory (zoomeval init)")
     if not (directory / CONFIG).is_file():
         raise FileNotFoundError(f"{directory / CONFIG} does not exist: give a study directory (zoomeval init)")
     with holding(directory, shlex.join(["zoomeval", *sys.argv[1:]])), contextlib.chdir(directory):
-        plan, found = plan_run(targets, limit, cores, report)
+        plan, found = plan_run(targets, limit, cores, report, settings)
         if found:
             for problem in found:
                 print(f"zoomeval run: {problem}", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 from zoomeval.core.cells import terminal_text
 from zoomeval.run.events import RunState
 from zoomeval.run.plan import RunPlan
+from zoomeval.run.settings import setting_text
 from zoomeval.run.targets import DEFAULT_TARGET, products
 
 #: Lines of Snakemake's output shown when it fails without a failed job to name.
@@ -24,9 +25,10 @@ PRODUCTS = {
 
 
 def command(plan: RunPlan, directory: str, *args: str) -> str:
-    """``zoomeval run DIR ARGS [--limit N]``, quoted for the shell."""
+    """``zoomeval run DIR ARGS [--limit N] [--set KEY=VALUE ...]`` (this run's settings), quoted for the shell."""
     limit = ["--limit", str(plan.limit)] if plan.limit is not None else []
-    return shlex.join(["zoomeval", "run", directory, *args, *limit])
+    settings = [word for setting in plan.settings for word in ("--set", setting_text(setting))]
+    return shlex.join(["zoomeval", "run", directory, *args, *limit, *settings])
 
 
 def built_lines(plan: RunPlan, directory: str, status: int) -> list[str]:
