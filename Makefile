@@ -7,10 +7,11 @@ CORES ?= 8
 
 .PHONY: demo test bench clean
 
-$(STAMP): pyproject.toml
+# The package with every extra and the dev tools, at the tested versions (constraints.txt).
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

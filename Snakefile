@@ -7,15 +7,17 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-# This file's folder: the checkout. Not workflow.basedir, which is the main Snakefile's folder, a study directory's
-# when this workflow is used as a module (zoomeval init); every file of the workflow's own is found from here.
+# This file's folder: the checkout, or the installed package's copy of the workflow. Not workflow.basedir, which is
+# the main Snakefile's folder, a study directory's when this workflow is used as a module (zoomeval init); every file
+# of the workflow's own is found from here.
 ZOOMEVAL_ROOT = str(workflow.current_basedir)
-# Make the package importable here and in every job, installed or not (e.g. under --sdm conda). PYTHONPATH
-# is extended, not required, so it is no case for the envvars directive (update() keeps --lint from taking
-# the assignment for a read).
+# In a checkout, make its package importable here and in every job, installed or not (e.g. under --sdm conda); an
+# installed wheel's workflow runs with the package installed beside it. PYTHONPATH is extended, not required, so it
+# is no case for the envvars directive (update() keeps --lint from taking the assignment for a read).
 SRC = os.path.join(ZOOMEVAL_ROOT, "src")
-sys.path.insert(0, SRC)
-os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
+if os.path.isdir(os.path.join(SRC, "zoomeval")):
+    sys.path.insert(0, SRC)
+    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 
 from zoomeval.core.strict_yaml import check_config_file
 

@@ -14,7 +14,9 @@ import pytest
 
 from tests.conftest import ROOT
 from zoomeval import __version__, cli, study_dir
-from zoomeval.core.provenance import CHECKOUT, workflow_commit
+from zoomeval.core.provenance import workflow_commit, workflow_root
+from zoomeval.preflight import missing_extras
+from zoomeval.registries import load_config
 
 MARKUP = re.compile(r"``|:\w+:`")
 
@@ -24,10 +26,45 @@ def zoomeval(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 
 def test_version_gives_the_version_and_the_checkouts_commit() -> None:
+    """The editable install finds the workflow through its package's links: the checkout's top level."""
     proc = zoomeval("--version")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"zoomeval {__version__}, commit {workflow_commit()}, workflow in {CHECKOUT}\n"
+    assert proc.stdout == f"zoomeval {__version__}, commit {workflow_commit()}, workflow in {ROOT}\n"
+    assert workflow_root() == ROOT
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", workflow_commit())
+
+
+def test_the_version_is_declared_once_and_the_changelog_has_its_section() -> None:
+    assert 'version = {attr = "zoomeval.__version__"}' in (ROOT / "pyproject.toml").read_text()
+    assert re.search(rf"^## {re.escape(__version__)}\b", (ROOT / "CHANGELOG.md").read_text(), re.M)
+
+
+def test_the_quick_preset_comes_first_and_is_inits_default() -> None:
+    assert next(iter(study_dir.PRESETS)) == "quick" == cli.registry_rows("presets")[0][0]
+    assert cli.parser().parse_args(["init", "s"]).preset == "quick"
+
+
+def test_a_study_that_needs_a_missing_extra_is_refused_naming_the_key_and_the_extra() -> None:
+    """Segment Anything for a SAM mask or count method, open_clip for an open_clip model; the extras installed
+    (make's environment has them all) or unneeded, nothing."""
+    config = yaml_config(ROOT / "config" / "config.yaml")
+    config["datasets"]["demo"]["mask_method"] = "sam_box"
+    config["models"]["clip"] = {"source": "open_clip", "architecture": "ViT-B-32", "weights": "openai"}
+    typed = load_config(config, check_paths=False)
+    assert missing_extras(typed, importable=lambda module: False) == [
+        "datasets.demo.mask_method: sam_box needs zoomeval's 'sam' extra, which is not installed: pip install "
+        "'zoomeval[sam]'",
+        "models.clip.source: open_clip needs zoomeval's 'clip' extra, which is not installed: pip install "
+        "'zoomeval[clip]'",
+    ]
+    assert missing_extras(typed) == []
+    assert missing_extras(load_config(yaml_config(ROOT / "config" / "config.yaml")), lambda module: False) == []
+
+
+def yaml_config(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
 
 
 def test_plain_removes_restructuredtext_roles_and_literals() -> None:
@@ -81,6 +118,7 @@ def test_a_pattern_that_matches_no_model_says_so_and_fails() -> None:
     ("preset", "page"),
     [
         ("gpu", "how-to/imagenet-gpu.md"),
+        ("quick", "get-started/demo.md"),
         ("demo", "get-started/demo.md"),
         ("paper", "how-to/paper.md"),
         ("imagefolder", "how-to/own-data.md"),
@@ -100,6 +138,7 @@ def test_init_prints_the_presets_own_next_steps_with_quoted_paths(tmp_path: Path
     keys = [line.split(":")[0].strip() for line in lines if line.startswith("    ")]
     expected = {
         "gpu": ["datasets.imagenet.images", "datasets.imagenet.annotations"],
+        "quick": [],
         "demo": [],
         "paper": [
             "datasets.imagenet.images",
@@ -169,7 +208,7 @@ REFUSALS = [
     ("init", ["init", "{tmp}/s", "--workflow", "{tmp}/file"], "zoomeval init: {tmp}/file holds no zoomeval workflow"),
     (
         "init",
-        ["init", "{tmp}/s", "--workflow", "{tmp}/checkout"],
+        ["init", "{tmp}/s", "--preset", "demo", "--workflow", "{tmp}/checkout"],
         "zoomeval init: {tmp}/checkout/config/config.yaml: Is a directory",
     ),
     ("list", ["list"], "zoomeval list: the following arguments are required: kind"),

@@ -33,6 +33,7 @@ ABOVE_STAGES = (
     "zoomeval.run.logger_plugin",
     "zoomeval.run.overall",
     "zoomeval.run.plan",
+    "zoomeval.run.settings",
     "zoomeval.run.summary",
     "zoomeval.run.targets",
 )
@@ -65,7 +66,7 @@ def test_every_module_belongs_to_a_stage_or_wires_them() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "__main__.py", "cli.py", "preflight.py", "registries.py", "study_dir.py"]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
-    assert folders == sorted([*STAGES, "run"])
+    assert folders == sorted([*STAGES, "run", "_workflow"])  # _workflow: the workflow's files, as package data
 
 
 def test_stages_import_only_core_and_earlier_stages() -> None:

@@ -15,6 +15,7 @@ from snakemake.cli import parse_config
 from snakemake.utils import update_config
 
 from tests.conftest import ROOT, run_snakemake, write_config
+from zoomeval.core.config_schema import schema_file
 from zoomeval.core.strict_yaml import (
     DuplicateKeyError,
     UnsafeYamlError,
@@ -23,7 +24,7 @@ from zoomeval.core.strict_yaml import (
     load_yaml,
     loads_yaml,
 )
-from zoomeval.registries import SCHEMA, load_config
+from zoomeval.registries import load_config
 
 DEMO = load_yaml(ROOT / "config" / "config.yaml")
 #: The names a walk of the schema gives the entries of a mapping of free keys (a dataset, a model of the demo).
@@ -76,7 +77,7 @@ def samples(schema: dict[str, Any], root: dict[str, Any]) -> list[tuple[str, Any
     return out
 
 
-ROOT_SCHEMA = load_yaml(SCHEMA)
+ROOT_SCHEMA = load_yaml(schema_file())
 CASES = [
     pytest.param(path, text, value, length, id=f"{'.'.join(path)}={text}")
     for path, schema, length in leaves(ROOT_SCHEMA, ROOT_SCHEMA)
@@ -336,7 +337,7 @@ def test_zoomeval_init_refuses_a_bad_preset_file_before_writing_anything(tmp_pat
     (root / "config").mkdir()
     (root / "Snakefile").write_text("")
     (root / "config" / "config.yaml").write_text("scales: [1, 2\n")
-    assert main(["init", str(tmp_path / "study"), "--workflow", str(root)]) == 2
+    assert main(["init", str(tmp_path / "study"), "--preset", "demo", "--workflow", str(root)]) == 2
     out, err = capsys.readouterr()
     assert (out, err) == (
         "",

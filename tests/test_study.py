@@ -59,7 +59,7 @@ def test_the_gpu_preset_is_the_imagenet_recipe_with_the_gpu_overlay(tmp_path: Pa
 
 
 def test_an_unknown_preset_or_a_folder_without_the_workflow_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"unknown preset 'papr'; expected one of \['demo', 'paper'"):
+    with pytest.raises(ValueError, match=r"unknown preset 'papr'; expected one of \['quick', 'demo', 'paper'"):
         study_dir.init_study(tmp_path / "s", "papr")
     with pytest.raises(FileNotFoundError, match="holds no zoomeval workflow"):
         study_dir.init_study(tmp_path / "s", "demo", root=tmp_path)
@@ -151,9 +151,9 @@ def test_the_demo_from_two_study_directories_outside_the_checkout(tmp_path: Path
 
 
 def test_the_workflow_commit_is_the_checkouts_and_none_outside_git(tmp_path: Path) -> None:
-    from zoomeval.core.provenance import CHECKOUT
+    from zoomeval.core.provenance import workflow_root
 
-    head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = subprocess.run(["git", "-C", str(workflow_root()), "rev-parse", "HEAD"], capture_output=True, text=True)
     assert workflow_commit().removesuffix("-dirty") == head.stdout.strip()
     assert workflow_commit(tmp_path) is None
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+#: The one declaration of the version (pyproject.toml reads it; CHANGELOG.md has a section for each).
+__version__ = "0.2.0"
 __all__ = ["Study", "ZoomTTA", "__version__", "compare_studies"]
 
 

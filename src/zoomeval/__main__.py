@@ -1,5 +1,24 @@
-"""``python -m zoomeval``: the ``zoomeval`` command (:mod:`zoomeval.cli`)."""
+"""``python -m zoomeval`` and the ``zoomeval`` command: :mod:`zoomeval.cli`, or one line where the installation is
+broken (its workflow files or a dependency missing), since that shows when the command's modules are imported."""
 
-from zoomeval.cli import main
+import sys
 
-raise SystemExit(main())
+from zoomeval.core.provenance import MissingWorkflow
+
+
+def main() -> int:
+    try:
+        from zoomeval.cli import main as command
+    except MissingWorkflow as exc:
+        print(f"zoomeval: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] == "zoomeval":  # the package's own: a bug, with its traceback
+            raise
+        print(f"zoomeval: {exc}: a dependency is missing; reinstall zoomeval (pip install zoomeval)", file=sys.stderr)
+        return 2
+    return command()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

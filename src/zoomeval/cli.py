@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from zoomeval import __version__, study_dir
 from zoomeval.core.cells import terminal_text
 from zoomeval.core.layout import Layout, limited_root
-from zoomeval.core.provenance import workflow_commit
+from zoomeval.core.provenance import workflow_commit, workflow_root
 from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.registries import REGISTRIES
 
@@ -69,7 +69,7 @@ def _print_rows(rows: Iterable[tuple[str, ...]]) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    root, folder = Path(args.workflow) if args.workflow else study_dir.CHECKOUT, Path(args.directory)
+    root, folder = Path(args.workflow) if args.workflow else workflow_root(), Path(args.directory)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file; give a new directory for the study")
     written = study_dir.init_study(folder, args.preset, root)
@@ -190,14 +190,17 @@ class Parser(argparse.ArgumentParser):
 
 
 class Version(argparse.Action):
-    """--version: the package's version and the checkout's git commit (asked of git only when the option is given)."""
+    """--version: the package's version, the workflow's folder and its git commit (asked of git only when the option
+    is given; an installed wheel has none)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and the git commit, then exit")
+        super().__init__(
+            option_strings, dest, nargs=0, help="print the version, the workflow's folder and its git commit, then exit"
+        )
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
-        commit = workflow_commit() or "unknown (not a git checkout)"
-        print(f"zoomeval {__version__}, commit {commit}, workflow in {study_dir.CHECKOUT}")
+        commit = workflow_commit() or "unknown (not a git checkout: an installed package)"
+        print(f"zoomeval {__version__}, commit {commit}, workflow in {workflow_root()}")
         parser.exit(0)
 
 
@@ -263,8 +266,10 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="write a study directory that uses this workflow as a Snakemake module")
     init.add_argument("directory")
-    init.add_argument("--preset", default="demo", choices=list(study_dir.PRESETS))
-    init.add_argument("--workflow", help="the zoomeval checkout to use (default: the one installed)")
+    init.add_argument(
+        "--preset", default="quick", choices=list(study_dir.PRESETS), help="what the study runs (default: quick)"
+    )
+    init.add_argument("--workflow", help="a zoomeval checkout to use (default: the installed workflow)")
     init.set_defaults(run=_init)
     listing = commands.add_parser("list", help="list adapters, sources, label sets, presets, or a source's models")
     listing.add_argument("kind", choices=[*REGISTRY_KINDS, "models"])

@@ -12,6 +12,7 @@ Paths are relative to the working directory, the study's."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import socket
@@ -27,6 +28,7 @@ from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import most_images
 from zoomeval.datasets.inputs import Input, plan_all
 from zoomeval.inference.models import MODEL_SOURCES, check_model, local_checkpoint, weights_folder
+from zoomeval.masks import SAM_METHODS
 
 #: Bytes a prediction file and its shards take per (image, zoom transform) row, an upper estimate (the demo's
 #: efficientnet_lite0 files take about 5; a 1000-class model on real images more): shards are kept until the
@@ -35,6 +37,8 @@ BYTES_PER_ROW = 2 * 16
 #: ... with store_top5 (five more classes and probabilities per row)
 BYTES_PER_ROW_TOP5 = 2 * 48
 DOCS = "docs/how-to/offline.md"
+#: The module each extra of zoomeval installs (pyproject.toml's optional dependencies) that a study may need.
+EXTRA_MODULES = {"sam": "segment_anything", "clip": "open_clip"}
 #: The sources whose weights come from the Hugging Face Hub through huggingface_hub's cache.
 HUB_SOURCES = ("timm", "open_clip")
 
@@ -218,14 +222,42 @@ def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
         )
 
 
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def missing_extras(config: Config, importable: Callable[[str], bool] = _importable) -> list[str]:
+    """Each config key whose value needs an extra of zoomeval that is not installed (Segment Anything for a SAM
+    mask or count method, open_clip for an open_clip model), naming the extra to install."""
+    users = [
+        *[
+            (f"datasets.{name}.{key}", value, "sam")
+            for name, dataset in config.datasets.items()
+            for key, value in (("mask_method", dataset.mask_method), ("count_method", dataset.count_method))
+            if value in SAM_METHODS
+        ],
+        *[
+            (f"models.{name}.source", spec.source, "clip")
+            for name, spec in config.models.items()
+            if spec.source == "open_clip"
+        ],
+    ]
+    return [
+        f"{key}: {value} needs zoomeval's {extra!r} extra, which is not installed: pip install 'zoomeval[{extra}]'"
+        for key, value, extra in users
+        if not importable(EXTRA_MODULES[extra])
+    ]
+
+
 def problems(
     config: Config, layout: Layout, found: list[str], reach: Callable[[str], bool] = host_answers
 ) -> list[str]:
     """Every problem the preflight finds (empty: Snakemake may start): ``found``, the workflow's own checks of the
     config (:func:`zoomeval.registries.checked_config`: keys, local paths, model names with the closest, ``top_k``),
-    then the checks the workflow makes when a run starts (the models, :func:`model_problems`), weights, GPU
+    then the extras of zoomeval it needs (:func:`missing_extras`), the checks the workflow makes when a run starts (the
+    models, :func:`model_problems`), weights, GPU
     and disk; a model that a line already names is not checked again (its weights cannot be looked up)."""
     inputs, reach = plan_all(config), functools.cache(reach)  # each host asked once
-    found = [*found, *model_problems(config, found)]
+    found = [*found, *missing_extras(config), *model_problems(config, found)]
     found += missing_weights(config, reach, found)
     return [*found, *gpu_without_gpu(config, gpus_at_most()), *short_disk(disk_needs(config, inputs, layout))]

@@ -11,7 +11,7 @@ from typing import Any
 
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.core.config import Config, ConfigError, Registries, resolve
-from zoomeval.core.config_schema import SCHEMA
+from zoomeval.core.config_schema import schema_file
 from zoomeval.core.validate import check_top_k, refuse_problems, validated_config
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES, check_model
@@ -20,19 +20,20 @@ REGISTRIES = Registries(adapters=ADAPTERS, sources=MODEL_SOURCES, label_sets=LAB
 
 
 def load_config(
-    config: dict[str, Any], check_paths: bool = True, schema: str | Path = SCHEMA, catalogues: Path | None = None
+    config: dict[str, Any], check_paths: bool = True, schema: str | Path | None = None, catalogues: Path | None = None
 ) -> Config:
     """Validate a config mapping in place (see :mod:`zoomeval.core.validate`) and return it typed; with
     ``catalogues`` (the folder of the cached catalogues) the workflow's own checks are made too
     (:func:`workflow_problems`), every problem listed at once."""
     more = None if catalogues is None else partial(workflow_problems, cache=catalogues)
-    return refuse_problems(*validated_config(config, schema, REGISTRIES, check_paths, more))
+    return refuse_problems(*validated_config(config, schema or schema_file(), REGISTRIES, check_paths, more))
 
 
 def checked_config(config: dict[str, Any], catalogues: Path, check_paths: bool = True) -> tuple[Config, list[str]]:
     """What :func:`load_config` checks with ``catalogues`` (the workflow's checks when it is parsed), the typed
     config and its problems returned rather than raised: ``zoomeval run``'s preflight lists them with its own."""
-    return validated_config(config, SCHEMA, REGISTRIES, check_paths, partial(workflow_problems, cache=catalogues))
+    more = partial(workflow_problems, cache=catalogues)
+    return validated_config(config, schema_file(), REGISTRIES, check_paths, more)
 
 
 def workflow_problems(config: Config, cache: Path) -> list[str]:

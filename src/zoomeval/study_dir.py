@@ -6,9 +6,10 @@ convention for deployed workflows), so that runs with different configs never sh
 local profile, ``slurm`` a copy to edit (partition, account). Snakemake then runs in ``DIR`` as in the checkout,
 with ``DIR`` as its working directory, so the config's relative paths are relative to ``DIR``.
 
-The workflow's files (Snakefile, rules, scripts, schema, report captions, presets, profiles) are not package data:
-the package finds them in the checkout it is installed from (an editable install, ``pip install -e``), the folder
-two levels above ``src/zoomeval``.
+The workflow's files (Snakefile, rules, scripts, schema, report captions, presets, profiles) are the package data of
+``zoomeval._workflow``, found through the import system (:func:`~zoomeval.core.provenance.workflow_root`): the
+checkout's top level in an editable install, the package's own copy in an installed wheel. ``--workflow DIR`` names
+another checkout.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Any
 
 from zoomeval import __version__
 from zoomeval.core.layout import LOGS, RESULTS, Layout, run_layout
-from zoomeval.core.provenance import CHECKOUT
+from zoomeval.core.provenance import workflow_root
 from zoomeval.core.strict_yaml import load_config_file
 
 #: The presets ``zoomeval init --preset`` offers: name -> config files of the checkout's ``config/`` folder, written
 #: one after the other into the study's config (an overlay's keys must not repeat the file's: strict YAML refuses it).
 PRESETS = {
+    "quick": ("quick.yaml",),
     "demo": ("config.yaml",),
     "paper": ("paper.yaml",),
     "imagenet-hard": ("imagenet_hard.yaml",),
@@ -39,16 +41,13 @@ PRESETS = {
     "gpu": ("imagenet_val.yaml", "overlays/gpu.yaml"),
 }
 
-# The checkout's paths enter the generated files as Python string literals (repr) in code and in comments alike, so
+# The workflow's paths enter the generated files as Python string literals (repr) in code and in comments alike, so
 # that no character of a path (a quote, a backslash, a newline, a brace) can end the string or the comment.
 STUDY_SNAKEFILE = """\
 # A zoomeval study (zoomeval init, zoomeval {version}): the workflow in {root} used as a Snakemake module. Run
 # it here with `zoomeval run` (or e.g. `snakemake --cores 8 study`, `snakemake --cores 8 all`); {results}/ and {logs}/
 # are this directory's. The config is config/config.yaml (every key: the workflow's config/README.md).
-import sys
-
-sys.path.insert(0, {src})  # the workflow's package, as the workflow's own Snakefile adds it
-from zoomeval.core.strict_yaml import check_config_file
+{path}from zoomeval.core.strict_yaml import check_config_file
 
 # Read strictly first: Snakemake would render a __use_yte__ template (running its expressions) and expand aliases.
 check_config_file("config/config.yaml")
@@ -80,26 +79,27 @@ CONFIG_HEADER = """\
 """
 
 
-def workflow_snakefile(root: Path = CHECKOUT) -> Path:
-    """The workflow's Snakefile in ``root``; refused, saying how to get one, when ``root`` is no checkout."""
+def workflow_snakefile(root: Path) -> Path:
+    """The workflow's Snakefile in ``root``; refused, saying how to get one, when ``root`` holds no workflow."""
     snakefile = root / "Snakefile"
     if not (snakefile.is_file() and (root / "workflow" / "rules").is_dir()):
         raise FileNotFoundError(
-            f"{root} holds no zoomeval workflow (Snakefile, workflow/rules): install zoomeval from a checkout with "
-            "`pip install -e .`, or pass --workflow CHECKOUT"
+            f"{root} holds no zoomeval workflow (Snakefile, workflow/rules): give --workflow a zoomeval checkout, or "
+            "leave it out to use the installed one"
         )
     return snakefile
 
 
-def preset_files(name: str, root: Path = CHECKOUT) -> list[Path]:
+def preset_files(name: str, root: Path | None = None) -> list[Path]:
     """The config files of preset ``name``; an unknown name is refused with the known ones."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; expected one of {list(PRESETS)} (zoomeval list presets)")
-    return [root / "config" / file for file in PRESETS[name]]
+    return [(root or workflow_root()) / "config" / file for file in PRESETS[name]]
 
 
 #: What each preset runs, in a line (``zoomeval list presets``); the preset's config comments say more.
 PRESET_SUMMARIES = {
+    "quick": "A first look in about two minutes: the demo at 4 scales, every stage of Table A8, offline, on a CPU",
     "demo": "The embedded demo: generated images and one small model, offline, on a CPU",
     "paper": "The paper's setup: its classifiers and datasets (ImageNet and ObjectNet downloaded by hand), on a GPU",
     "imagenet-hard": "The ImageNet-Hard dataset card's classifier table, recomputed, on a GPU",
@@ -108,6 +108,10 @@ PRESET_SUMMARIES = {
     "imagenet-val": "ImageNet val (50,000 images) with ResNet-50 at the default settings (fp32, not compiled)",
     "gpu": "ImageNet val (50,000 images) with ResNet-50 on one GPU, fast settings (bf16, compiled)",
 }
+#: A checkout's package folder goes first on the study's path (``--workflow`` may name another checkout than the
+#: installed one); an installed wheel's workflow uses the package installed with it.
+_SOURCE_PATH = "import sys\n\nsys.path.insert(0, {src})  # the package of the workflow's checkout\n"
+
 #: The command in a preset's opening comment (the demo's has none).
 _COMMAND = re.compile(r"^#\s+(snakemake .*)$", re.M)
 #: Tables the ``study`` target builds (:mod:`zoomeval.run.targets`): a preset command naming one needs no target.
@@ -130,9 +134,10 @@ def preset_summary(name: str) -> str:
     return PRESET_SUMMARIES[name]
 
 
-def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> list[Path]:
+def init_study(directory: Path, preset: str = "quick", root: Path | None = None) -> list[Path]:
     """Write a study directory for ``preset`` (see the module docstring); returns the paths written. A directory
     that already holds a Snakefile or config is refused rather than overwritten."""
+    root = root or workflow_root()
     snakefile, configs = workflow_snakefile(root), preset_files(preset, root)
     written = [directory / "Snakefile", directory / "config" / "config.yaml"]
     if existing := [str(p) for p in [*written, directory / "profiles"] if p.exists() or p.is_symlink()]:
@@ -140,12 +145,11 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     for config in configs:  # a preset file the workflow would refuse is refused before anything is written
         load_config_file(config)
     (directory / "config").mkdir(parents=True, exist_ok=True)
-    root_text = repr(str(root.resolve()))
-    literal = repr(str(snakefile.resolve()))
-    src = repr(str(root.resolve() / "src"))
+    root_text, literal, src = (repr(str(p.resolve())) for p in (root, snakefile, root / "src"))
+    path = _SOURCE_PATH.format(src=src) if (root / "src" / "zoomeval").is_dir() else ""
     written[0].write_text(
         STUDY_SNAKEFILE.format(
-            version=__version__, root=root_text, snakefile=literal, src=src, results=RESULTS, logs=LOGS
+            version=__version__, root=root_text, snakefile=literal, path=path, results=RESULTS, logs=LOGS
         )
     )
     sources = " + ".join(repr(str(c.resolve())) for c in configs)
@@ -159,7 +163,7 @@ def init_study(directory: Path, preset: str = "demo", root: Path = CHECKOUT) -> 
     return [*written, profiles / "default", profiles / "slurm" / "config.yaml"]
 
 
-def preset_targets(name: str, root: Path = CHECKOUT) -> list[str]:
+def preset_targets(name: str, root: Path | None = None) -> list[str]:
     """The targets of the command the preset's opening config comment gives, as ``zoomeval run`` takes them: the
     words that are ``all`` or a results path, less the tables its default target (``study``) builds anyway."""
     lines = preset_files(name, root)[0].read_text().splitlines()
@@ -169,7 +173,7 @@ def preset_targets(name: str, root: Path = CHECKOUT) -> list[str]:
     return [t for t in targets if Path(t).stem not in _STUDY_TABLES or Path(t).parent != Path(RESULTS)]
 
 
-def run_steps(name: str, root: Path = CHECKOUT) -> list[str]:
+def run_steps(name: str, root: Path | None = None) -> list[str]:
     """The preset's next steps in its study directory, each a ``zoomeval`` command with a comment."""
     targets = preset_targets(name, root)
     run = shlex.join(["zoomeval", "run", *([".", *targets] if targets else [])])

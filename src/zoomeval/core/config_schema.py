@@ -12,20 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from zoomeval.core.provenance import CHECKOUT
+from zoomeval.core.provenance import workflow_root
 
-#: The config's JSON schema, beside the Snakefile.
-SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
+
+def schema_file() -> Path:
+    """The config's JSON schema file, in the workflow's folder (:func:`~zoomeval.core.provenance.workflow_root`)."""
+    return workflow_root() / "workflow" / "schemas" / "config.schema.yaml"
 
 
 @cache
 def config_schema() -> dict[str, Any]:
     """The schema, read once per process (shared: do not change it)."""
-    with SCHEMA.open(encoding="utf-8") as file:
+    with schema_file().open(encoding="utf-8") as file:
         return yaml.load(file, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 

@@ -16,11 +16,12 @@ from typing import Any
 import pyarrow as pa
 
 from zoomeval.core.io import read_metadata
+from zoomeval.core.provenance import SOURCE_KEYS
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.tables import merge, write_table
 
 #: Metadata keys in which the parts of one job may differ: where and how fast each ran, and which part it is.
-PER_PART = ("part", "n_images", "device", "seconds", "crops_per_second", "zoomeval_commit")
+PER_PART = ("part", "n_images", "device", "seconds", "crops_per_second", *SOURCE_KEYS)
 
 
 def part_range(n_images: int, shard_images: int, part: int, parts: int) -> range:
@@ -48,14 +49,14 @@ def merged_metadata(metas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {k: v for k, v in first.items() if k != "part"} | {
         "n_images": sum(m["n_images"] for m in metas),
         "device": ",".join(sorted({m["device"] for m in metas})),
-        "zoomeval_commit": _one_or_all({m.get("zoomeval_commit") for m in metas}),
+        **{key: _one_or_all({m.get(key) for m in metas}) for key in SOURCE_KEYS if any(key in m for m in metas)},
         "seconds": round(seconds, 3),
         "crops_per_second": round(crops / seconds, 2) if seconds else None,
     }
 
 
 def _one_or_all(values: set[Any]) -> Any:
-    """The parts' common value, or all of them joined (parts run at different commits of the workflow)."""
+    """The parts' common value, or all of them joined (parts run at different commits or folders of the workflow)."""
     return next(iter(values)) if len(values) == 1 else ",".join(sorted(map(str, values)))
 
 

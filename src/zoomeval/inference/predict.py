@@ -40,7 +40,7 @@ from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpe
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
 from zoomeval.core.progress import ProgressLog
-from zoomeval.core.provenance import workflow_commit
+from zoomeval.core.provenance import source
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.aggregation import FIELDS as AGGREGATES_FIELDS
 from zoomeval.inference.aggregation import SCHEMA_VERSION as AGGREGATES_SCHEMA_VERSION
@@ -301,7 +301,7 @@ def predict_to_file(
         computed = sum(len(chunk) for _, chunk, _ in pending)
         seconds = run_shards(classifier, store, pending, grid, variant, masks, spec.input_size) if pending else 0.0
         metadata |= {  # after the shards' identity: a rerun at another commit reuses them
-            "zoomeval_commit": workflow_commit(),
+            **source(),
             "device": classifier.device.type,
             "seconds": round(seconds, 3),
             "crops_per_second": round(computed * grid.n_views() / seconds, 2) if seconds else None,

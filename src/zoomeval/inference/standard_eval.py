@@ -46,7 +46,7 @@ from zoomeval.core.io import write_parquet
 from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
 from zoomeval.core.progress import ProgressLog
-from zoomeval.core.provenance import workflow_commit
+from zoomeval.core.provenance import source
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.eval_transform import EvalTransform
 from zoomeval.inference.models import MODEL_SOURCES, LoadedModel
@@ -159,7 +159,7 @@ def evaluate_to_file(
         "kind": "standard_predictions",
         "schema_version": SCHEMA_VERSION,
         "zoomeval": __version__,
-        "zoomeval_commit": workflow_commit(),
+        **source(),
         "torch": torch.__version__,
         "model": model_metadata(classifier, spec),
         "transform": transform.description,

@@ -33,11 +33,11 @@ from zoomeval.core.config import CountFilter
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
 from zoomeval.core.manifest import Record
+from zoomeval.masks import SAM_METHODS
 from zoomeval.masks.boxes import MASKS_SCHEMA_VERSION, box_mask, encode_mask
 
 log = logging.getLogger(__name__)
 
-METHODS = ("sam_box", "sam_auto")
 #: Seconds between progress lines in the job's log.
 PROGRESS_SECONDS = 30.0
 
@@ -210,8 +210,8 @@ def write_sam_masks(
     keyword arguments of ``SamAutomaticMaskGenerator`` (both ``sam_auto`` only); ``build`` is passed to
     :func:`load_sam`.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown SAM mask method {method!r}; expected one of {METHODS}")
+    if method not in SAM_METHODS:
+        raise ValueError(f"unknown SAM mask method {method!r}; expected one of {SAM_METHODS}")
     options, counting = dict(generator_options or {}), counting or CountFilter()
     segment = _segmenter(method, load_sam(model_type, checkpoint, device, build), counting, options)
     table = _mask_table(records, method, segment)
