@@ -116,7 +116,8 @@ def test_the_generated_reference_pages_are_up_to_date(capsys):
 
 def test_the_site_builds_from_another_directory_with_the_readmes_snippets(site):
     assert not Path(site).is_relative_to(ROOT)
-    assert "creates .venv, installs the tested versions (constraints.txt)" in (site / "get-started" / "install.html").read_text()
+    install = (site / "get-started" / "install.html").read_text()
+    assert "creates .venv, installs the tested versions (constraints.txt)" in install
 
 
 def test_pages_show_config_files_as_text_github_shows_too():
