@@ -1,7 +1,7 @@
 """zoomeval leaderboard: tiny finished studies (manifest, predictions, standard evaluation, analysis and study index
 written by the package's own writers) merged into one table. Every number is recomputed from the files by brute
 force; what cannot be trusted (a half-finished study, tampered or malformed files) is refused naming the file;
-rows group only by the full comparability key; cells are safe in every format."""
+rows rank together only where their evaluation protocols agree; cells are safe in every format."""
 
 import contextlib
 import csv
@@ -18,16 +18,17 @@ import pytest
 from scipy.stats import binomtest
 
 from tests.chromium import CHROMIUM, Chromium
-from zoomeval.analysis.comparability import KEY_FIELDS
+from zoomeval.analysis.comparability import FIELD_ROLES, KEY_FIELDS, MODEL_FIELDS, PROTOCOL_FIELDS
 from zoomeval.analysis.exact_cover import DEFAULT_LIMITS, CoverLimits
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.analysis.stats import wilson_interval
 from zoomeval.core.io import read_json, write_json, write_parquet
 from zoomeval.core.layout import Layout, run_layout
 from zoomeval.core.manifest import Record, write_manifest
+from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.tables import BASE_FIELDS
-from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING, study_rows
+from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING, readable_architecture, study_rows
 from zoomeval.report.study_index import write_index
 
 LAYOUT = Layout()
@@ -296,50 +297,110 @@ CHANGES = {
 }
 
 
-@pytest.mark.parametrize("field", [f for f in KEY_FIELDS if f != "anchors"])
-def test_changing_any_key_field_separates_the_groups_and_the_note_names_it(tmp_path, field) -> None:
+def test_every_key_field_has_one_role_and_the_roles_split_the_key() -> None:
+    assert set(FIELD_ROLES) == set(KEY_FIELDS) and set(FIELD_ROLES.values()) == {"protocol", "model", "provenance"}
+    assert [f for f in KEY_FIELDS if FIELD_ROLES[f] == "provenance"] == ["zoomeval_commit"]
+    assert set(PROTOCOL_FIELDS) | set(MODEL_FIELDS) | {"zoomeval_commit"} == set(KEY_FIELDS)
+
+
+@pytest.mark.parametrize("field", [f for f in PROTOCOL_FIELDS if f != "anchors"])
+def test_changing_a_protocol_field_separates_the_tables_and_the_note_names_it(tmp_path, field) -> None:
     assert set(CHANGES) == set(KEY_FIELDS) - {"anchors"}
     rows = board(study(tmp_path / "a"), study(tmp_path / "b", **CHANGES[field]))
-    assert len({r["key_sha256"] for r in rows}) == 2
+    assert len({r["key_sha256"] for r in rows}) == 2 and len({r["group"] for r in rows}) == 2
     (a,) = [r for r in rows if r["study"] == "a"]
     (b,) = [r for r in rows if r["study"] == "b"]
     if field in HEADING:  # the heading names the field: demo / original / in
-        assert a["group"] != b["group"] and b["note"] == ""
+        assert b["note"] == ""
         return
     note = b["note"].removeprefix("kept apart from the rows with ")
     assert note.split(" ")[0] == field or f", {field} " in note, b["note"]
 
 
-def test_a_subset_class_set_and_another_normalisation_are_not_ranked_with_the_full_one(tmp_path) -> None:
+@pytest.mark.parametrize("field", [f for f in KEY_FIELDS if FIELD_ROLES[f] != "protocol"])
+def test_a_model_setting_or_the_commit_keeps_one_table_the_setting_in_its_column(tmp_path, field) -> None:
+    """Two models (seeds 0 and 1, another name) on one protocol: one table, both rows, the better acc_max first;
+    the setting that differs is the row's own (its key, and its column where the board has one)."""
+    rows = board(study(tmp_path / "a"), study(tmp_path / "b", model="r18", seed=1, **CHANGES[field]))
+    assert len({r["group"] for r in rows}) == 1 and len({r["key_sha256"] for r in rows}) == 2
+    expected = sorted(("a", "b"), key=lambda name: -brute_force(0 if name == "a" else 1)["acc_max"])
+    assert [r["study"] for r in rows] == expected and [r["note"] for r in rows] == ["", ""]
+    columns = {"model": "architecture", "input_size": "img_size", "zoomeval_commit": "zoomeval_commit"}
+    column = columns.get(field, field)
+    if column in rows[0]:
+        assert rows[0][column] != rows[1][column]
+
+
+def test_a_commit_later_merges_and_another_release_stays_apart_in_words(tmp_path) -> None:
+    """The zoomeval release is protocol (a change that alters numbers gets a new one), the commit provenance."""
+    rows = board(
+        study(tmp_path / "early"),
+        study(tmp_path / "later", model="r18", seed=1, meta={"zoomeval_commit": "c0ffee2"}),
+        study(tmp_path / "next", meta={"zoomeval": "0.2.0"}),
+    )
+    groups = {r["study"]: r["group"] for r in rows}
+    assert groups["early"] == groups["later"] != groups["next"]
+    assert {r["study"]: r["zoomeval_commit"] for r in rows} == {"early": "c0ffee", "later": "c0ffee2", "next": "c0ffee"}
+    assert groups["next"].endswith(" — zoomeval 0.2.0 (not 0.1.0)")
+    assert {r["study"]: r["note"] for r in rows}["next"] == "kept apart from the rows with zoomeval 0.1.0 (not 0.2.0)"
+
+
+def test_the_same_normalisation_spelled_in_float32_or_float64_is_one_model_evaluated_alike(tmp_path) -> None:
+    """An entry point records its normalisation from a float32 tensor, the checkpoint route from the config: the
+    same weights and values land in one table, noted as the same model with the same numbers."""
+    as_float32 = {"mean": [float(v) for v in (0.48500001430511475, 0.4560000002384186, 0.4059999883174896)]}
+    rows = board(study(tmp_path / "checkpoint"), study(tmp_path / "entry_point", spec=as_float32))
+    assert len({r["group"] for r in rows}) == 1
+    assert [r["mean"] for r in rows] == ["[0.485, 0.456, 0.406]"] * 2
+    assert sorted(r["note"] for r in rows) == ["same numbers as study checkpoint", "same numbers as study entry_point"]
+
+
+def test_rows_rank_by_acc_max_unless_another_accuracy_is_asked_for(tmp_path) -> None:
+    """Seed 1's model is better at 1-crop (3 of 12 against 2), seed 5's at acc_max (11 against 10; brute force)."""
+    a, b = study(tmp_path / "a", seed=1), study(tmp_path / "b", model="r18", seed=5)
+    best = {s: brute_force(s) for s in (1, 5)}
+    assert best[1]["acc_1crop"] > best[5]["acc_1crop"] and best[5]["acc_max"] > best[1]["acc_max"]
+    assert [r["study"] for r in board(a, b)] == ["b", "a"]
+    out = tmp_path / "by_1crop.md"
+    assert zoomeval("leaderboard", str(a), str(b), "--rank-by", "acc_1crop", "-o", str(out)).returncode == 0
+    lines = [line for line in out.read_text().splitlines() if line.startswith("| r")]
+    assert [line.split(" | ")[1] for line in lines] == ["a", "b"]
+    assert "its models best first by acc_1crop" in out.read_text()
+    assert refused(a, "--rank-by", "acc_mean").startswith("zoomeval leaderboard: argument --rank-by: invalid choice")
+
+
+def test_a_subset_class_set_is_not_ranked_with_the_full_one_and_another_normalisation_is(tmp_path) -> None:
     subset = {"class_set": "subset", "class_indices": [0, 1, 2, 3, 4, 5, 6, 7]}
     rows = board(
         study(tmp_path / "full"),
         study(tmp_path / "subset", seed=3, meta=subset),
-        study(tmp_path / "norm", spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}),
+        study(tmp_path / "norm", model="r18", seed=1, spec={"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}),
     )
-    assert len({r["group"] for r in rows}) == 3
+    groups = {r["study"]: r["group"] for r in rows}
+    assert groups["full"] == groups["norm"] != groups["subset"]
     notes = {r["study"]: r["note"] for r in rows}
     digest = hashlib.sha256(json.dumps(subset["class_indices"]).encode()).hexdigest()[:12]
-    # full's and norm's headings read alike, so each says in words what separates it from the other; the subset's
-    # already differs (it states its classes, below), so it adds nothing
-    groups = {r["study"]: r["group"].partition(" — ")[2] for r in rows}
-    assert groups == {
-        "full": "mean 0.485/0.456/0.406 (not 0.5/0.5/0.5), std 0.229/0.224/0.225 (not 0.5/0.5/0.5)",
-        "subset": "",
-        "norm": "mean 0.5/0.5/0.5 (not 0.485/0.456/0.406), std 0.5/0.5/0.5 (not 0.229/0.224/0.225)",
-    }
-    assert notes["full"] == f"kept apart from the rows with class_set subset of 8 classes ({digest}) (not full)"
-    assert notes["subset"] == f"kept apart from the rows with class_set full (not subset of 8 classes ({digest}))"
-    assert notes["norm"] == (
-        "kept apart from the rows with mean [0.485, 0.456, 0.406] (not [0.5, 0.5, 0.5]), "
-        "std [0.229, 0.224, 0.225] (not [0.5, 0.5, 0.5])"
+    assert (
+        notes["full"]
+        == notes["norm"]
+        == f"kept apart from the rows with class_set subset of 8 classes ({digest}) (not full)"
     )
+    assert notes["subset"] == f"kept apart from the rows with class_set full (not subset of 8 classes ({digest}))"
     assert {r["study"]: r["mean"] for r in rows}["norm"] == "[0.5, 0.5, 0.5]"
     # the subset's heading says what it scored: the 4 classes its images have (metrics.json's n_classes, which the
     # scoring takes from the manifest), so a random guess is right 1 time in 4
-    groups = {r["study"]: r["group"] for r in rows}
     assert groups["subset"].endswith("top_k 3 [scored demo over 4 of the 1000 classes, chance 25.00 %]")
-    assert "scored" not in groups["full"] and "scored" not in groups["norm"]
+    assert "scored" not in groups["full"]
+
+
+def test_the_markdown_shows_a_readable_weights_tag_and_the_csv_the_full_one() -> None:
+    assert readable_architecture("tf_efficientnet_lite0.efficientnet-lite0-57934424.pth") == (
+        "tf_efficientnet_lite0.efficientnet-lite0-57934424"
+    )
+    assert readable_architecture("resnet18." + "0cb05c73a6b9" + "f" * 52) == "resnet18.0cb05c73a6b9"
+    assert readable_architecture("resnet50.a1_in1k") == "resnet50.a1_in1k"
+    assert readable_architecture("vit.ckpt.pth.tar") == "vit.ckpt"
+    assert readable_architecture("own.pth") == "own.pth"  # no tag, or a tag that is only a suffix: as given
 
 
 def test_a_half_finished_study_is_refused_or_listed_apart(tmp_path) -> None:
@@ -685,3 +746,108 @@ def test_study_reads_a_sealed_study_through_the_leaderboards_checks(tmp_path) ->
         Study(a).provenance("demo", "original", "r50")
     with pytest.warns(UserWarning, match="changed since"):
         Study(a, allow_stale=True).predictions("demo", "original", "r50")
+
+
+PAPER_SCALES = load_yaml(Path(__file__).parents[1] / "config" / "paper.yaml")["scales"]
+
+
+def full_protocol_key(label_set: str = "in", class_set: str = "full") -> dict:
+    """A comparability key shaped like the paper's ImageNet val protocol (its 36 scales in order, top-36)."""
+    return {"label_set": label_set, "variant": "original", "class_set": class_set, "scales": PAPER_SCALES, "top_k": 36}
+
+
+def test_the_papers_table_1_stands_beside_a_full_imagenet_val_result_and_nothing_smaller() -> None:
+    from zoomeval.report.published import published_table
+
+    table = published_table(full_protocol_key(), 50_000, "imagenet_val")
+    assert (table.source, table.column) == ("paper, Table 1", "IN")
+    resnet = table.row_of(("torchvision", "resnet50", "IMAGENET1K_V1"))
+    assert (resnet.name, resnet.values) == ("ResNet-50", {"acc_1crop": 75.75, "acc_top_k": 94.46, "acc_max": 96.78})
+    assert table.row_of(("timm", "resnet50", "a1_in1k")) is None  # other weights: no published row of theirs
+    assert published_table(full_protocol_key("in_real"), 50_000, "imagenet_val").column == "IN+ReaL"
+    vit = published_table(full_protocol_key("in_real"), 50_000, "imagenet_val").row_of(
+        ("torchvision", "vit_b_32", "IMAGENET1K_V1")
+    )
+    assert vit.values["acc_max"] == 98.91  # the paper's headline
+    subset = full_protocol_key(class_set="subset of 200 classes (0123456789ab)")
+    assert published_table(subset, 7_500, "imagenet_a").column == "IN-A"
+    assert published_table(full_protocol_key(), 49_999, "imagenet_val") is None  # a limited run, or images left out
+    assert published_table(full_protocol_key(), 50_000, None) is None  # a result that records no adapter
+    assert published_table({**full_protocol_key(), "scales": PAPER_SCALES[:-1]}, 50_000, "imagenet_val") is None
+    assert published_table({**full_protocol_key(), "top_k": 18}, 50_000, "imagenet_val") is None
+    hard = published_table(
+        {"label_set": "in", "variant": "original", "class_set": "full", "scales": [256]}, 10_980, "imagenet_hard"
+    )
+    assert hard.row_of(("open_clip", "ViT-L-14-336", "openai")).values == {"acc_standard": 2.02}
+
+
+def test_published_rows_follow_a_matching_table_and_a_reproduced_row_notes_its_difference(tmp_path, monkeypatch):
+    """A published table made for the tiny study's protocol (the real ones need 50,000 images): the study's r50
+    (timm resnet50.a1_in1k, seed 0: 1-crop 4 of 12, acc_max 11 of 12) notes the published values and its
+    differences; the published rows come after it, unranked; the same study without a recorded adapter shows none."""
+    from zoomeval.report import leaderboard
+    from zoomeval.report.boards import write_merged
+    from zoomeval.report.published import Protocol, PublishedRow, PublishedTable
+
+    protocol = Protocol("demo", N, "in", "original", "full", tuple(SCALES), 3)
+    rows = (
+        PublishedRow("ResNet-50", frozenset({("timm", "resnet50", "a1_in1k")}), {"acc_1crop": 30.0, "acc_max": 90.0}),
+        PublishedRow(
+            "AlexNet", frozenset({("torchvision", "alexnet", "IMAGENET1K_V1")}), {"acc_1crop": 20.0, "acc_max": 95.0}
+        ),
+    )
+    table = PublishedTable("paper, Table 1", "IN", protocol, rows)
+    monkeypatch.setattr(leaderboard, "published_table", lambda *match: table if protocol.matches(*match) else None)
+    recorded = study(tmp_path / "recorded", meta={"dataset_adapter": "demo"})
+    out = tmp_path / "board.csv"
+    write_merged([recorded], out)
+    with open(out, newline="") as fh:
+        board = list(csv.DictReader(fh))
+    assert [(r["study"], r["model"], r["acc_1crop"], r["acc_max"]) for r in board] == [
+        ("recorded", "r50", "33.33", "91.67"),
+        ("reported (paper, Table 1)", "ResNet-50", "30.00", "90.00"),
+        ("reported (paper, Table 1)", "AlexNet", "20.00", "95.00"),  # never ranked: 95 > 91.67, still last
+    ]
+    assert board[0]["note"] == (
+        "reported (paper, Table 1, IN) ResNet-50: acc_1crop 30.00 (this row +3.33), acc_max 90.00 (this row +1.67)"
+    )
+    assert board[1]["note"] == "paper, Table 1, column IN: published, not recomputed, not ranked"
+    assert board[1]["acc_1crop_lo"] == "" and board[1]["weights_sha256"] == "" and len({r["group"] for r in board}) == 1
+    text, _ = write_merged([recorded], None)
+    assert "| ResNet-50 | reported (paper, Table 1) |  | 30.00 |  | 90.00 |" in text
+    unrecorded = study(tmp_path / "unrecorded")  # no dataset_adapter: computed before 0.2.0
+    assert "reported" not in write_merged([unrecorded], None)[0]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(extra=1), "published.yaml: unknown key(s) ['extra']"),
+        (
+            lambda d: d["tables"][0]["rows"][0].update(values=[1.0]),
+            "published.yaml: tables[0].rows[0].values: expected one number per metric",
+        ),
+        (
+            lambda d: d["tables"][0]["rows"][0].update(models="nosuch"),
+            "published.yaml: tables[0].rows[0].models: 'nosuch' is not one of models",
+        ),
+        (
+            lambda d: d["tables"][0]["protocol"].pop("adapter"),
+            "published.yaml: tables[0].protocol: missing ['adapter']",
+        ),
+        (
+            lambda d: d["tables"][0]["rows"][0].update(values=[101, 1, 1]),
+            "published.yaml: tables[0].rows[0].values: expected percentages",
+        ),
+    ],
+)
+def test_the_published_results_file_is_read_strictly(edit, message) -> None:
+    from importlib import resources
+
+    from zoomeval.report.published import parse
+
+    document = load_yaml(resources.files("zoomeval.report") / "published.yaml")
+    edit(document)
+    with pytest.raises(ValueError) as error:
+        parse(document)
+    assert str(error.value).startswith(message), str(error.value)

@@ -1,7 +1,8 @@
 """Every local-weights route reaches Table A8 with ``acc_standard``, offline: a torchvision ``checkpoint``, a timm
 architecture's safetensors file and a model from an installed package's entry point, each with random-init weights on
 disk, in one small study (the demo's 12 images, one scale) whose standard evaluation is recomputed by hand with each
-library's own transform; and ``zoomeval run``'s preflight refuses their faults before any job."""
+library's own transform, and which ``zoomeval leaderboard`` ranks as one table; and ``zoomeval run``'s preflight
+refuses their faults before any job."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from zoomeval.core.manifest import read_manifest
 pytestmark = pytest.mark.xdist_group("test_own_models_workflow")
 
 TABLE_A8 = LAYOUT.path("table_a8", ext="csv")
+ACCURACIES = ("acc_1crop", "acc_top_k", "acc_max", "acc_standard")
 
 
 def with_site(site: Path) -> dict[str, str]:
@@ -41,7 +43,8 @@ def with_site(site: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> tuple[Path, dict]:
-    """One Snakemake run of Table A8 for the three routes' models (about 2 minutes on 2 busy cores)."""
+    """One Snakemake run of Table A8 and the study's seal for the three routes' models (about 2 minutes on 2 busy
+    cores)."""
     workdir = tmp_path_factory.mktemp("own_models")
     models = model_entries(workdir / "files")
     write_config(
@@ -54,7 +57,7 @@ def study(tmp_path_factory) -> tuple[Path, dict]:
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", with_site(workdir / "files" / "site")["PYTHONPATH"])
-        run_snakemake(workdir, TABLE_A8)
+        run_snakemake(workdir, TABLE_A8, LAYOUT.path("study_index"))
     return workdir, models
 
 
@@ -109,6 +112,28 @@ def test_each_route_reaches_table_a8_with_the_standard_accuracy_of_its_own_trans
     assert not np.allclose(
         pl.read_parquet(LAYOUT.path("standard", dataset="demo", model="timm_file"))["conf"], reference, rtol=1e-4
     )
+
+
+@pytest.mark.workflow
+def test_the_leaderboard_ranks_the_three_models_in_one_table_with_table_a8s_values(study, tmp_path) -> None:
+    """Three models of one protocol: one table, three rows, best acc_max first (then acc_1crop), each row's
+    accuracies those of the study's Table A8."""
+    workdir, _ = study
+    out = tmp_path / "board.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoomeval", "leaderboard", str(workdir), "-o", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    with open(out) as fh:
+        board = list(csv.DictReader(fh))
+    with open(workdir / TABLE_A8) as fh:
+        table = {r["model"]: r for r in csv.DictReader(fh)}
+    assert len({r["group"] for r in board}) == 1 and sorted(r["model"] for r in board) == sorted(table)
+    for row in board:
+        assert [row[a] for a in ACCURACIES] == [table[row["model"]][a].split(" ")[0] for a in ACCURACIES], row["model"]
+    ranked = sorted(board, key=lambda r: (-float(r["acc_max"]), -float(r["acc_1crop"]), r["model"]))
+    assert [r["model"] for r in board] == [r["model"] for r in ranked]
+    assert all(r["note"] == "" for r in board)
 
 
 @pytest.mark.workflow

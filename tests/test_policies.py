@@ -35,10 +35,12 @@ from zoomeval.core.zoom import ONE_CROP, Transform, ZoomGrid, transforms
 from zoomeval.inference.tables import prediction_table, write_table
 from zoomeval.report.zoom_policies import (
     COLUMNS,
+    _paired_cell,
     gap_closed,
     memo_rows,
     plot_zoom_policies,
     significant_gain,
+    table_rows,
     write_table_zoom_policies,
 )
 
@@ -291,6 +293,32 @@ def test_the_paired_counts_and_exact_mcnemar_p_by_hand(one_crop, right, lost, ga
     pair = paired(*bits)
     assert (pair["n_right_to_wrong"], pair["n_wrong_to_right"]) == (lost, gained)
     assert pair["mcnemar_p"] == pytest.approx(p, rel=1e-12)
+
+
+def test_a_gap_closed_interval_stops_at_100_only_where_the_row_answers_with_a_zoom_transform():
+    """acc_1crop 50, acc_max 60: a cascade at 55 [40, 70] closes 50 % of the gap, its interval [-100, 100] (its top,
+    70, is beyond what any one transform's answers can reach); MEMO, which adapts the model, keeps (70 - 50) / 10."""
+    point = {"policy": "cascade", "budget": 4, "acc": 55.0, "acc_lo": 40.0, "acc_hi": 70.0}
+    document = {
+        "model": "m",
+        "variant": "original",
+        "dataset": "d",
+        "protocol": "cv5",
+        "acc_1crop": 50.0,
+        "acc_max": 60.0,
+        "left_out": None,
+        "rows": [point],
+    }
+    memo = [{"model": "m", "variant": "original", "dataset": "d", "row": {**point, "policy": "memo_rrc"}}]
+    rows = {r["policy"]: r for r in table_rows([document], memo)}
+    assert [rows["cascade"][f"gap_closed{s}"] for s in ("", "_lo", "_hi")] == [50.0, -100.0, 100.0]
+    assert [rows["memo_rrc"][f"gap_closed{s}"] for s in ("", "_lo", "_hi")] == [50.0, -100.0, 200.0]
+
+
+def test_the_paired_cell_reads_plainly_where_no_image_changes_side():
+    assert _paired_cell({"n_right_to_wrong": 0, "n_wrong_to_right": 0, "mcnemar_p": 1.0}) == "the same images right"
+    assert _paired_cell({"n_right_to_wrong": 2, "n_wrong_to_right": 5, "mcnemar_p": 58 / 128}) == "-2 +5 (p 0.453125)"
+    assert _paired_cell({"n_right_to_wrong": None, "n_wrong_to_right": None, "mcnemar_p": None}) == ""
 
 
 def test_the_table_pairs_every_per_image_row_with_the_1crop_on_the_same_images(tmp_path):

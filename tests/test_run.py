@@ -25,12 +25,14 @@ from zoomeval.core.config import InferenceSettings
 from zoomeval.core.layout import Layout, run_layout
 from zoomeval.core.logs import to_file
 from zoomeval.core.progress import Progress, ProgressLog, format_eta, last_record, records_path
+from zoomeval.core.strict_yaml import load_config_file
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import first_images
 from zoomeval.datasets.inputs import plan_all
 from zoomeval.preflight import disk_needs, expected_images, gpu_without_gpu, missing_weights, short_disk
 from zoomeval.registries import load_config
 from zoomeval.report.tables import limited
-from zoomeval.run.display import Display
+from zoomeval.run.display import Display, crops_text
 from zoomeval.run.events import EventReader, RunState
 from zoomeval.run.lock import holding
 from zoomeval.run.logger_plugin import LogHandler, LogHandlerSettings, record_of
@@ -204,6 +206,16 @@ def test_the_whole_run_shows_jobs_images_crops_and_one_eta() -> None:
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+def test_the_run_says_what_the_crops_counted_per_image_are() -> None:
+    """The paper's 36 scales: 324 zoom transforms and the 5-/10-crop methods' 9 views (333 in the counts); without
+    the 1-crop scale (256) no aggregation view is cut."""
+    paper = load_config_file(ROOT / "config" / "paper.yaml")["scales"]
+    assert crops_text(ZoomGrid(paper)) == (
+        "crops per image: 324 zoom crops + 9 aggregation views (the 5- and 10-crop methods)"
+    )
+    assert crops_text(ZoomGrid([64, 128])) == "crops per image: 18 zoom crops"
 
 
 def test_the_display_writes_plain_lines_off_a_terminal_and_bars_on_one() -> None:

@@ -126,16 +126,24 @@ def installed(tmp_path_factory) -> dict:
     return {"wheel": wheel, "work": work, "steps": steps}
 
 
-def test_the_wheel_holds_every_module_and_every_file_of_the_workflow(installed) -> None:
+def test_the_wheel_holds_every_file_of_the_package_and_of_the_workflow(installed) -> None:
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
-    modules = {str(p.relative_to(ROOT / "src")) for p in (ROOT / "src").rglob("*.py") if "_workflow" not in p.parts}
+    modules = {
+        str(p.relative_to(ROOT / "src"))
+        for p in (ROOT / "src").rglob("*")
+        if p.is_file() and not {"_workflow", "__pycache__"} & set(p.parts) and ".egg-info" not in str(p)
+    } | {"zoomeval/_workflow/__init__.py"}
     workflow = {"Snakefile"} | {
         str(p.relative_to(ROOT))
         for folder in WORKFLOW_FOLDERS
         for p in (ROOT / folder).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     }
-    assert {"zoomeval/cli.py", "snakemake_logger_plugin_zoomeval/__init__.py"} <= modules
+    assert {
+        "zoomeval/cli.py",
+        "snakemake_logger_plugin_zoomeval/__init__.py",
+        "zoomeval/report/published.yaml",
+    } <= modules
     assert {"workflow/rules/inference.smk", "workflow/schemas/config.schema.yaml", "config/quick.yaml"} <= workflow
     assert modules - names == set()
     assert {f"zoomeval/_workflow/{name}" for name in workflow} - names == set()

@@ -112,7 +112,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
     auditor = _board_auditor(args, layout)
     text, apart = write_merged(
-        directories, output, args.format, args.dataset, args.allow_stale, args.verify, layout, auditor
+        directories, output, args.format, args.dataset, args.allow_stale, args.verify, layout, auditor, args.rank_by
     )
     for line in apart:
         print(terminal_text(f"zoomeval leaderboard: left apart: {line}"), file=sys.stderr)
@@ -288,6 +288,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def add_leaderboard(commands: argparse._SubParsersAction) -> None:
+    from zoomeval.report.leaderboard import RANK_BY
+
     board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
     board.add_argument("directories", nargs="+", metavar="DIR", type=directory)
     board.add_argument("-o", "--output", help="FILE.csv, FILE.md or FILE.html (default: Markdown on stdout)")
@@ -308,6 +310,12 @@ def add_leaderboard(commands: argparse._SubParsersAction) -> None:
         help="timm: the standard evaluation in timm's results-CSV columns (one scored dataset)",
     )
     board.add_argument("--dataset", help="--format timm: the scored dataset to write (e.g. imagenet_real)")
+    board.add_argument(
+        "--rank-by",
+        choices=RANK_BY,
+        default=RANK_BY[0],
+        help=f"the accuracy that ranks each protocol's models, best first (default {RANK_BY[0]})",
+    )
     add_shared(
         board, "--limit", f"read each study's run limited to N images (zoomeval run --limit N: {limited_root('N')})"
     )

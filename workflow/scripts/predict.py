@@ -37,6 +37,7 @@ with to_file(sm.log[0]), ExitStack() as stack:
         inputs={
             key: value
             for key, value in (
+                ("dataset_adapter", config.datasets[dataset].adapter),  # what published results match it by
                 ("dataset_revisions", read_revisions(sm.input.manifest)),
                 ("masks_sha256", sha256_file(sm.input.masks) if sm.input.masks else None),
             )

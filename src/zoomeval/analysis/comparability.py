@@ -1,8 +1,9 @@
-"""What a result was computed from: the sha256 of the files it read and its comparability key, the settings two
-results must share for their numbers to be compared (dataset and the exact images and labels scored, class set,
-label set, variant, transforms, resizing, model and weights, input normalisation, precision, compile settings, the
-greedy picks counted, the zoomeval that computed it, the exact cover's work limit and, for a dataset read
-from a hub, the commit it was read at)."""
+"""What a result was computed from: the sha256 of the files it read and its comparability key: the evaluation
+protocol (dataset and the exact images and labels scored, class set, label set, variant, zoom grid, the greedy picks
+counted, the exact cover's work limit, for a dataset read from a hub the commit it was read at, and the zoomeval
+release), the model's settings (model and weights, input size and normalisation, precision, compile settings,
+resizing) and where it came from (the workflow's commit). Two results rank against each other where their protocols
+agree (:data:`FIELD_ROLES`); the model's settings and the provenance are what a ranking shows of each."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import json
 import os
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.manifest import Record
@@ -69,6 +72,59 @@ def comparability_key(
 
 #: The comparability key's fields, in the order notes name them (those :func:`comparability_key` gives).
 KEY_FIELDS = tuple(comparability_key({}, "", "", 0, None))
+PROTOCOL, MODEL, PROVENANCE = "protocol", "model", "provenance"
+#: Each key field's role: ``protocol``, what makes two numbers comparable (results rank together only where every
+#: protocol field agrees); ``model``, the evaluated model's own settings (a column of its row); ``provenance``, where
+#: the result came from. The zoomeval release is protocol: a change that alters numbers is released under a new
+#: version (CHANGELOG.md), so two releases' results never rank together while two commits of one release do.
+FIELD_ROLES = {
+    "dataset": PROTOCOL,
+    "images": PROTOCOL,
+    "class_set": PROTOCOL,
+    "label_set": PROTOCOL,
+    "variant": PROTOCOL,
+    "scales": PROTOCOL,
+    "anchors": PROTOCOL,
+    "resize_backend": MODEL,
+    "model": MODEL,
+    "weights_sha256": MODEL,
+    "input_size": MODEL,
+    "mean": MODEL,
+    "std": MODEL,
+    "precision": MODEL,
+    "compile": MODEL,
+    "channels_last": MODEL,
+    "top_k": PROTOCOL,
+    "zoomeval": PROTOCOL,
+    "zoomeval_commit": PROVENANCE,
+    "cover_node_limit": PROTOCOL,
+    "revisions": PROTOCOL,
+}
+PROTOCOL_FIELDS = tuple(f for f in KEY_FIELDS if FIELD_ROLES[f] == PROTOCOL)
+MODEL_FIELDS = tuple(f for f in KEY_FIELDS if FIELD_ROLES[f] == MODEL)
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with each real number in one spelling, float32's shortest (a normalisation recorded from a float32
+    tensor, ``0.48500001430511475``, reads as the ``0.485`` it is), so that values equal in meaning compare equal:
+    the model normalises its input in float32, so values that float32 holds alike give it the same input."""
+    if isinstance(value, float):
+        return float(str(np.float32(value)))
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    return value
+
+
+def protocol(key: dict[str, Any]) -> dict[str, Any]:
+    """The protocol fields of a key, canonical (:data:`FIELD_ROLES`)."""
+    return {f: canonical(key.get(f)) for f in PROTOCOL_FIELDS}
+
+
+def model_settings(key: dict[str, Any]) -> dict[str, Any]:
+    """The model's settings in a key, canonical: the same model evaluated alike has the same."""
+    return {f: canonical(key.get(f)) for f in MODEL_FIELDS}
 
 
 def file_input(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -76,9 +132,14 @@ def file_input(path: str | os.PathLike[str]) -> dict[str, str]:
     return {"path": os.fspath(path), "sha256": sha256_file(path)}
 
 
-def key_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:
-    """The fields where ``key`` differs from ``other``, each as ``field value (not other value)``."""
-    return [f"{f} {_shown(key.get(f))} (not {_shown(other.get(f))})" for f in KEY_FIELDS if key.get(f) != other.get(f)]
+def key_differences(key: dict[str, Any], other: dict[str, Any], fields: Sequence[str] = KEY_FIELDS) -> list[str]:
+    """The ``fields`` where ``key`` differs from ``other`` in meaning (:func:`canonical`), each as ``field value (not
+    other value)``."""
+    return [f"{f} {_shown(key.get(f))} (not {_shown(other.get(f))})" for f in _differing(key, other, fields)]
+
+
+def _differing(key: dict[str, Any], other: dict[str, Any], fields: Sequence[str]) -> list[str]:
+    return [f for f in fields if canonical(key.get(f)) != canonical(other.get(f))]
 
 
 #: How a heading names a key field where its own name is not the words (the rest: the field's name).
@@ -96,12 +157,12 @@ WORDS = {
 }
 
 
-def worded_differences(key: dict[str, Any], other: dict[str, Any]) -> list[str]:
-    """The fields where ``key`` differs from ``other`` in words, each as ``field value (not other value)``:
+def worded_differences(key: dict[str, Any], other: dict[str, Any], fields: Sequence[str] = KEY_FIELDS) -> list[str]:
+    """The ``fields`` where ``key`` differs from ``other`` in words, each as ``field value (not other value)``:
     ``scales 224–448 (not 224–1024)``, ``weights sha256 abababababab… (not cdcdcdcdcdcd…)``; scales that share their
     range are listed in full (``scales 64, 224, 256 (not 64, 256)``)."""
     out = []
-    for field in (f for f in KEY_FIELDS if key.get(f) != other.get(f)):
+    for field in _differing(key, other, fields):
         mine, theirs = _worded(field, key.get(field)), _worded(field, other.get(field))
         if mine == theirs:  # alike in words (the same scale range): every value
             mine, theirs = _worded(field, key.get(field), full=True), _worded(field, other.get(field), full=True)

@@ -282,9 +282,9 @@ def predict_to_file(
     pixel budget of one resized image (``max_resized_pixels``); ``weights`` the folder of the fetched weights;
     ``head`` the zero-shot head of an open_clip model; ``part`` (index, count): only that part's run of shards of
     ``records`` (the whole manifest's, :func:`~zoomeval.inference.parts.part_range`; empty files where it has none),
-    recorded in the metadata; ``inputs`` what it records of its inputs (``dataset_revisions``: the hub commits the
-    manifest records, where there are any; ``masks_sha256``: a masked variant's mask file, by which an audit finds it).
-    """
+    recorded in the metadata; ``inputs`` what it records of its inputs (``dataset_adapter``: the manifest's adapter,
+    for published results; ``dataset_revisions``: the manifest's hub commits, where there are any; ``masks_sha256``:
+    a masked variant's mask file, by which an audit finds it)."""
     check_sizes(records, dataset, max(grid.scales), max_pixels)
     if part is not None and not (records := _part_of(records, settings.shard_images, part)):
         return _empty_part(path, aggregates_path, settings.store_top5, part)

@@ -11,7 +11,16 @@ from typing import Any
 from zoomeval.core.io import csv_text, write_text
 from zoomeval.core.layout import Layout
 from zoomeval.report.export import check_bundle
-from zoomeval.report.leaderboard import FORMATS, check_output, leaderboard, markdown, study_rows, write_board
+from zoomeval.report.leaderboard import (
+    FORMATS,
+    RANK_BY,
+    check_output,
+    leaderboard,
+    markdown,
+    study_rows,
+    with_published,
+    write_board,
+)
 from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.timm_results import TIMM_COLUMNS, timm_rows
 
@@ -32,9 +41,11 @@ def merge(
     check: bool = False,
     layout: Layout = LAYOUT,
     auditor: Any = None,
+    rank_by: str = RANK_BY[0],
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The leaderboard of the studies and what was left apart (with ``allow_stale``; refused otherwise), each study
-    read in ``layout`` (a limited run's own results root) and, with ``auditor``, audited here. A bundle that
+    """The leaderboard of the studies (each protocol's models ranked by ``rank_by``) and what was left apart (with
+    ``allow_stale``; refused otherwise), each study read in ``layout`` (a limited run's own results root) and, with
+    ``auditor``, audited here. A bundle that
     ``zoomeval export`` wrote is read as the study it holds, its exported files checked against it
     (:func:`zoomeval.report.export.check_bundle`)."""
     distinct, named, repeated = studies(directories)
@@ -46,7 +57,7 @@ def merge(
         apart += problems
     if not rows:
         raise ValueError(f"{apart[0]}: no verified result left to rank" if apart else "no study given")
-    return leaderboard(rows, repeated), apart
+    return leaderboard(rows, repeated, rank_by), apart
 
 
 def write_merged(
@@ -58,19 +69,21 @@ def write_merged(
     check: bool = False,
     layout: Layout = LAYOUT,
     auditor: Any = None,
+    rank_by: str = RANK_BY[0],
 ) -> tuple[str, list[str]]:
-    """Merge the studies into ``path``: the leaderboard (.csv, .md or .html) or, with ``board_format`` ``timm``, the
-    timm results CSV of the scored ``dataset``; returns the text printed without ``path`` (the Markdown, or the CSV)
-    and what was left apart."""
+    """Merge the studies into ``path``: the leaderboard (.csv, .md or .html; each protocol's models ranked by
+    ``rank_by``) or, with ``board_format`` ``timm``, the timm results CSV of the scored ``dataset``; returns the text
+    printed without ``path`` (the Markdown, or the CSV) and what was left apart."""
     timm = board_format == "timm"
     if path is not None:
         check_output(path, (".csv",) if timm else FORMATS)
-    board, apart = merge(directories, allow_stale, check, layout, auditor)
+    board, apart = merge(directories, allow_stale, check, layout, auditor, rank_by)
     if timm:
         text = csv_text(TIMM_COLUMNS, timm_rows(board, dataset, layout))
         if path is not None:
             write_text(path, text)
         return text.rstrip("\n"), apart
+    board = with_published(board)
     if path is not None:
-        write_board(board, path, apart)
-    return markdown(board, apart), apart
+        write_board(board, path, apart, rank_by)
+    return markdown(board, apart, rank_by), apart

@@ -20,6 +20,7 @@ from zoomeval.analysis.metrics import Metrics
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.layout import run_layout
 from zoomeval.report.left_out import append_left_out, left_out_note
+from zoomeval.report.published import Weights, published
 from zoomeval.report.tables import (
     ANCHORS,
     STANDARD_NOTE,
@@ -30,9 +31,11 @@ from zoomeval.report.tables import (
     percent_interval,
 )
 
+#: The card's classifier table and the paper's Table 1 (whose models are the zoom study's), in published.yaml.
+CARD_TABLE = next(t for t in published() if t.source == "ImageNet-Hard card")
+ZOOM_STUDY_TABLE = next(t for t in published() if (t.source, t.column) == ("paper, Table 1", "IN"))
 #: Images in the card's (final) release.
-CARD_IMAGES = 10_980
-Weights = tuple[str, str, str]  # (source, architecture, weights)
+CARD_IMAGES = CARD_TABLE.protocol.n_images
 
 
 @dataclass(frozen=True)
@@ -45,34 +48,11 @@ class CardRow:
     note: str = ""
 
 
-def _tv(architecture: str) -> frozenset[Weights]:
-    return frozenset({("torchvision", architecture, "IMAGENET1K_V1")})
-
-
-CLIP_L14 = frozenset({("open_clip", "ViT-L-14", "openai"), ("open_clip", "ViT-L-14-quickgelu", "openai")})
-CARD: tuple[CardRow, ...] = (
-    CardRow("AlexNet", 7.34, _tv("alexnet")),
-    CardRow("VGG-16", 12.00, _tv("vgg16"), "the card's VGG-16 row; the authors' code ran VGG-19"),
-    CardRow("VGG-16 (run as VGG-19)", 11.99, _tv("vgg19"), "the notebook's VGG-19 run behind the card's 12.00"),
-    CardRow("ResNet-18", 10.86, _tv("resnet18")),
-    CardRow("ResNet-50", 14.74, _tv("resnet50")),
-    CardRow("ViT-B/32", 18.52, _tv("vit_b_32")),
-    CardRow("EfficientNet-B0", 16.57, _tv("efficientnet_b0"), "16.58 in the notebook (16.5756)"),
-    CardRow("EfficientNet-B7", 23.20, _tv("efficientnet_b7")),
-    CardRow("EfficientNet-L2-NS", 39.00, frozenset({("timm", "tf_efficientnet_l2", "ns_jft_in1k")})),
-    CardRow("CLIP-ViT-L/14@224", 1.86, CLIP_L14),
-    CardRow(
-        "CLIP-ViT-L/14@336",
-        2.02,
-        frozenset({("open_clip", "ViT-L-14-336", "openai"), ("open_clip", "ViT-L-14-336-quickgelu", "openai")}),
-    ),
-    CardRow("OpenCLIP ViT-bigG-14", 15.93, frozenset({("open_clip", "ViT-bigG-14", "laion2b_s39b_b160k")})),
-    CardRow("OpenCLIP ViT-L-14 DataComp", 15.60, frozenset({("open_clip", "ViT-L-14", "datacomp_xl_s13b_b90k")})),
+CARD: tuple[CardRow, ...] = tuple(
+    CardRow(row.name, row.values["acc_standard"], row.models, row.note) for row in CARD_TABLE.rows
 )
 #: The six classifiers of the zoom study, whose failures under every zoom transform selected ImageNet-Hard.
-STUDY_MODELS: frozenset[Weights] = frozenset().union(
-    *(_tv(a) for a in ("alexnet", "vgg16", "resnet18", "resnet50", "vit_b_32")), CLIP_L14
-)
+STUDY_MODELS: frozenset[Weights] = frozenset().union(*(row.models for row in ZOOM_STUDY_TABLE.rows))
 COLUMNS = [
     "dataset",
     "model",

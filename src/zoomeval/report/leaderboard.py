@@ -3,11 +3,13 @@ label set) from each study's index (``results/study.json``), each result verifie
 (:mod:`zoomeval.report.verified`), with a 95 % Wilson interval on every accuracy, timm's results-CSV columns where
 they apply and where each number comes from (the prediction file's metadata and the files' sha256).
 
-Rows are compared only within a group that shares the full comparability key
-(:data:`zoomeval.analysis.comparability.KEY_FIELDS`); each group's heading names its dataset, variant and label
-set, and its rows note the other key fields that keep it apart from the nearest groups of the same heading. The same
-model on the same group from two studies gives two rows, each noting whether the other's numbers agree: rows are
-reported, never averaged. A study given twice is reported once, with a note.
+Rows are ranked against each other within a group that shares the evaluation protocol (the protocol fields of the
+comparability key, :data:`zoomeval.analysis.comparability.FIELD_ROLES`): one table per protocol, a row per model,
+best first by the ranking metric (``acc_max`` unless another is asked for), the model's settings (architecture,
+weights, input size, normalisation, precision, resizing, zoomeval version and commit) in its columns. Each group's
+heading names its protocol in words; a row notes the protocol fields that keep its group apart from the nearest
+groups of the same heading. The same model, evaluated alike, from two studies gives two rows, each noting whether
+the other's numbers agree: rows are reported, never averaged. A study given twice is reported once, with a note.
 """
 
 from __future__ import annotations
@@ -19,12 +21,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoomeval.analysis.comparability import KEY_FIELDS, digest, key_differences, worded_differences
+from zoomeval.analysis.comparability import (
+    PROTOCOL_FIELDS,
+    canonical,
+    digest,
+    key_differences,
+    model_settings,
+    protocol,
+    worded_differences,
+)
 from zoomeval.analysis.label_sets import scored_name
 from zoomeval.analysis.stats import accuracy_interval
 from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.layout import Layout, declare
+from zoomeval.report.published import PublishedRow, PublishedTable, published_table
 from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.tables import class_subsets, markdown_table
 from zoomeval.report.verified import Result, read_study, verify
@@ -82,7 +93,9 @@ COLUMNS = (
 declare("leaderboard", COLUMNS)
 FORMATS = (".csv", ".md", ".html")
 LEFT_APART = "Left apart (--allow-stale): stale, missing, tampered or malformed"
-#: Groups further apart than this many key fields are not noted against each other (their headings differ).
+#: What a board may be ranked by (``zoomeval leaderboard --rank-by``), the zoom tables' upper bound by default.
+RANK_BY = ("acc_max", "acc_top_k", "acc_1crop", "acc_standard")
+#: Groups further apart than this many protocol fields are not noted against each other (their headings differ).
 NEAREST = 3
 #: The key fields a group's heading names.
 HEADING = ("dataset", "variant", "label_set")
@@ -158,13 +171,16 @@ def _row(result: Result, directory: Path, study: str, geometry: dict[str, Any]) 
         "device": meta.get("device"),
         "precision": meta["precision"],
         "resize_backend": meta["resize_backend"],
-        **{k: key[k] for k in ("class_set", "mean", "std", "compile", "channels_last")},
+        **{k: canonical(key[k]) for k in ("class_set", "mean", "std", "compile", "channels_last")},
         "images_sha256": key["images"],
         "metrics_sha256": result.entry.sha256,
         **{f"{role}_sha256": _sha256(result, role) for role in ("predictions", "standard")},
         "key": key,
         "key_sha256": digest(key),
-        "source": (directory, result),  # not columns: for the timm format
+        "protocol_sha256": digest(protocol(key)),  # not a column: the group
+        "source": (directory, result),  # not columns: for the timm format,
+        "adapter": meta.get("dataset_adapter"),  # the published tables' matching
+        "weights_id": (spec.get("source"), spec["architecture"], spec["weights"]),
         "audit_rows": None,
         "audit_mismatches": None,
     }
@@ -190,19 +206,22 @@ def _describe(key: dict[str, Any], row: dict[str, Any]) -> str:
     (:func:`zoomeval.report.tables.class_subsets`)."""
     return (
         f"{key['dataset']} / {key['variant']} / {key['label_set']}: {row['n_images']} images, "
-        f"{len(key['scales'])} scales, crop {key['input_size']}, top_k {key['top_k']}"
-        f"{class_subsets([row['source'][1].metrics])}"
+        f"{len(key['scales'])} scales, top_k {key['top_k']}{class_subsets([row['source'][1].metrics])}"
     )
 
 
-def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None = None) -> list[dict[str, Any]]:
-    """The rows grouped by their full comparability key (groups in first-seen order, best acc_1crop first within
-    one), each with its group and a note: which key fields keep its group apart from the nearest others, whether
-    another study's row of the same model agrees with it, and (``repeated``: times each study was given) that its
-    study was given more than once."""
+def leaderboard(
+    rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None = None, rank_by: str = RANK_BY[0]
+) -> list[dict[str, Any]]:
+    """The rows grouped by their protocol (groups in first-seen order), ranked within a group by ``rank_by`` (best
+    first; then acc_1crop, model and study), each with its group and a note: which protocol fields keep its group
+    apart from the nearest others, whether another study's row of the same model evaluated alike agrees with it,
+    and (``repeated``: times each study was given) that its study was given more than once."""
+    if rank_by not in RANK_BY:
+        raise ValueError(f"--rank-by: {rank_by!r} is no accuracy of the leaderboard; expected one of {list(RANK_BY)}")
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(row["key_sha256"], []).append(row)  # the key's own digest: rows alike in every field
+        groups.setdefault(row["protocol_sha256"], []).append(row)
     keys = {name: members[0]["key"] for name, members in groups.items()}
     labels = headings(keys, {name: members[0] for name, members in groups.items()})
     same_heading: dict[tuple[str, ...], list[str]] = {}
@@ -212,24 +231,32 @@ def leaderboard(rows: Sequence[dict[str, Any]], repeated: dict[str, int] | None 
     for name, members in groups.items():
         label = labels[name]
         same = same_heading[tuple(str(keys[name][f]) for f in HEADING)]
-        apart = [", ".join(key_differences(keys[other], keys[name])) for other in _nearest(name, same, keys)]
-        members.sort(key=lambda r: (r["acc_1crop"] is None, -(r["acc_1crop"] or 0), r["model"], r["study"]))
-        by_model: dict[str, list[dict[str, Any]]] = {}
+        apart = [
+            ", ".join(key_differences(keys[other], keys[name], PROTOCOL_FIELDS)) for other in _nearest(name, same, keys)
+        ]
+        members.sort(key=lambda r: (*_best(r, rank_by), *_best(r, "acc_1crop"), r["model"], r["study"]))
+        alike: dict[str, list[dict[str, Any]]] = {}
         for row in members:
-            by_model.setdefault(row["model"], []).append(row)
+            alike.setdefault(digest([row["model"], model_settings(row["key"])]), []).append(row)
         for row in members:
-            notes = [f"kept apart from the rows with {d}" for d in apart] + _agreement(row, by_model[row["model"]])
+            same_model = alike[digest([row["model"], model_settings(row["key"])])]
+            notes = [f"kept apart from the rows with {d}" for d in apart] + _agreement(row, same_model)
             times = (repeated or {}).get(row["study"], 1)
             notes += [f"study given {times} times, reported once"] if times > 1 else []
             out.append({**row, "group": label, "note": "; ".join(notes)})
     return out
 
 
+def _best(row: dict[str, Any], column: str) -> tuple[bool, float]:
+    """A sort key that puts the highest value of ``column`` first and a missing one last."""
+    return row[column] is None, -(row[column] or 0)
+
+
 def headings(keys: dict[str, dict[str, Any]], firsts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Each group's heading (by its key's digest; ``firsts``: a row of each group): its dataset, variant, label
-    set, images, scales, crop, top_k and class subset; where another group's reads the same, also what separates
-    it from the nearest such groups, in words (``— weights sha256 abababababab… (not cdcdcdcdcdcd…)``); the key's
-    digest only where words do not tell them apart."""
+    """Each group's heading (by its protocol's digest; ``firsts``: a row of each group): its dataset, variant, label
+    set, images, scales, top_k and class subset; where another group's reads the same, also what separates it from
+    the nearest such groups, in words (``— scales 224–448 (not 224–1024)``); the protocol's digest only where words
+    do not tell them apart."""
     plain = {name: _describe(key, firsts[name]) for name, key in keys.items()}
     alike: dict[str, list[str]] = {}
     for name, label in plain.items():
@@ -238,34 +265,83 @@ def headings(keys: dict[str, dict[str, Any]], firsts: dict[str, dict[str, Any]])
     for name, label in plain.items():
         distance = {o: _distance(keys[o], keys[name]) for o in alike[label] if o != name}
         nearest = [o for o, d in distance.items() if d == min(distance.values())]
-        words = "; ".join(", ".join(worded_differences(keys[name], keys[o])) for o in nearest)
+        words = "; ".join(", ".join(worded_differences(keys[name], keys[o], PROTOCOL_FIELDS)) for o in nearest)
         out[name] = f"{label} — {words}" if words else label
     shown = Counter(out.values())
-    return {name: f"{label} (key {name[:12]})" if shown[label] > 1 else label for name, label in out.items()}
+    return {name: f"{label} (protocol {name[:12]})" if shown[label] > 1 else label for name, label in out.items()}
 
 
 def _distance(key: dict[str, Any], other: dict[str, Any]) -> int:
-    """The number of key fields where two keys differ."""
-    return sum(key.get(f) != other.get(f) for f in KEY_FIELDS)
+    """The number of protocol fields where two keys differ."""
+    return sum(canonical(key.get(f)) != canonical(other.get(f)) for f in PROTOCOL_FIELDS)
 
 
 def _nearest(name: str, same: Sequence[str], keys: dict[str, dict[str, Any]]) -> list[str]:
     """The other groups ``same`` of the same heading fields (dataset, variant, label set: the heading names them)
-    whose keys differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
+    whose protocols differ from ``name``'s in the fewest fields (at most :data:`NEAREST`)."""
     distance = {o: _distance(keys[o], keys[name]) for o in same if o != name}
     least = min(distance.values(), default=0)
     return [o for o, d in distance.items() if d == least <= NEAREST]
 
 
 def _agreement(row: dict[str, Any], members: Sequence[dict[str, Any]]) -> list[str]:
-    """Notes on the rows of the same model (``members``: the group's rows of it) from other studies: the same
-    numbers, or other ones."""
+    """Notes on the rows of the same model evaluated alike (``members``: the group's rows of its name and settings)
+    from other studies: the same numbers, or other ones."""
     notes = []
     for other in members:
         if other["model"] == row["model"] and other["study"] != row["study"]:
             same = all(other[c] == row[c] for c in (*ACCURACIES, "cover_size", "cover_size_exact"))
             notes.append(f"{'same numbers as' if same else 'other numbers than'} study {other['study']}")
     return notes
+
+
+def with_published(board: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``board`` (ranked, :func:`leaderboard`) with the paper's published values where a group's protocol is a
+    published table's (:mod:`zoomeval.report.published`): each reproduced row of a published model notes the
+    published values and its own difference from them, and the published rows follow the group's ranked rows, marked
+    ``reported (<source>)``, never ranked, sealed or audited (the exports and ``--format timm`` never see them)."""
+    out: list[dict[str, Any]] = []
+    for members in _by_group(board).values():
+        first = members[0]
+        table = published_table(first["key"], first["n_images"], first["adapter"])
+        if table is None:
+            out += members
+            continue
+        for row in members:
+            match = table.row_of(row["weights_id"])
+            out.append(row if match is None else {**row, "note": _joined(row["note"], _versus(table, match, row))})
+        out += [_published_row(table, published, first) for published in table.rows]
+    return out
+
+
+def _versus(table: PublishedTable, published: PublishedRow, row: dict[str, Any]) -> str:
+    """``reported (paper, Table 1, IN) ResNet-50: acc_1crop 75.75 (this row +0.12), ...``."""
+    values = [
+        f"{metric} {value:.2f} (this row {row[metric] - value:+.2f})"
+        if row[metric] is not None
+        else f"{metric} {value:.2f}"
+        for metric, value in published.values.items()
+    ]
+    return f"reported ({table.source}, {table.column}) {published.name}: {', '.join(values)}"
+
+
+def _published_row(table: PublishedTable, published: PublishedRow, first: dict[str, Any]) -> dict[str, Any]:
+    """A published row in a group's table: its name, values and where they come from; no other number."""
+    _, architecture, weights = sorted(published.models)[0]
+    note = f"{table.source}, column {table.column}: published, not recomputed, not ranked"
+    return {
+        **dict.fromkeys(COLUMNS),
+        **{k: first[k] for k in ("group", "dataset", "variant", "label_set", "n_images")},
+        "study": f"reported ({table.source})",
+        "model": published.name,
+        "architecture": f"{architecture}.{weights}",
+        **published.values,
+        "note": _joined(note, published.note),
+    }
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _text(value: Any, column: str) -> str:
@@ -276,8 +352,9 @@ def _text(value: Any, column: str) -> str:
     return json.dumps(value) if isinstance(value, list) else str(value)
 
 
-def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
-    """A table per group under its heading, each accuracy with its 95 % interval; then what was left apart."""
+def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = (), rank_by: str = RANK_BY[0]) -> str:
+    """A table per group (protocol) under its heading, its models best first by ``rank_by``, each accuracy with its
+    95 % interval and the model's settings beside them; then what was left apart."""
     audited = any(r["audit_rows"] is not None for r in board)
     header = [
         "model",
@@ -285,26 +362,33 @@ def markdown(board: Sequence[dict[str, Any]], apart: Sequence[str] = ()) -> str:
         *ACCURACIES,
         "cover_size",
         "cover_size_exact",
+        "architecture",
         "param_count (M)",
         "img_size",
         "crop_pct",
         "interpolation",
+        "precision",
+        "zoomeval",
         *(["audit_rows", "audit_mismatches"] if audited else []),
         "note",
     ]
-    lines = ["# Leaderboard", "", "Accuracies in percent with their 95 % Wilson interval [low, high].", ""]
+    ranked = f"A table per evaluation protocol, its models best first by {rank_by}."
+    lines = ["# Leaderboard", "", f"{ranked} Accuracies in percent with their 95 % Wilson interval [low, high].", ""]
     for group, members in _by_group(board).items():
         rows = [
             [
                 r["model"],
                 r["study"],
                 *(_interval(r, a) for a in ACCURACIES),
-                str(r["cover_size"]),
-                str(r["cover_size_exact"]),
+                _text(r["cover_size"], ""),
+                _text(r["cover_size_exact"], ""),
+                readable_architecture(r["architecture"]),
                 _text(r["param_count"], ""),
                 _text(r["img_size"], ""),
                 _text(r["crop_pct"], ""),
                 _text(r["interpolation"], ""),
+                _text(r["precision"], ""),
+                _text(r["zoomeval"], ""),
                 *([_text(r["audit_rows"], ""), _text(r["audit_mismatches"], "")] if audited else []),
                 r["note"],
             ]
@@ -324,9 +408,28 @@ def _by_group(board: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     return groups
 
 
+#: What a weights file's name ends in that says its format, not which weights: dropped from the tag a table shows.
+WEIGHTS_SUFFIXES = (".pth.tar", ".pth", ".pt", ".safetensors", ".bin", ".ckpt")
+
+
+def readable_architecture(architecture: str) -> str:
+    """A row's ``arch.tag`` as the Markdown shows it: a weights file's name without its format's suffix
+    (``tf_efficientnet_lite0.efficientnet-lite0-57934424``), a weights sha256 as its first 12 digits
+    (``resnet18.0cb05c73a6b9``); the full tag stays in the CSV's ``architecture`` (with ``weights_sha256``)."""
+    arch, _, tag = architecture.partition(".")
+    if len(tag) == 64 and all(c in "0123456789abcdef" for c in tag):
+        return f"{arch}.{tag[:12]}"
+    for suffix in WEIGHTS_SUFFIXES:
+        if tag.endswith(suffix) and len(tag) > len(suffix):
+            return f"{arch}.{tag.removesuffix(suffix)}"
+    return architecture
+
+
 def _interval(row: dict[str, Any], column: str) -> str:
     if row[column] is None:
         return ""
+    if row[f"{column}_lo"] is None:  # a published value: no interval of ours
+        return f"{row[column]:.2f}"
     return f"{row[column]:.2f} [{row[f'{column}_lo']:.2f}, {row[f'{column}_hi']:.2f}]"
 
 
@@ -352,13 +455,16 @@ def check_output(path: Path, formats: Sequence[str]) -> None:
         raise ValueError(f"{path}: the leaderboard is written as {', '.join(formats)}; name the file so")
 
 
-def write_board(board: Sequence[dict[str, Any]], path: Path, apart: Sequence[str] = ()) -> None:
-    """The leaderboard as ``path``'s suffix says: .csv, .md or .html (the last two list what was left apart)."""
+def write_board(
+    board: Sequence[dict[str, Any]], path: Path, apart: Sequence[str] = (), rank_by: str = RANK_BY[0]
+) -> None:
+    """The leaderboard (each protocol's models ranked by ``rank_by``) as ``path``'s suffix says: .csv, .md or .html
+    (the last two list what was left apart)."""
     check_output(path, FORMATS)
     if path.suffix == ".csv":
         write_csv(path, COLUMNS, [[_text(r[c], c) for c in COLUMNS] for r in board])
     elif path.suffix == ".md":
-        write_text(path, markdown(board, apart) + "\n")
+        write_text(path, markdown(board, apart, rank_by) + "\n")
     else:
         write_text(path, page(board, apart))
 

@@ -182,9 +182,10 @@ def with_names(frame: Any, column: str) -> Any:
 def compare_studies(*paths: str | os.PathLike[str], results: str = RESULTS) -> pl.DataFrame:
     """Several studies in one frame: the leaderboard's rows (``zoomeval leaderboard``, each result verified against
     its study's index first, a study that does not verify refused), one per study, model, dataset, variant and
-    label set. ``group`` is the comparability group's heading: its dataset, variant and label set, and where two
-    groups would read alike, what separates each from the nearest in words (``— scales 224–448 (not 224–1024)``);
-    ``key_sha256`` is its key's digest. Only rows of one group compare."""
+    label set. ``group`` is the heading of the row's evaluation protocol: its dataset, variant and label set, and
+    where two protocols would read alike, what separates each from the nearest in words (``— scales 224–448 (not
+    224–1024)``); the models of one protocol share it, best ``acc_max`` first. ``key_sha256`` is the digest of the
+    row's whole key (the model's settings and commit too). Only rows of one group compare."""
     from zoomeval.report.boards import merge
     from zoomeval.report.leaderboard import COLUMNS
 

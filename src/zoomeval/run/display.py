@@ -13,6 +13,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from zoomeval.core.progress import Progress, format_eta, last_record, records_path
+from zoomeval.core.zoom import ZoomGrid
 from zoomeval.run.events import Job, RunState
 from zoomeval.run.overall import Overall
 
@@ -21,6 +22,14 @@ TRACKED = ("predict", "standard_eval")
 JOB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n}/{total} images{postfix}"  # tqdm puts ", " before the postfix
 OVERALL_BAR = "{desc}: |{bar}| {postfix}"
 OVERALL = "zoomeval run"
+
+
+def crops_text(grid: ZoomGrid) -> str:
+    """What the crops counted per image are (shown before the run): the zoom transforms, and the aggregation methods'
+    views where the 1-crop scale is there (``324 zoom crops + 9 aggregation views``, 333 in the counts)."""
+    extra = grid.n_views() - grid.n_transforms
+    views = f" + {extra} aggregation views (the 5- and 10-crop methods)" if extra else ""
+    return f"crops per image: {grid.n_transforms} zoom crops{views}"
 
 
 def job_progress(job: Job) -> Progress | None:

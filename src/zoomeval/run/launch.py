@@ -25,7 +25,7 @@ from typing import TextIO
 from zoomeval.core.cells import terminal_text
 from zoomeval.core.progress import Progress
 from zoomeval.core.zoom import ZoomGrid
-from zoomeval.run.display import TRACKED, Display
+from zoomeval.run.display import TRACKED, Display, crops_text
 from zoomeval.run.events import EventReader, RunState
 from zoomeval.run.lock import holding
 from zoomeval.run.overall import Tracker, planned_work
@@ -139,6 +139,7 @@ def run(plan: RunPlan, screen: TextIO = sys.stderr) -> tuple[int, RunState, Path
     if (settings := plan.settings_line()) is not None:  # the config is not the file's: said first, on both
         print(terminal_text(settings), file=screen)
     print(f"running: snakemake {shlex.join(argv[3:])} (its output: {log})", file=screen)
+    print(crops_text(ZoomGrid(plan.config.scales)), file=screen)
     display = Display(screen)
     follower = Follower(plan, events, display)
     with open(log, "xb") as out:
