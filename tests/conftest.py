@@ -151,6 +151,15 @@ def demo_study(tmp_path_factory) -> Path:
     return workdir
 
 
+@pytest.fixture(scope="session")
+def first_study(tmp_path_factory) -> dict:
+    """The README's first study walked from the installed wheel in an empty folder (tests/first_study.py): read by
+    tests/test_run.py's README-path tests and tests/test_wheel.py, which share its group (built once)."""
+    from tests.first_study import walk
+
+    return walk(tmp_path_factory.mktemp("first_study"))
+
+
 def copy_study(study: Path, folder: Path) -> Path:
     """A copy of a finished working directory that Snakemake finds up to date: the files with their modification
     times (copy2), .snakemake's records of the jobs with them (relative paths)."""

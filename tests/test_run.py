@@ -1,7 +1,7 @@
 """``zoomeval run``: the jobs' progress records, Snakemake's events and the whole run's progress, the display on a
 terminal and off one, the targets (data, never options), one run per study, Ctrl-C, the preflight's disk estimate,
-and one shared demo study taken from ``zoomeval init`` through ``run --limit 2``, an interrupted and resumed ``run``
-to both leaderboards."""
+and the README's first study (the quick preset, from the installed wheel: tests/first_study.py) taken from
+``zoomeval init`` through ``run --limit 2``, an interrupted and resumed ``run --set`` to both leaderboards."""
 
 import io
 import json
@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, SMALL_PREDICT_LOG, write_small_config
-from test_resume import finished_shards
+from conftest import ROOT, SMALL_PREDICT_LOG
 from test_study import files_and_times
 
 from zoomeval.core.config import InferenceSettings
@@ -616,53 +615,9 @@ def test_a_templated_config_or_profile_is_refused_before_snakemake_renders_it(tm
     assert not marker.exists() and not (study / "logs").exists()
 
 
-def interrupted_run(study: Path, timeout: float = 900) -> tuple[int, str, list[str]]:
-    """``zoomeval run`` stopped by one Ctrl-C once its predict job has written its first shard: its exit status,
-    what it printed on screen and the shards the interrupted job had finished."""
-    with open(study.parent / "interrupted.err", "w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "zoomeval", "run"], cwd=study, stdout=err, stderr=err)
-        deadline = time.monotonic() + timeout
-        while not finished_shards(study) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)  # as the terminal sends Ctrl-C to zoomeval run, the foreground process
-        status = proc.wait(timeout=300)
-        err.seek(0)
-        return status, err.read(), finished_shards(study)
-
-
-@pytest.fixture(scope="module")
-def demo_study(tmp_path_factory) -> tuple[Path, dict]:
-    """One small demo study (three scales, 12 images, one model) taken through the README's path: ``zoomeval init``,
-    ``zoomeval run --limit 2`` (with stand-ins for a full run's files there, which it must leave alone), ``zoomeval
-    run`` interrupted by Ctrl-C after its first prediction shard, ``zoomeval run`` again, then ``zoomeval
-    leaderboard DIR`` and ``zoomeval leaderboard --limit 2 DIR``."""
-    root = tmp_path_factory.mktemp("run_study")
-    steps: dict = {"init": zoomeval("init", "study", "--preset", "demo", cwd=root)}
-    study = root / "study"
-    (study / "config" / "config.yaml").write_text(yaml.safe_dump(write_small_config(root / "small")))
-    stand_ins = ("results/table_a8.csv", "results/datasets/demo/manifest.parquet", "logs/tables/table_a8.log")
-    for path in stand_ins:
-        (study / path).parent.mkdir(parents=True, exist_ok=True)
-        (study / path).write_text(f"the full run's {path}\n")
-    before = {name: files_and_times(study / name) for name in ("results", "logs")}
-    steps["limited"] = zoomeval("run", "--limit", "2", cwd=study)
-    steps["untouched"] = [
-        name
-        for name, files in before.items()
-        if files != {k: v for k, v in files_and_times(study / name).items() if not k.startswith("limit-2/")}
-    ]
-    for path in stand_ins:
-        (study / path).unlink()
-    steps["interrupted"] = interrupted_run(study)
-    steps["full"] = zoomeval("run", cwd=study)
-    steps["leaderboard"] = zoomeval("leaderboard", str(study), cwd=root)
-    steps["leaderboard_limited"] = zoomeval("leaderboard", "--limit", "2", str(study), cwd=root)
-    return study, steps
-
-
 @pytest.mark.workflow
-def test_init_prints_the_zoomeval_run_steps(demo_study) -> None:
-    _, steps = demo_study
+def test_init_prints_the_zoomeval_run_steps(first_study) -> None:
+    steps = first_study["steps"]
     assert steps["init"].returncode == 0, steps["init"].stderr
     assert steps["init"].stdout.splitlines()[-3:] == [
         "  zoomeval run --limit 2   # a smoke test: the first 2 images of each dataset, in results/limit-2",
@@ -672,20 +627,20 @@ def test_init_prints_the_zoomeval_run_steps(demo_study) -> None:
 
 
 @pytest.mark.workflow
-def test_a_limited_run_builds_its_tables_seals_its_own_tree_and_leaves_the_full_results_alone(demo_study) -> None:
+def test_a_limited_run_builds_its_tables_seals_its_own_tree_and_leaves_the_full_results_alone(first_study) -> None:
     """Exit 0, Table A8 of two images titled as limited, every table and results/limit-2/study.json built, the
     progress in plain lines (stderr is no terminal) with the run's jobs, images and ETA, and nothing outside
     results/limit-2 and logs/limit-2 written."""
-    study, steps = demo_study
+    study, steps = first_study["study"], first_study["steps"]
     proc = steps["limited"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     title = (
-        "# Table A8: maximum possible top-1 accuracy (%) on original images [LIMITED RUN: the first 2 images of "
-        "each dataset only (config limit), not a result]"
+        "# Table A8: maximum possible top-1 accuracy (%) on original, object-only (fgset) and background-only (bgset) "
+        "images [LIMITED RUN: the first 2 images of each dataset only (config limit), not a result]"
     )
     assert proc.stdout.startswith(title + "\n")
-    [row] = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
-    assert row.split(" | ")[1:4] == ["original", "demo", "2"]
+    rows = [line.split(" | ")[1:4] for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
+    assert rows == [[variant, "demo", "2"] for variant in ("original", "fgset", "bgset")]
     built = [line for line in proc.stdout.splitlines() if line.startswith(("built: ", "not built: "))]
     assert built == [
         "built: the tables results/limit-2/table_a8.md, results/limit-2/table_1.md, results/limit-2/"
@@ -696,9 +651,10 @@ def test_a_limited_run_builds_its_tables_seals_its_own_tree_and_leaves_the_full_
         "not built: figures, contact sheets, statistics and hard sets (`zoomeval run . all --limit 2`)",
         "not built: the report (`zoomeval run . --report --limit 2`)",
     ]
-    # 2 images of 27 transforms and 9 extra views (the 5- and 10-crop methods): 72 crops
-    assert re.search(r"^zoomeval run: 12/12 jobs, 2/2 images, 72/72 crops, ETA 0:00:00$", proc.stderr, re.M)
-    assert re.search(r"^zoomeval run: \d+/12 jobs, \d/2 images, \d+/72 crops, ETA \d+:\d\d:\d\d$", proc.stderr, re.M)
+    # 2 images in each of 3 variants, of 36 transforms and 9 extra views (the 5- and 10-crop methods): 270 crops
+    assert "crops per image: 36 zoom crops + 9 aggregation views (the 5- and 10-crop methods)" in proc.stderr
+    assert re.search(r"^zoomeval run: 19/19 jobs, 6/6 images, 270/270 crops, ETA 0:00:00$", proc.stderr, re.M)
+    assert re.search(r"^zoomeval run: \d+/19 jobs, \d/6 images, \d+/270 crops, ETA \d+:\d\d:\d\d$", proc.stderr, re.M)
     assert re.search(r"^predict demo/original/efficientnet_lite0: 2/2 images, ", proc.stderr, re.M)
     assert "\r" not in proc.stderr and "\x1b" not in proc.stderr
     assert steps["untouched"] == []
@@ -707,13 +663,15 @@ def test_a_limited_run_builds_its_tables_seals_its_own_tree_and_leaves_the_full_
     from zoomeval import Study
 
     limited_study = Study(study, results="results/limit-2")
-    assert limited_study.table("table_a8")["n_images"].to_list() == [2]
-    assert limited_study.runs().rows() == [("demo", "original", "efficientnet_lite0")]
+    assert limited_study.table("table_a8")["n_images"].to_list() == [2, 2, 2]
+    assert sorted(limited_study.runs().rows()) == [
+        ("demo", v, "efficientnet_lite0") for v in ("bgset", "fgset", "original")
+    ]
 
 
 @pytest.mark.workflow
-def test_ctrl_c_stops_a_run_without_a_traceback_and_the_next_run_resumes_its_shard(demo_study) -> None:
-    study, steps = demo_study
+def test_ctrl_c_stops_a_run_without_a_traceback_and_the_next_run_resumes_its_shard(first_study) -> None:
+    study, steps = first_study["study"], first_study["steps"]
     status, screen, finished = steps["interrupted"]
     assert status == 130, screen[-3000:]
     assert "zoomeval run: interrupted: Snakemake is stopping its jobs (Ctrl-C again to stop at once)" in screen
@@ -724,18 +682,22 @@ def test_ctrl_c_stops_a_run_without_a_traceback_and_the_next_run_resumes_its_sha
     log = (study / SMALL_PREDICT_LOG).read_text()
     assert sorted(Path(p).name for p in re.findall(r"reusing (\S+\.parquet)", log)) == finished, log
     assert "built: the study index results/study.json (sealed: `zoomeval leaderboard .` reads it)" in proc.stdout
+    set_line = "zoomeval run: set inference.shard_images=2 (config/config.yaml unchanged)"
+    assert set_line in proc.stderr and set_line in screen  # what --set changed, said by each run
     assert len(list((study / "logs").glob("zoomeval-run.*.log"))) == 2  # each run its own log
 
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("step", ["leaderboard", "leaderboard_limited"])
-def test_the_leaderboard_reads_the_study_right_after_zoomeval_run(demo_study, step: str) -> None:
-    _, steps = demo_study
+def test_the_leaderboard_reads_the_study_right_after_zoomeval_run(first_study, step: str) -> None:
+    steps = first_study["steps"]
     proc = steps[step]
     assert proc.returncode == 0, proc.stderr
-    [row] = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| efficientnet_lite0 ")]
     images = "2 images" if step == "leaderboard_limited" else "12 images"
-    assert f"## demo / original / in: {images}, 3 scales" in proc.stdout, proc.stdout
+    headings = [line for line in proc.stdout.splitlines() if line.startswith("## ")]
+    assert headings == [f"## demo / {v} / in: {images}, 4 scales, top_k 9" for v in ("original", "fgset", "bgset")]
+    assert len(rows) == 3, proc.stdout
 
 
 def test_the_summary_names_a_failed_job_and_its_log_and_the_commands_for_the_rest(tmp_path: Path, monkeypatch) -> None:
