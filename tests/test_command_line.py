@@ -51,14 +51,30 @@ def test_a_study_that_needs_a_missing_extra_is_refused_naming_the_key_and_the_ex
     config["datasets"]["demo"]["mask_method"] = "sam_box"
     config["models"]["clip"] = {"source": "open_clip", "architecture": "ViT-B-32", "weights": "openai"}
     typed = load_config(config, check_paths=False)
-    assert missing_extras(typed, importable=lambda module: False) == [
+    assert missing_extras(typed, has=lambda extra: False) == [
         "datasets.demo.mask_method: sam_box needs zoomeval's 'sam' extra, which is not installed: pip install "
         "'zoomeval[sam]'",
         "models.clip.source: open_clip needs zoomeval's 'clip' extra, which is not installed: pip install "
         "'zoomeval[clip]'",
     ]
     assert missing_extras(typed) == []
-    assert missing_extras(load_config(yaml_config(ROOT / "config" / "config.yaml")), lambda module: False) == []
+    assert missing_extras(load_config(yaml_config(ROOT / "config" / "config.yaml")), lambda extra: False) == []
+
+
+def test_an_open_clip_model_without_open_clip_is_refused_naming_the_extra_not_the_architecture(monkeypatch) -> None:
+    """open_clip's model configs come with open_clip: without it, an architecture cannot be looked up, and the
+    refusal says what to install (it said the architecture was unknown)."""
+    from zoomeval.inference.sources import open_clip_models
+
+    config = yaml_config(ROOT / "config" / "paper.yaml")
+    spec = load_config(config, check_paths=False).models["clip_vit_l_14"]
+    monkeypatch.setattr(open_clip_models, "find_spec", lambda name: None)
+    with pytest.raises(ValueError) as error:
+        open_clip_models.model_config(spec)
+    assert str(error.value) == (
+        "models.clip_vit_l_14.source: open_clip needs zoomeval's 'clip' extra, which is not installed: pip install "
+        "'zoomeval[clip]'"
+    )
 
 
 def yaml_config(path: Path) -> dict:

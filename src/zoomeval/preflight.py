@@ -12,7 +12,6 @@ Paths are relative to the working directory, the study's."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import shutil
 import socket
@@ -23,6 +22,7 @@ from urllib.parse import urlparse
 
 from zoomeval.core.config import Config, ConfigError, ModelSpec
 from zoomeval.core.devices import cuda_index, gpus_at_most
+from zoomeval.core.extras import installed, missing_extra
 from zoomeval.core.layout import Layout
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.datasets.build import most_images
@@ -37,8 +37,6 @@ BYTES_PER_ROW = 2 * 16
 #: ... with store_top5 (five more classes and probabilities per row)
 BYTES_PER_ROW_TOP5 = 2 * 48
 DOCS = "docs/how-to/offline.md"
-#: The module each extra of zoomeval installs (pyproject.toml's optional dependencies) that a study may need.
-EXTRA_MODULES = {"sam": "segment_anything", "clip": "open_clip"}
 #: The sources whose weights come from the Hugging Face Hub through huggingface_hub's cache.
 HUB_SOURCES = ("timm", "open_clip")
 
@@ -222,11 +220,7 @@ def gpu_without_gpu(config: Config, gpus: int | None) -> Iterator[str]:
         )
 
 
-def _importable(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
-def missing_extras(config: Config, importable: Callable[[str], bool] = _importable) -> list[str]:
+def missing_extras(config: Config, has: Callable[[str], bool] = installed) -> list[str]:
     """Each config key whose value needs an extra of zoomeval that is not installed (Segment Anything for a SAM
     mask or count method, open_clip for an open_clip model), naming the extra to install."""
     users = [
@@ -242,11 +236,7 @@ def missing_extras(config: Config, importable: Callable[[str], bool] = _importab
             if spec.source == "open_clip"
         ],
     ]
-    return [
-        f"{key}: {value} needs zoomeval's {extra!r} extra, which is not installed: pip install 'zoomeval[{extra}]'"
-        for key, value, extra in users
-        if not importable(EXTRA_MODULES[extra])
-    ]
+    return [missing_extra(key, value, extra) for key, value, extra in users if not has(extra)]
 
 
 def problems(

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import ConfigError, InputSpec, ModelSpec
 from zoomeval.core.config_schema import schema_defaults
+from zoomeval.core.extras import missing_extra
 from zoomeval.core.io import link_or_copy
 from zoomeval.inference import zero_shot
 from zoomeval.inference.catalogue import Catalogue
@@ -106,7 +107,9 @@ def model_config(spec: ModelSpec) -> dict[str, Any]:
             raise ConfigError(f"{key}.model_config: {path} must be an existing file named {spec.architecture}.json")
     else:
         package = find_spec("open_clip")
-        folder = Path(next(iter(package.submodule_search_locations or []))) if package else Path("open_clip missing")
+        if package is None:
+            raise ConfigError(missing_extra(f"{key}.source", "open_clip", "clip"))
+        folder = Path(next(iter(package.submodule_search_locations or [])))
         path = folder / "model_configs" / f"{spec.architecture}.json"
         if not path.is_file():
             raise ConfigError(
