@@ -4,6 +4,7 @@ empty folder; its dependency ranges keep the torch and timm an environment alrea
 
 import email
 import json
+import re
 import shutil
 import subprocess
 import zipfile
@@ -13,7 +14,7 @@ import pytest
 from conftest import LAYOUT, ROOT
 from packaging.requirements import Requirement
 
-from tests.first_study import fresh_environment, pip_into
+from tests.first_study import fresh_environment, pip_into, site_packages
 from zoomeval import __version__
 
 # the first study is a session study that tests/test_run.py's README-path tests read too: one group, built once
@@ -111,6 +112,19 @@ def test_a_wheel_without_its_workflow_files_is_one_line_not_a_traceback(first_st
         f"{site / 'zoomeval' / '_workflow'}); reinstall it from a wheel built with its package data or from a "
         "checkout (pip install -e .)\n"
     )
+
+
+def test_a_wheel_without_its_dependencies_is_one_line_naming_the_first_missing_module(first_study, tmp_path) -> None:
+    python = fresh_environment(tmp_path / "env")
+    (site_packages(python) / "borrowed_dependencies.pth").unlink()  # nothing but the wheel
+    assert pip_into(python, "install", "--no-deps", "--no-index", str(first_study["wheel"])).returncode == 0
+    proc = subprocess.run([str(python.parent / "zoomeval"), "--version"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert re.fullmatch(
+        r"zoomeval: No module named '\w+': a dependency of zoomeval is missing; install it with zoomeval's "
+        r"dependencies \(pip install zoomeval-\*\.whl, or pip install -e \. in a checkout\)\n",
+        proc.stderr,
+    ), proc.stderr
 
 
 def fake_distributions(site: Path, versions: dict[str, str]) -> None:

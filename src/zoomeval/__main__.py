@@ -15,7 +15,8 @@ def main() -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] == "zoomeval":  # the package's own: a bug, with its traceback
             raise
-        print(f"zoomeval: {exc}: a dependency is missing; reinstall zoomeval (pip install zoomeval)", file=sys.stderr)
+        how = "install it with zoomeval's dependencies (pip install zoomeval-*.whl, or pip install -e . in a checkout)"
+        print(f"zoomeval: {exc}: a dependency of zoomeval is missing; {how}", file=sys.stderr)
         return 2
     return command()
 
