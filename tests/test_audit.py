@@ -29,7 +29,7 @@ from zoomeval.core.manifest import read_manifest
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD
 from zoomeval.inference.predict import predict_to_file
-from zoomeval.inference.recompute import recorded_spec
+from zoomeval.inference.recorded import recorded_spec
 from zoomeval.inference.tables import write_table
 from zoomeval.report.audit import audit_study, report_lines
 from zoomeval.report.audit_files import audit_file, row_problems

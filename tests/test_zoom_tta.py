@@ -29,7 +29,7 @@ from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, load_model
-from zoomeval.inference.recompute import recorded_spec
+from zoomeval.inference.recorded import recorded_spec
 from zoomeval.report.policy_export import export_policy
 from zoomeval.report.policy_predict import open_image
 from zoomeval.report.zoom_tta import study_classifier

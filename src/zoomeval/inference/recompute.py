@@ -1,5 +1,5 @@
 """Logits recomputed for chosen rows of a prediction or standard-evaluation file, through the code that wrote them:
-the model from its recorded config entry (:mod:`zoomeval.inference.models`, so every source and its weight checks
+the model from its recorded entry (:mod:`zoomeval.inference.recorded`, so every source and its weight checks
 apply), the zoom crops from :func:`zoomeval.inference.predict.crop_stream` and the standard evaluation's images
 from :class:`zoomeval.inference.standard_eval.StandardImages`, each batch through
 :class:`~zoomeval.inference.classifier.Classifier`. What an audit compares them with is its business
@@ -8,31 +8,19 @@ from :class:`zoomeval.inference.standard_eval.StandardImages`, each batch throug
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import torch
 
-from zoomeval.core.config import InferenceSettings, ModelSpec
+from zoomeval.core.config import InferenceSettings
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_dataset import DEVICE_BACKEND
 from zoomeval.inference.eval_transform import EvalTransform
-from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.inference.predict import crop_stream
 from zoomeval.inference.standard_eval import StandardImages
-
-#: The config entry's fields a prediction file's ``model`` metadata records (besides ``name`` and ``options``).
-_ENTRY_FIELDS = {f.name for f in fields(ModelSpec)} - {"name", "options"}
-
-
-def recorded_spec(model: dict[str, Any]) -> ModelSpec:
-    """The model entry a prediction file's ``model`` metadata records (its config entry, with the normalisation it
-    was fed as its ``mean``/``std``), typed by its source as the config would be."""
-    entry = {k: v for k, v in model.items() if k in _ENTRY_FIELDS and v is not None} | (model.get("options") or {})
-    return ModelSpec.from_config(str(model["name"]), entry, MODEL_SOURCES)
 
 
 def audit_settings(meta: dict[str, Any], device: str, precision: str, threads: int) -> InferenceSettings:

@@ -84,11 +84,10 @@ def _recompute(
     """The recomputed logits of ``rows``, by the model the file's metadata records (refused unless its weights have
     the recorded sha256)."""
     from zoomeval.inference.classifier import Classifier
-    from zoomeval.inference.recompute import audit_settings, recorded_spec, standard_logits, zoom_logits
+    from zoomeval.inference.recompute import audit_settings, standard_logits, zoom_logits
     from zoomeval.inference.standard_eval import standard_classifier
 
-    spec = recorded_spec(meta["model"])
-    weights, head = _weights(directory, spec, auditor)
+    spec, weights, head = _weights(directory, meta["model"], auditor)
     settings = audit_settings(meta, auditor.device, auditor.precision, auditor.threads)
     classes = meta.get("class_indices")
     if kind == "standard":
@@ -122,15 +121,17 @@ def _loaded(spec: Any, weights: Path | None, head: Path | None) -> Any:
     return _LOADED[key]
 
 
-def _weights(directory: Path, spec: Any, auditor: Auditor) -> tuple[Path | None, Path | None]:
-    """The weights folder of ``spec`` under the auditor's resources (fetched there if missing, as the workflow's
-    fetch_weights job would) and the study's derived head file, if its source has one."""
-    from zoomeval.inference.models import fetched_weights, head_name
+def _weights(directory: Path, model: dict[str, Any], auditor: Auditor) -> tuple[Any, Path | None, Path | None]:
+    """The recorded entry of ``model`` (:func:`zoomeval.inference.recorded.recorded_model`: nothing it records becomes
+    a path or a download), its weights folder under the auditor's resources (a library's tag fetched there if
+    missing, as the workflow's fetch_weights job would) and the study's derived head file, if its source has one."""
+    from zoomeval.inference.models import head_name
+    from zoomeval.inference.recorded import recorded_model
 
     resources = str(auditor.resources or directory / "resources")
+    spec, weights = recorded_model(model, resources, fetch=True, where="its recorded model")
     head = head_name(spec, resources)
-    head_path = directory / auditor.layout.path("zero_shot_head", head=head) if head else None
-    return fetched_weights(spec, resources), head_path
+    return spec, weights, directory / auditor.layout.path("zero_shot_head", head=head) if head else None
 
 
 def _masks(directory: Path, meta: dict[str, Any], auditor: Auditor) -> dict[str, bytes] | None:

@@ -60,8 +60,6 @@ def policy_wrapper(
     """The wrapper of the policy file ``policy`` around its model, with the weights under ``resources`` (a study's
     resources folder), which must hold them already: a command run on new images fetches nothing."""
     from zoomeval.core.devices import resolve_device
-    from zoomeval.inference.models import weights_folder
-    from zoomeval.inference.recompute import recorded_spec
 
     document = read_policy(policy)
     if missing := [key for key in _LOADER_KEYS if key not in document["model"]]:
@@ -74,13 +72,14 @@ def policy_wrapper(
         raise
     except (RuntimeError, ValueError):  # torch's refusal of a string that names no device
         raise ValueError(f"--device: {device!r} is no torch device (cpu, cuda, cuda:N, auto)") from None
-    if (folder := weights_folder(recorded_spec(document["model"]["entry"]), str(resources))) is not None:
-        if not Path(folder).is_dir():
-            raise ValueError(
-                f"{folder}: no such folder: the policy's weights are not under {resources} (give the "
-                "study the policy came from, --study DIR, or the folder holding them, --resources DIR)"
-            )
-    return ZoomTTA(study_classifier(document, resources, device, batch_size), document)
+    try:
+        classifier = study_classifier(document, resources, device, batch_size, fetch=False)
+    except ValueError as exc:
+        raise ValueError(
+            f"{policy}: {exc} (give the study the policy came from, --study DIR, or the folder holding its "
+            "weights, --resources DIR)"
+        ) from None
+    return ZoomTTA(classifier, document)
 
 
 def predict_rows(tta: ZoomTTA, paths: Sequence[Path], per_call: int = IMAGES_PER_CALL) -> Iterator[list[Any]]:

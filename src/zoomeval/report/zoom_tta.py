@@ -176,18 +176,21 @@ class ZoomTTA:
 
 
 def study_classifier(
-    document: Mapping[str, Any], resources: str | os.PathLike[str], device: str = "cpu", batch_size: int = 64
+    document: Mapping[str, Any],
+    resources: str | os.PathLike[str],
+    device: str = "cpu",
+    batch_size: int = 64,
+    fetch: bool = True,
 ) -> Classifier:
     """The classifier a policy was fitted for, loaded as ``zoomeval audit`` loads a study's model: its recorded
-    config entry (:func:`zoomeval.inference.recompute.recorded_spec`), the weights under ``resources`` (fetched
-    there if missing) checked against their sha256, the study's class set and precision."""
+    entry (:func:`zoomeval.inference.recorded.recorded_model`: nothing it records becomes a path or a download), the
+    weights under ``resources`` (a library's tag fetched there if missing and ``fetch``) checked against their
+    sha256, the study's class set and precision."""
     from zoomeval.core.config import InferenceSettings
-    from zoomeval.inference.models import fetched_weights
-    from zoomeval.inference.recompute import recorded_spec
+    from zoomeval.inference.recorded import recorded_model
 
     model = document["model"]
-    spec = recorded_spec(model["entry"])
-    folder = fetched_weights(spec, str(resources))
+    spec, folder = recorded_model(model["entry"], str(resources), fetch, "the policy's model")
     settings = InferenceSettings(
         batch_size=batch_size,
         device=device,
