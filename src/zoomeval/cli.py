@@ -108,7 +108,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
     from zoomeval.core.layout import run_layout
     from zoomeval.report.boards import write_merged
 
-    output = Path(args.output) if args.output else None
+    output = _output(args)
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
     auditor = _board_auditor(args, layout)
     text, apart = write_merged(
@@ -173,6 +173,20 @@ def _run(args: argparse.Namespace) -> int:
     from zoomeval.run.launch import run_study
 
     return run_study(Path(args.directory), args.targets, _limit(args), args.cores, args.report, args.settings)
+
+
+def _output(args: argparse.Namespace) -> Path | None:
+    """``-o``'s path, refused before any work where no output may be written to it
+    (:func:`zoomeval.core.io.output_target`)."""
+    if args.output is None:
+        return None
+    from zoomeval.core.io import output_target
+
+    try:
+        output_target(args.output)
+    except ValueError as exc:
+        raise ValueError(f"-o {exc}") from None
+    return Path(args.output)
 
 
 def _limit(args: argparse.Namespace) -> int | None:
@@ -390,10 +404,12 @@ def add_audit(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"rows recomputed per file (default {DEFAULT_SAMPLE}; all of a smaller file)",
     )
-    add_shared(audit, "--seed", "the sample's seed (default: drawn fresh, and printed)")
-    add_shared(audit, "--images", "your copy of the dataset: images are found in it by content (repeatable)")
+    add_shared(audit, "--seed", "the sample's seed, a whole number >= 0 (default: drawn fresh, and printed)")
+    add_shared(audit, "--images", "your copy of the dataset: images are found in it only, by content (repeatable)")
     add_shared(audit, "--resources", "where the weights are (default: the study's resources folder)")
-    audit.add_argument("--device", default="auto", help="the audit's device (default: auto, CUDA where present)")
+    audit.add_argument(
+        "--device", default="auto", help="the audit's device: cpu, cuda, cuda:N or auto (the default: CUDA if present)"
+    )
     audit.add_argument(
         "--precision",
         default="fp32",
@@ -445,11 +461,11 @@ def _predict(args: argparse.Namespace) -> int:
     from zoomeval.core.io import csv_text, write_text
     from zoomeval.report.policy_predict import COLUMNS, image_paths, policy_wrapper, predict_rows
 
-    paths = image_paths(args.images)
+    output, paths = _output(args), image_paths(args.images)
     resources = args.resources or args.study / "resources"
     text = csv_text(COLUMNS, predict_rows(policy_wrapper(args.policy, resources, args.device, args.batch_size), paths))
-    if args.output:
-        write_text(args.output, text)
+    if output:
+        write_text(output, text)
         print(terminal_text(f"{args.output}: {len(paths)} images"), file=sys.stderr)
     else:
         print(terminal_text(text), end="")
@@ -473,13 +489,13 @@ def _policy_export(args: argparse.Namespace) -> int:
     from zoomeval.core.layout import run_layout
     from zoomeval.report.policy_export import export_policy, study_model
 
-    layout, folder = run_layout(_limit(args)), Path(args.directory)
+    layout, folder, output = run_layout(_limit(args)), Path(args.directory), _output(args)
     model = args.model or study_model(folder, layout, args.fit, args.variant)
     document = export_policy(
         folder, layout, args.fit, args.variant, model, args.policy, args.budget, study_settings(folder), args.fold
     )
     fold = "" if args.fold is None else f".fold{args.fold}"
-    output = args.output or f"{args.policy}-{args.budget}.{model}.{args.fit}{fold}.json"
+    output = output or f"{args.policy}-{args.budget}.{model}.{args.fit}{fold}.json"
     write_json(output, document)
     held = document["held_out"]
     shown = f"held out ({held['protocol']}): {held['acc']:.2f} % in {held['passes']:.2f} passes" if held else ""

@@ -23,7 +23,9 @@ the study in it and writes the export again in memory: a number edited in an exp
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Sequence
 from datetime import date as Date
 from pathlib import Path
@@ -137,15 +139,20 @@ def core_files(directory: Path, layout: Layout = LAYOUT) -> list[Path]:
     return sorted(found)
 
 
+def calendar_date(day: str) -> str:
+    """``day`` if it is a calendar date written YYYY-MM-DD, else refused naming --date (date.fromisoformat also reads
+    20240101 and ISO week dates, 2024-W01-1, which it writes back otherwise)."""
+    with contextlib.suppress(ValueError):
+        if Date.fromisoformat(day).isoformat() == day:
+            return day
+    raise ValueError(f"--date {day!r}: not a calendar date written YYYY-MM-DD")
+
+
 def write_bundle(directory: Path, out: Path, fmt: str, options: dict[str, Any], layout: Layout = LAYOUT) -> Path:
     """Export a study into the bundle folder ``out`` (which must not exist yet); returns its export.json."""
-    if out.exists():
+    if os.path.lexists(out):  # a symlink too, even to nothing
         raise ValueError(f"-o {out}: exists; give a new folder for the bundle")
-    day = options.get("date") or Date.today().isoformat()
-    try:
-        Date.fromisoformat(day)
-    except ValueError:
-        raise ValueError(f"--date {day!r}: expected a date YYYY-MM-DD") from None
+    day = Date.today().isoformat() if options.get("date") is None else calendar_date(options["date"])
     options = {"study": directory.resolve().name, "date": day, "source_url": options.get("source_url")}
     files = exported_files(directory, fmt, options, layout)
     for relative in core_files(directory, layout):

@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,10 +27,14 @@ class StudyBusy(ValueError):
 @contextlib.contextmanager
 def holding(study: Path, command: str) -> Iterator[None]:
     """Hold ``study`` for this process while the block runs; refused (:class:`StudyBusy`) while another run holds
-    it."""
+    it, and (:class:`ValueError`) where the lock's path is not a regular file: a symlink there is never followed."""
     path = study / LOCK
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(mode := os.lstat(path).st_mode):
+            what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+            raise ValueError(f"{path}: is {what}, not zoomeval run's lock; remove it and run again; nothing was run")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a symlink made since: ELOOP, not followed
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
