@@ -480,7 +480,7 @@ def test_malformed_files_and_options_give_one_line_not_a_traceback(tmp_path) -> 
     table = pq.read_table(predictions)
     forge = json.loads(table.schema.metadata[b"zoomeval"])
     for broken, message in [
-        ({k: v for k, v in forge.items() if k != "model"}, "metadata field model is None"),
+        ({k: v for k, v in forge.items() if k != "model"}, "metadata field model is absent"),
         (None, "no zoomeval metadata; expected a file written by zoomeval"),
     ]:
         if broken is None:

@@ -1,7 +1,8 @@
 """zoomeval policy export and zoomeval.ZoomTTA on a tiny finished study (the demo model, its first 6 images, 2 scales):
 the wrapper, recomputing every view it runs, answers each image exactly as the policies' rules answer on the study's
-prediction matrix, for every policy and budget; its crops are the predict job's, pixel for pixel; another model is
-refused; bad arguments are one line, exit 2."""
+prediction matrix, for every policy and budget; its crops are the predict job's, pixel for pixel; it decodes images
+as the study does; another model or network is refused; a hand-edited policy file is refused naming its field; bad
+arguments are one line, exit 2."""
 
 import csv
 import dataclasses
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from PIL import Image
 
 import zoomeval
 from tests.conftest import ROOT, run_snakemake, write_config
@@ -22,9 +24,10 @@ from zoomeval.analysis.policy_eval import budgets_for, cross_validate, read_view
 from zoomeval.cli import main, study_settings
 from zoomeval.core.classes import wnids
 from zoomeval.core.config import InferenceSettings
-from zoomeval.core.io import write_json
+from zoomeval.core.images import load_rgb
+from zoomeval.core.io import read_json, write_json
 from zoomeval.core.layout import run_layout
-from zoomeval.core.manifest import read_manifest
+from zoomeval.core.manifest import Record, read_manifest
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_dataset import ZoomCrops
@@ -247,26 +250,123 @@ def test_a_config_edited_since_the_policies_job_is_refused(study):
         export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=edited)
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        {"kind": "zoom_policies"},
-        {"schema_version": 2},
-        {"views": [[256, 1]]},
-        {"rule": {"name": "cascade", "tau": 0.5}},
-        {"rule": {"name": "oracle"}},
-        {"views": "256"},
-        {"model": {}},
-    ],
-)
-def test_a_malformed_policy_file_is_refused_naming_it(study, tmp_path, change):
-    document = export_policy(study, LAYOUT6, **WHERE, name="cascade", budget=4, settings=study_settings(study))
+@pytest.fixture(scope="module")
+def exported(study: Path) -> dict:
+    """A real exported cascade and selector policy (budget 4), to edit by hand."""
+    return {name: document_of(study, name, 4) for name in ("cascade", "selector")}
+
+
+def at(*keys_and_value):
+    """An edit of a policy document: the value at the path ``keys`` set (a deep copy)."""
+    *keys, value = keys_and_value
+
+    def edit(document: dict) -> dict:
+        document = json.loads(json.dumps(document))
+        node = document
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+        return document
+
+    return edit
+
+
+SCALE = "expected one of model.scales (64, 256)"
+ANCHOR = "expected a whole number from 0 to 2"
+NUMBERS = "expected a list of 5 numbers, one per feature"
+#: Hand-edited policy files (the cascade's unless the id says selector), each refused naming the field.
+EDITS = {
+    "a list": (lambda d: [d], "not a zoom policy document (a JSON object); export it again (zoomeval policy export)"),
+    "kind": (at("kind", "zoom_policies"), "kind is 'zoom_policies'; expected 'zoom_policy'"),
+    "schema_version true": (at("schema_version", True), "zoom policy schema_version True is not one this zoomeval"),
+    "schema_version 2": (at("schema_version", 2), "zoom policy schema_version 2 is not one this zoomeval reads (1)"),
+    "duplicate key": (None, "not a JSON document (the key 'views' appears twice in one object)"),
+    "tau NaN": (at("rule", "tau", float("nan")), "rule.tau is nan; expected a number from 0 to 1 or null"),
+    "tau -Infinity": (at("rule", "tau", -float("inf")), "rule.tau is -inf; expected a number from 0 to 1 or null"),
+    "tau string": (at("rule", "tau", "0.5"), "rule.tau is '0.5'; expected a number from 0 to 1 or null"),
+    "tau 1.5": (at("rule", "tau", 1.5), "rule.tau is 1.5; expected a number from 0 to 1 or null"),
+    "length": (at("rule", "length", 5), "rule.length is 5; expected the number of views (2)"),
+    "no length": (at("rule", {"name": "cascade", "tau": 0.5}), "rule.length is absent; expected the number of views"),
+    "rule name": (at("rule", {"name": "oracle"}), "rule.name is 'oracle'; expected one of max_conf, vote, cascade"),
+    "row -1": (at("views", 0, [256, -1, 1]), f"views[0][1] is -1; {ANCHOR}"),
+    "row 3": (at("views", 0, 1, 3), f"views[0][1] is 3; {ANCHOR}"),
+    "col 3": (at("views", 0, 2, 3), f"views[0][2] is 3; {ANCHOR}"),
+    "view of two": (at("views", 0, [256, 1]), "views[0] is [256, 1]; expected a list [scale, row, col]"),
+    "views string": (at("views", "256"), "views is '256'; expected a list of 1 to 18 views, no two alike"),
+    "booleans": (at("views", [[True, True, True], [True, False, True]]), f"views[0][0] is True; {SCALE}"),
+    "scale 0": (at("views", 0, 0, 0), f"views[0][0] is 0; {SCALE}"),
+    "scale 200000": (at("views", 0, 0, 200000), f"views[0][0] is 200000; {SCALE}"),
+    "scale not evaluated": (at("views", 0, 0, 128), f"views[0][0] is 128; {SCALE}"),
+    "model scale 0": (at("model", "scales", [0, 256]), "model.scales[0] is 0; expected a whole number from 1 to 4096"),
+    "model scale 200000": (at("model", "scales", [64, 200000]), "model.scales[1] is 200000; expected a whole number"),
+    "10^6 views": (
+        at("views", [[256, 1, 1]] * 10**6),
+        "views is [[256, 1, 1], [256, 1, 1], [256, 1, 1]]... (1000000 items); expected a list of 1 to 18 views",
+    ),
+    "a view twice": (
+        at("views", [[256, 1, 1], [256, 1, 1]]),
+        "views[1] is [256, 1, 1]; expected no repeat of views[0]",
+    ),
+    "selector NaN": (at("rule", "coef", 0, float("nan")), "rule.coef[0] is nan; expected a number"),
+    "selector short coef": (at("rule", "coef", [1.0] * 4), f"rule.coef is [1.0, 1.0, 1.0]... (4 items); {NUMBERS}"),
+    "selector long mean": (at("rule", "mean", [0.0] * 6), f"rule.mean is [0.0, 0.0, 0.0]... (6 items); {NUMBERS}"),
+    "selector scale 0": (at("rule", "scale", 1, 0.0), "rule.scale[1] is 0.0; expected a number > 0"),
+    "selector features": (at("rule", "features", ["conf"]), "rule.features is ['conf']; expected the features"),
+    "crop_size 0": (at("model", "crop_size", 0), "model.crop_size is 0; expected a whole number from 16 to 1024"),
+    "crop_size 60000": (at("model", "crop_size", 60000), "model.crop_size is 60000; expected a whole number from 16"),
+    "no classes": (at("model", "class_indices", []), "model.class_indices is []; expected a list of 1 to 1000 class"),
+    "class 1000": (at("model", "class_indices", [0, 1000]), "model.class_indices[1] is 1000; expected a whole number"),
+    "class -1": (at("model", "class_indices", [-1]), "model.class_indices[0] is -1; expected a whole number from 0"),
+    "class twice": (at("model", "class_indices", [3, 3]), "model.class_indices[1] is 3; expected no repeat of"),
+    "crop_backend": (at("model", "crop_backend", "cuda"), "model.crop_backend is 'cuda'; expected one of pil, torch"),
+    "precision": (at("model", "precision", "fp8"), "model.precision is 'fp8'; expected one of fp32, bf16, fp16"),
+    "model empty": (at("model", {}), "model.name is absent; expected a string"),
+    "weights sha256": (at("model", "weights_sha256", "x"), "model.weights_sha256 is 'x'; expected 64 hexadecimal"),
+    "fitted_on seed": (at("fitted_on", "seed", -1), "fitted_on.seed is -1; expected a whole number >= 0"),
+}
+
+
+def policy_text(exported: dict, case: str) -> str:
+    """The policy file of an :data:`EDITS` case, as JSON text (NaN and Infinity as Python writes them)."""
+    edit = EDITS[case][0]
+    if edit is None:  # "views" twice in the top object: the second replaces the first in a lenient reader
+        text = json.dumps(exported["cascade"])
+        return text.replace('"views": ', '"views": [[64, 0, 0]], "views": ', 1)
+    return json.dumps(edit(exported["selector" if case.startswith("selector") else "cascade"]))
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_a_hand_edited_policy_file_is_refused_in_one_line_naming_the_field(exported, classifier, tmp_path, case):
     path = tmp_path / "policy.json"
-    path.write_text(json.dumps({**document, **change}))
-    classifier = Classifier(recorded_spec(document["model"]["entry"]), InferenceSettings(device="cpu"), None)
-    with pytest.raises(ValueError, match=f"^{path}: ") as error:
+    path.write_text(policy_text(exported, case))
+    with pytest.raises(ValueError) as refused:
         zoomeval.ZoomTTA(classifier, path)
-    assert "\n" not in str(error.value)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: {EDITS[case][1]}") and "\n" not in message and len(message) < 400, message
+
+
+@pytest.mark.parametrize("case", ["a list", "duplicate key", "tau NaN", "scale not evaluated", "crop_size 0"])
+def test_predict_refuses_a_hand_edited_policy_file_in_one_line_exit_2(study, exported, tmp_path, capsys, case):
+    path = tmp_path / "policy.json"
+    path.write_text(policy_text(exported, case))
+    (tmp_path / "a.png").write_bytes(b"")  # never opened: the policy is read first
+    code = run_cli(["predict", "--policy", str(path), "--study", str(study), str(tmp_path / "a.png")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"zoomeval predict: {path}: {EDITS[case][1]}") and "\n" not in err, err
+
+
+def test_an_export_is_read_back_through_the_declaration_before_it_is_written(study, tmp_path, monkeypatch, capsys):
+    import zoomeval.report.policy_export as export
+
+    real = export._model
+    monkeypatch.setattr(export, "_model", lambda meta: {**real(meta), "crop_size": 0})
+    out = tmp_path / "p.json"
+    args = ["--policy", "vote", "--budget", "2", "--fit", "demo", "--limit", "6", "-o", str(out)]
+    code = run_cli(["policy", "export", str(study), *args])
+    err = capsys.readouterr().err.strip()
+    expected = f"zoomeval policy export: vote policy exported from {study}: model.crop_size is 0; expected a whole"
+    assert code == 2 and err.startswith(expected) and "\n" not in err, err
+    assert not out.exists()
 
 
 def run_cli(args: list[str]) -> int:
@@ -415,7 +515,7 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
     order = [tmp_path / "=cmd.jpg", folder / "a.jpg", folder / "sub" / "b.png"]
     assert [line.split(",")[0] for line in lines[1:]] == ["'=cmd.jpg", "images/a.jpg", "images/sub/b.png"]
     tta = zoomeval.ZoomTTA(study_classifier(json.loads(policy_file.read_text()), study / "resources"), policy_file)
-    answers = tta([open_image(p) for p in order])  # the saved files (JPEG re-encodes), decoded as predict does
+    answers = tta([open_image(p, tta) for p in order])  # the saved files (JPEG re-encodes), decoded as predict does
     for line, answer in zip(lines[1:], answers, strict=True):
         cells = next(csv.reader([line]))
         assert cells[1:3] == [str(answer.label), wnids()[answer.label]] and cells[5:] == [
@@ -435,29 +535,97 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
         ("missing", "nowhere.jpg: no such file or folder"),
         ("junk", "junk.jpg: not an image this reads"),
         ("policy", "policy.json: not a JSON document"),
-        ("weights", "no such folder: the policy's weights are not under"),
+        ("weights", "no such folder: the weights of the policy's model are not under"),
         ("device", "--device: 'gpu0' is no torch device"),
+        ("nonsense", "--device: 'nonsense' is no torch device"),
+        ("batch 0", "--batch-size: 0 is no number of crops; give N >= 1"),
+        ("batch -3", "--batch-size: -3 is no number of crops; give N >= 1"),
+        (
+            "too large",
+            "tall.png: resized to S=256 it would be 256x5120000 = 1310720000 pixels, over max_resized_pixels",
+        ),
         ("empty", "no image files"),
     ],
 )
-def test_predict_refuses_a_bad_input_in_one_line_exit_2(
-    study, policy_file, tmp_path, capsys, monkeypatch, case, message
-):
-    # the demo's weights ship in the package (its source fetches nothing): a source that keeps them in a folder
-    monkeypatch.setattr(
-        "zoomeval.inference.models.weights_folder",
-        lambda spec, resources: None if case != "weights" else f"{resources}/weights/x/y.tag",
-    )
+def test_predict_refuses_a_bad_input_in_one_line_exit_2(study, policy_file, tmp_path, capsys, case, message):
     (tmp_path / "junk.jpg").write_text("not a JPEG")
     (tmp_path / "policy.json").write_text("{")
+    if case == "weights":  # the demo's weights ship in the package: a model whose weights are kept in a folder
+        document = read_json(policy_file)
+        entry = {"name": "r18", "source": "torchvision", "architecture": "resnet18", "weights": "IMAGENET1K_V1"}
+        document["model"]["entry"] = {**document["model"]["entry"], **entry}
+        write_json(tmp_path / "policy.json", document)
     (tmp_path / "empty").mkdir()
     (tmp_path / "resources").mkdir()
-    policy = tmp_path / "policy.json" if case == "policy" else policy_file
+    policy = tmp_path / "policy.json" if case in ("policy", "weights") else policy_file
     weights = ["--resources", str(tmp_path / "resources")] if case == "weights" else ["--study", str(study)]
-    image = {"missing": "nowhere.jpg", "empty": str(tmp_path / "empty")}.get(case, str(tmp_path / "junk.jpg"))
-    device = ["--device", "gpu0"] if case == "device" else []
+    Image.new("L", (1, 20000)).save(tmp_path / "tall.png")  # 256 x 5,120,000 pixels at S = 256, but 100-odd bytes
+    images = {"missing": "nowhere.jpg", "empty": str(tmp_path / "empty"), "too large": str(tmp_path / "tall.png")}
+    image = images.get(case, str(tmp_path / "junk.jpg"))
+    options = {"device": ["--device", "gpu0"], "nonsense": ["--device", "nonsense"]}
+    options |= {"batch 0": ["--batch-size", "0"], "batch -3": ["--batch-size", "-3"]}
     out = tmp_path / "out.csv"
-    code = run_cli(["predict", "--policy", str(policy), *weights, *device, image, "-o", str(out)])
+    code = run_cli(["predict", "--policy", str(policy), *weights, *options.get(case, []), image, "-o", str(out)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("zoomeval predict: ") and message in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_an_image_is_decoded_as_the_study_decodes_it_16_bit_included(
+    study, images, classifier, policy_file, tmp_path, capsys
+):
+    """16-bit greyscale is scaled to 8 bits (not clipped at 255 as PIL's convert would); palette, CMYK, LA and an
+    EXIF-rotated JPEG are the study's pixels (EXIF orientation ignored); the answers follow the pixels."""
+    tta = zoomeval.ZoomTTA(classifier, policy_file)
+    grey = np.asarray(images[1].convert("L"))
+    Image.fromarray(grey.astype(np.uint16) * 257).save(deep := tmp_path / "deep.png")  # 16 bits: grey * 257
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° to show": the study uses the stored pixels
+    files = {
+        deep: grey,
+        tmp_path / "palette.png": images[2].convert("P"),
+        tmp_path / "cmyk.jpg": images[3].convert("CMYK"),
+        tmp_path / "la.png": images[4].convert("LA"),
+        tmp_path / "exif.jpg": images[5],
+    }
+    for path, image in files.items():
+        if path != deep:
+            image.save(path, exif=exif) if path.name == "exif.jpg" else image.save(path)
+    with Image.open(deep) as raw:
+        assert raw.mode.startswith("I") and np.asarray(raw).max() > 255
+    for path in files:
+        record = Record(path.name, str(path), [0], ["n0"], *Image.open(path).size)
+        assert np.array_equal(np.asarray(tta.decoded(Image.open(path), "x")), np.asarray(load_rgb(record))), path
+    answers = tta([Image.open(path) for path in files])  # the PIL images as opened, not converted
+    assert answers == tta([load_rgb(Record(p.name, str(p), [0], ["n0"], *Image.open(p).size)) for p in files])
+    alone = tta([Image.fromarray(grey).convert("RGB")])[0]  # 16 bits scaled: the 8-bit grey image's answer
+    assert alone._replace(confidence=0) == answers[0]._replace(confidence=0)  # in other batches: up to rounding
+    assert alone.confidence == pytest.approx(answers[0].confidence, rel=1e-5)
+    assert main(["predict", "--policy", str(policy_file), "--study", str(study), str(deep)]) == 0
+    row = next(csv.reader(capsys.readouterr().out.splitlines()[1:]))  # predict's answer, alone in its call
+    assert [int(row[1]), tuple(map(int, row[5:8])), int(row[8])] == [alone.label, alone.view, alone.passes]
+    assert float(row[4]) == pytest.approx(alone.confidence, rel=1e-5)
+    with pytest.raises(ValueError, match=r"^image 1: resized to S=256 it would be 256x5120000 = \d+ pixels, over"):
+        tta([images[0], Image.new("L", (1, 20000))])
+
+
+def test_a_network_that_is_not_the_recorded_weights_is_refused_before_its_first_answer(study, images, exported):
+    """Its class set, its head's width and its parameters (a head zeroed in memory after the weights were loaded
+    and verified) are checked, not only the sha256 of the weights file it loaded."""
+    document = exported["cascade"]
+    spec, settings = recorded_spec(document["model"]["entry"]), InferenceSettings(device="cpu", num_workers=0)
+    loaded = load_model(spec, None)
+    with pytest.raises(ValueError, match=r"over its model's class_indices \(1000 classes\), this model's are over 3"):
+        zoomeval.ZoomTTA(Classifier(spec, settings, [1, 2, 3], loaded=loaded), document)
+    tampered = Classifier(spec, settings, None, loaded=loaded)
+    head = [m for m in tampered.model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    assert head.out_features == 1000
+    with torch.no_grad():
+        head.weight.zero_()
+    with pytest.raises(ValueError, match="parameters have sha256 [0-9a-f]{64}, not the [0-9a-f]{64} of the weights"):
+        zoomeval.ZoomTTA(tampered, document)
+    ten = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 10)).eval()
+    small = dataclasses.replace(loaded, module=ten)  # the recorded weights' sha256, a 10-class head
+    tta = zoomeval.ZoomTTA(Classifier(spec, settings, None, loaded=small), document)
+    with pytest.raises(ValueError, match=r"^this model gives 10 logits per crop; the policy's model gives one per"):
+        tta(images[:1])

@@ -74,16 +74,19 @@ def check_device(key: str, device: str) -> None:
 
 
 def resolve_device(device: str, key: str) -> torch.device:
-    """The torch device of a config's device string (``auto``: CUDA when available); a CUDA device that torch
-    cannot see is refused naming ``key``."""
+    """The torch device of a config's device string (``auto``: CUDA when available); a string that names no torch
+    device, or a CUDA device that torch cannot see, is refused naming ``key``."""
     import torch
 
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    index = cuda_index(device)
+    try:
+        named, index = torch.device(device), cuda_index(device)
+    except (RuntimeError, ValueError):  # torch's refusal of a string that names no device
+        raise ConfigError(f"{key}: {device!r} is no torch device (cpu, cuda, cuda:N, auto)") from None
     if index is not None and index >= (count := torch.cuda.device_count()):
         raise ConfigError(f"{key}: {device!r} is not available, {_seen(count)} to torch; {_fix(count)}")
-    return torch.device(device)
+    return named
 
 
 @contextmanager

@@ -1,6 +1,8 @@
 """Decoding images as the models see them, and the policy for images that cannot be decoded.
 
-Policy (applied the same way everywhere an image is decoded):
+Policy (applied the same way everywhere an image is decoded: the study's jobs, ``zoomeval predict`` and
+:class:`zoomeval.ZoomTTA`, each through :func:`to_rgb`, and the last two also through :func:`too_large` at the scales
+they resize to):
 
 * every PIL mode of 8 bits per channel (:data:`EIGHT_BIT`) becomes RGB as PIL's ``convert("RGB")`` makes it:
   bilevel and greyscale replicated, a palette looked up, CMYK, YCbCr, LAB and HSV converted by PIL's formulas, an
@@ -87,6 +89,14 @@ def to_rgb(image: Image.Image) -> Image.Image:
     raise ValueError(f"mode {image.mode}: {NO_MAPPING}")
 
 
+def opened(path: str | os.PathLike[str] | IO[bytes]) -> Image.Image:
+    """``path`` opened (its header read, its pixels not yet), an image over PIL's decompression-bomb limit refused
+    (:class:`PIL.Image.DecompressionBombWarning` raised, not warned)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        return Image.open(path)
+
+
 def load_rgb(record: Record) -> Image.Image:
     """A record's image as evaluated: decoded once, RGB, ``border`` cropped, size checked (a refusal names the file:
     a manifest built before a check existed may still list the image)."""
@@ -106,12 +116,10 @@ def problem(path: str | IO[bytes], size: tuple[int, int] | None = None, border: 
     """Why ``path`` (a file name or the file's bytes) cannot be decoded, or (given the ``size`` expected after
     cropping ``border``) why its decoded size differs; ``None`` if neither."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)  # refuse, don't just warn
-            with Image.open(path) as img:
-                img.load()  # a full decode: truncated data only shows here
-                to_rgb(img)
-                decoded = (img.width - 2 * border, img.height - 2 * border)
+        with opened(path) as img:
+            img.load()  # a full decode: truncated data only shows here
+            to_rgb(img)
+            decoded = (img.width - 2 * border, img.height - 2 * border)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         return f"{type(exc).__name__}: {exc}"
     if size is not None and decoded != size:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import hashlib
 import io
 import logging
 import math
@@ -33,6 +34,19 @@ def check_normalisation(spec: ModelSpec) -> None:
             raise ValueError(f"models.{spec.name}.{key} is {list(values)}; it must be {need}: fix it in the config")
 
 
+def parameters_sha256(module: torch.nn.Module) -> str:
+    """The sha256 of ``module``'s parameters and buffers: each ``state_dict`` tensor's name, dtype, shape and bytes,
+    in the order of their names (the same on any device and memory format; a module's extra state is left out)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        values = tensor.detach().cpu().contiguous()
+        digest.update(f"{name} {values.dtype} {tuple(values.shape)}\n".encode())
+        digest.update(values.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
 class Classifier:
     """A loaded model on its device that turns uint8 NHWC crop batches into prediction columns.
 
@@ -57,6 +71,9 @@ class Classifier:
         check_normalisation(spec)
         loaded = loaded or load_model(spec, weights, head)
         self.weights_sha256 = loaded.weights_sha256
+        #: the network's parameters as loaded (:func:`parameters_sha256`), by which a reader tells that they are
+        #: still those of the weights ``weights_sha256`` names (:func:`zoomeval.report.zoom_tta.check_model`)
+        self.parameters_sha256 = parameters_sha256(loaded.module)
         self.provenance = loaded.provenance
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}
         self.memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format

@@ -34,7 +34,7 @@ from zoomeval.analysis.policy_eval import (
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.io import read_metadata
-from zoomeval.report.zoom_tta import KIND, RULES, SCHEMA_VERSION
+from zoomeval.report.zoom_tta import POLICY, RULES
 
 
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
@@ -207,6 +207,19 @@ def _fitted(
     return policy, None, _transferred(directory, layout, where, study, policy, name, budget)
 
 
+def _calibration(study: _Study, ids: np.ndarray, recorded: dict[str, str]) -> dict[str, Any]:
+    """What a policy was fitted on: its images (``ids``), the prediction file and the policies settings."""
+    return {
+        "n_images": len(ids),
+        "image_ids_sha256": _digest(ids.tolist()),
+        "predictions": recorded["path"],
+        "predictions_sha256": recorded["sha256"],
+        "budgets": study.budgets,
+        "seed": study.settings.seed,
+        "selector_rows": study.settings.selector_rows,
+    }
+
+
 def export_policy(
     directory: Path,
     layout: Any,
@@ -218,8 +231,9 @@ def export_policy(
     settings: PoliciesConfig,
     fold: int | None = None,
 ) -> dict[str, Any]:
-    """The policy file's document of policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``: fitted on
-    every image, or with ``fold`` cross-validation fold ``fold``'s own policy."""
+    """The policy file's document (:data:`zoomeval.report.zoom_tta.POLICY`, checked as its readers check it) of
+    policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``: fitted on every image, or with ``fold``
+    cross-validation fold ``fold``'s own policy."""
     if name not in RULES:
         raise ValueError(f"--policy: {name!r} is none of {', '.join(RULES)}")
     where = {"scored": scored, "variant": variant, "model": model}
@@ -233,26 +247,19 @@ def export_policy(
     row = _held_row(study.document, name, budget)
     # the row is every fold's; a fold's file also names its own held-out images
     fold_images = {} if held is None else {"fold": fold, **_fold_images(study, held)}
-    return {
-        "kind": KIND,
-        "schema_version": SCHEMA_VERSION,
-        "policy": name,
-        "budget": budget,
-        "rule": rule,
-        "views": [[study.views.order[t].scale, study.views.order[t].row, study.views.order[t].col] for t in chosen],
-        "model": model_key,
-        "fitted_on": {
-            "dataset": dataset,
-            **where,
-            "fold": fold,
-            "n_images": len(calibration),
-            "image_ids_sha256": _digest(calibration.tolist()),
-            "predictions": recorded["path"],
-            "predictions_sha256": recorded["sha256"],
-            "budgets": study.budgets,
-            "seed": settings.seed,
-            "selector_rows": settings.selector_rows,
-        },
-        "held_out": None if row is None else {**row, **fold_images},
-        "transferred": transferred,
-    }
+    document = POLICY.document(
+        {
+            "policy": name,
+            "budget": budget,
+            "views": [[study.views.order[t].scale, study.views.order[t].row, study.views.order[t].col] for t in chosen],
+            "rule": rule,
+            "model": model_key,
+            "fitted_on": {"dataset": dataset, **where, "fold": fold, **_calibration(study, calibration, recorded)},
+            "held_out": None if row is None else {**row, **fold_images},
+            "transferred": transferred,
+        }
+    )
+    document = json.loads(json.dumps(document))  # what the file holds (tuples as lists)
+    # read as every reader reads it: an export is refused where they would refuse what it writes
+    POLICY.upgraded(document, f"{name} policy exported from {directory}")
+    return document

@@ -11,8 +11,7 @@ from typing import Any
 from PIL import Image
 
 from zoomeval.core.classes import description, wnids
-from zoomeval.core.config import ConfigError
-from zoomeval.core.images import to_rgb
+from zoomeval.core.images import opened
 from zoomeval.datasets.files import IMAGE_SUFFIXES, image_files
 from zoomeval.report.zoom_tta import ZoomTTA, read_policy, study_classifier
 
@@ -40,18 +39,14 @@ def image_paths(items: Sequence[str]) -> list[Path]:
     return out
 
 
-def open_image(path: Path) -> Image.Image:
-    """``path`` decoded as the study decodes its images (8-bit RGB, :func:`zoomeval.core.images.to_rgb`); a file that
-    is no such image is refused naming it."""
+def open_image(path: Path, tta: ZoomTTA) -> Image.Image:
+    """``path`` decoded as the study decodes its images (:meth:`ZoomTTA.decoded`); a file that is no such image, or
+    too large for the policy's scales (checked from its header, before its pixels are read), is refused naming it."""
     try:
-        with Image.open(path) as raw:
-            return to_rgb(raw)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        with opened(path) as raw:
+            return tta.decoded(raw, str(path))
+    except (OSError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ValueError(f"{path}: not an image this reads ({type(exc).__name__}: {exc})") from None
-
-
-#: What :func:`zoomeval.report.zoom_tta.study_classifier` reads of a policy file's model, beyond the wrapper's keys.
-_LOADER_KEYS = ("entry", "precision", "channels_last", "class_indices")
 
 
 def policy_wrapper(
@@ -62,16 +57,9 @@ def policy_wrapper(
     from zoomeval.core.devices import resolve_device
 
     document = read_policy(policy)
-    if missing := [key for key in _LOADER_KEYS if key not in document["model"]]:
-        raise ValueError(f"{policy}: its model has no {', '.join(missing)}; export it again")
     if batch_size < 1:
         raise ValueError(f"--batch-size: {batch_size} is no number of crops; give N >= 1")
-    try:
-        resolve_device(device, "--device")
-    except ConfigError:
-        raise
-    except (RuntimeError, ValueError):  # torch's refusal of a string that names no device
-        raise ValueError(f"--device: {device!r} is no torch device (cpu, cuda, cuda:N, auto)") from None
+    resolve_device(device, "--device")
     try:
         classifier = study_classifier(document, resources, device, batch_size, fetch=False)
     except ValueError as exc:
@@ -86,6 +74,6 @@ def predict_rows(tta: ZoomTTA, paths: Sequence[Path], per_call: int = IMAGES_PER
     """One row of :data:`COLUMNS` per image of ``paths``, in order, answered ``per_call`` images at a time."""
     for start in range(0, len(paths), per_call):
         part = paths[start : start + per_call]
-        for path, answer in zip(part, tta([open_image(p) for p in part]), strict=True):
+        for path, answer in zip(part, tta([open_image(p, tta) for p in part]), strict=True):
             label = answer.label
             yield [str(path), label, wnids()[label], description(label), answer.confidence, *answer.view, answer.passes]

@@ -2,7 +2,8 @@
 test-time wrapper of a classifier: :class:`ZoomTTA` cuts the study's own crops of the policy's views
 (:func:`zoomeval.core.zoom.all_crops`, the predict job's host path), runs only the forward passes the policy needs
 (a cascade stops per image at the first view with ``conf >= tau``) and answers each image by the rule of
-:mod:`zoomeval.analysis.policies`, applied to the outputs it computed."""
+:mod:`zoomeval.analysis.policies`, applied to the outputs it computed. The file is declared once, :data:`POLICY`,
+and read only through that declaration."""
 
 from __future__ import annotations
 
@@ -14,16 +15,123 @@ import numpy as np
 import torch
 from PIL import Image
 
-from zoomeval.analysis.policies import Selector, Views, choose_cascade, choose_max_conf, choose_selector, choose_vote
-from zoomeval.core.io import read_json
-from zoomeval.core.zoom import Transform, all_crops
-from zoomeval.inference.classifier import Classifier
+from zoomeval.analysis.policies import (
+    FEATURES,
+    Selector,
+    Views,
+    choose_cascade,
+    choose_max_conf,
+    choose_selector,
+    choose_vote,
+)
+from zoomeval.core.classes import NUM_CLASSES
+from zoomeval.core.config import MAX_RESIZED_PIXELS
+from zoomeval.core.config_schema import key_schema
+from zoomeval.core.documents import (
+    BOOLEAN,
+    COUNT,
+    OBJECT,
+    SHA256,
+    STRING,
+    Document,
+    Field,
+    Form,
+    list_of,
+    nullable,
+    number,
+    object_of,
+    one_of,
+    schema_form,
+    tagged,
+    tuple_of,
+    whole,
+)
+from zoomeval.core.images import to_rgb, too_large
+from zoomeval.core.zoom import RESIZE_BACKENDS, Transform, all_crops
+from zoomeval.inference.classifier import Classifier, parameters_sha256
 
 #: Version of a policy file's layout.
 SCHEMA_VERSION = 1
 KIND = "zoom_policy"
 #: The rules a policy file can name, each :mod:`zoomeval.analysis.policies`' choice of the same name.
 RULES = ("max_conf", "vote", "cascade", "selector")
+
+_POSITIVE = Form(lambda value: number().accepts(value) and value > 0, "a number > 0")
+#: What identifies the model and its inputs: the prediction file's metadata (config enums and ranges: the schema's).
+_MODEL = object_of(
+    Field("name", STRING),
+    Field("architecture", STRING),
+    Field("source", STRING),
+    Field("weights_sha256", SHA256),
+    Field("mean", list_of(number(), 3, 3, what="numbers")),
+    Field("std", list_of(_POSITIVE, 3, 3, what="numbers")),
+    Field("crop_size", schema_form(key_schema("models", "*", "input_size"))),
+    Field("scales", schema_form(key_schema("scales"))),
+    Field("resize_backend", schema_form(key_schema("inference", "resize_backend"))),
+    Field("crop_backend", one_of(RESIZE_BACKENDS)),
+    Field("precision", schema_form(key_schema("inference", "precision"))),
+    Field("channels_last", BOOLEAN),
+    Field("class_set", nullable(schema_form(key_schema("datasets", "*", "class_set")))),
+    Field("class_indices", nullable(list_of(whole(0, NUM_CLASSES - 1), 1, NUM_CLASSES, True, "class indices"))),
+    Field("entry", OBJECT),  # read as a config entry is (zoomeval.inference.recorded.recorded_spec)
+)
+
+
+def _views(policy: Mapping[str, Any]) -> Form:
+    """Views ``[scale, row, col]`` the study evaluated: at its scales, each at most once."""
+    scales = policy["model"]["scales"]
+    at = one_of(scales, f"one of model.scales ({', '.join(map(str, scales))})")
+    anchor = whole(0, 2)
+    return list_of(tuple_of(("scale", at), ("row", anchor), ("col", anchor)), 1, 9 * len(scales), True, "views")
+
+
+def _rule(policy: Mapping[str, Any]) -> Form:
+    """The rule by its name, with the fitted parameters it reads (a cascade's ``length``: every view)."""
+    n, features, k = len(policy["views"]), list(FEATURES), len(FEATURES)
+    parameters = {
+        "cascade": (
+            Field("tau", nullable(number(0, 1, "a number from 0 to 1"))),  # a confidence; null: never stop early
+            Field("length", one_of([n], f"the number of views ({n})")),
+        ),
+        "selector": (
+            Field("features", Form(lambda value: value == features, f"the features {features}")),
+            Field("mean", list_of(number(), k, k, what="numbers, one per feature")),
+            Field("scale", list_of(_POSITIVE, k, k, what="numbers, one per feature")),
+            Field("coef", list_of(number(), k, k, what="numbers, one per feature")),
+            Field("intercept", number()),
+        ),
+    }
+    return tagged("name", {name: parameters.get(name, ()) for name in RULES})
+
+
+#: A policy file: its views, their rule and model are what :class:`ZoomTTA` reads; the rest says where it came from.
+POLICY = Document(
+    "zoom policy",
+    SCHEMA_VERSION,
+    (
+        Field("policy", one_of(RULES)),
+        Field("budget", whole(1)),
+        Field("views", _views),
+        Field("rule", _rule),
+        Field("model", _MODEL),
+        Field(
+            "fitted_on",
+            object_of(
+                *(Field(key, STRING) for key in ("dataset", "scored", "variant", "model")),
+                Field("fold", nullable(COUNT)),
+                Field("n_images", COUNT),
+                Field("image_ids_sha256", SHA256),
+                Field("predictions", STRING),
+                Field("predictions_sha256", SHA256),
+                *(Field(key, schema_form(key_schema("policies", key))) for key in ("budgets", "seed", "selector_rows")),
+            ),
+        ),
+        Field("held_out", nullable(OBJECT)),  # the study's row of its policies table
+        Field("transferred", list_of(OBJECT, what="rows")),
+    ),
+    "export it again (zoomeval policy export)",
+    kind=KIND,
+)
 
 
 class Answer(NamedTuple):
@@ -37,47 +145,17 @@ class Answer(NamedTuple):
 
 
 def read_policy(policy: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """A policy file (or its parsed document), refused unless it is one this version reads."""
-    document = dict(policy) if isinstance(policy, Mapping) else read_json(policy)
-    where = "the policy" if isinstance(policy, Mapping) else str(policy)
-    if document.get("kind") != KIND or document.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(
-            f"{where}: not a zoom policy file of schema {SCHEMA_VERSION} (kind {document.get('kind')!r}, "
-            f"schema_version {document.get('schema_version')!r}); export it again"
-        )
-    if not _well_formed(document):
-        raise ValueError(f"{where}: its views, rule ({', '.join(RULES)}) or model are malformed; export it again")
-    return document
-
-
-#: The fitted parameters each rule reads, and what the wrapper reads of the model.
-_RULE_KEYS = {
-    "max_conf": set(),
-    "vote": set(),
-    "cascade": {"tau", "length"},
-    "selector": {"mean", "scale", "coef", "intercept"},
-}
-_MODEL_KEYS = {"weights_sha256", "mean", "std", "crop_size", "crop_backend"}
-
-
-def _well_formed(document: Mapping[str, Any]) -> bool:
-    """Whether a policy document has views of three integers, a known rule with its parameters and its model's key."""
-    try:
-        views, rule, model = document["views"], document["rule"], document["model"]
-        return (
-            bool(views)
-            and all(len(v) == 3 and all(isinstance(x, int) for x in v) for v in views)
-            and _RULE_KEYS.get(rule["name"], {"?"}) <= rule.keys()
-            and _MODEL_KEYS <= model.keys()
-            and model["crop_backend"] in ("pil", "torch")
-        )
-    except (KeyError, TypeError, AttributeError):
-        return False
+    """A policy file (or its parsed document) checked against :data:`POLICY`: refused in one line naming the file
+    and the first field that is not as declared."""
+    fields = POLICY.upgraded(dict(policy), "the policy") if isinstance(policy, Mapping) else POLICY.read(policy)
+    return POLICY.document(fields)
 
 
 def check_model(classifier: Classifier, document: Mapping[str, Any]) -> None:
-    """Refuse a classifier other than the one the policy was fitted for: other weights (by sha256), or another
-    normalisation of its inputs (the same weights fed otherwise give other confidences)."""
+    """Refuse a classifier other than the one the policy was fitted for: other weights (by sha256), another
+    normalisation of its inputs (the same weights fed otherwise give other confidences), another class set (other
+    softmaxes), or parameters changed since it loaded its weights (:attr:`Classifier.parameters_sha256`: a head
+    zeroed, a layer fine-tuned or a BatchNorm run in training mode, in memory)."""
     model = document["model"]
     if classifier.weights_sha256 != model["weights_sha256"]:
         raise ValueError(
@@ -89,20 +167,57 @@ def check_model(classifier: Classifier, document: Mapping[str, Any]) -> None:
         raise ValueError(
             f"the policy was fitted for inputs normalised with {fed}, this model's are {classifier.normalisation}"
         )
+    classes, own = model["class_indices"] or list(range(NUM_CLASSES)), classifier.subset.tolist()
+    if own != classes:
+        raise ValueError(
+            f"the policy was fitted for confidences over its model's class_indices ({len(classes)} classes), this "
+            f"model's are over {len(own)} other classes: build it with the policy's class_indices"
+        )
+    if (now := parameters_sha256(classifier.model)) != classifier.parameters_sha256:
+        raise ValueError(
+            f"this model's parameters have sha256 {now}, not the {classifier.parameters_sha256} of the weights it "
+            "loaded: they were changed in memory since, so its confidences would not be the ones it was fitted on"
+        )
 
 
 class ZoomTTA:
     """``classifier`` answering through a fitted zoom policy (a file of ``zoomeval policy export``, or its parsed
-    document); refused unless the classifier has the policy's weights and normalisation. Build the classifier
-    with the class set the study scored (``class_indices`` of its prediction file): the confidences, and so the
-    choices, are softmaxes over that set."""
+    document, read through :data:`POLICY`).
 
-    def __init__(self, classifier: Classifier, policy: str | os.PathLike[str] | Mapping[str, Any]) -> None:
+    Before its first answer it refuses a classifier that is not the network the policy was fitted for
+    (:func:`check_model`: the weights file's sha256, the normalisation, the class set, and the parameters' sha256
+    recomputed against the one the classifier took when it loaded its verified weights) and, at the first batch, one
+    whose logits are not one per ImageNet-1k class. So it catches weights changed in memory after the classifier was
+    built (a zeroed head, a fine-tuned layer). It cannot catch a network changed before the :class:`Classifier` was
+    built from it (``loaded=``: its ``weights_sha256`` is then the caller's word), nor a change of code rather than
+    parameters (a patched ``forward``), nor parameters changed after this check.
+
+    Images are decoded as the study decodes them (:meth:`decoded`); ``max_pixels`` is the study's
+    ``max_resized_pixels`` (by default the config's)."""
+
+    def __init__(
+        self,
+        classifier: Classifier,
+        policy: str | os.PathLike[str] | Mapping[str, Any],
+        max_pixels: int = MAX_RESIZED_PIXELS,
+    ) -> None:
         self.policy = read_policy(policy)
         check_model(classifier, self.policy)
-        self.classifier = classifier
-        self.views = [tuple(int(x) for x in v) for v in self.policy["views"]]
-        self.size, self.backend = int(self.policy["model"]["crop_size"]), self.policy["model"]["crop_backend"]
+        self.classifier, self.max_pixels = classifier, max_pixels
+        self.views = [tuple(v) for v in self.policy["views"]]
+        self.size, self.backend = self.policy["model"]["crop_size"], self.policy["model"]["crop_backend"]
+
+    def decoded(self, image: Image.Image, where: str) -> Image.Image:
+        """``image`` as the study decodes its images (:func:`zoomeval.core.images.to_rgb`: 16-bit greyscale scaled,
+        palette, CMYK and alpha converted by PIL, EXIF orientation ignored), refused naming ``where`` where it has no
+        8-bit RGB mapping or where its resize to the policy's largest scale would exceed ``max_pixels``
+        (:func:`zoomeval.core.images.too_large`, the study's check, made before its pixels are read)."""
+        if why := too_large(image.width, image.height, max(v[0] for v in self.views), self.max_pixels):
+            raise ValueError(f"{where}: {why}")
+        try:
+            return to_rgb(image)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
     def crops(self, image: Image.Image, views: Sequence[int], cut: dict[int, np.ndarray] | None = None) -> np.ndarray:
         """``(len(views), size, size, 3)`` uint8: the views (positions in the policy's order) of ``image``, each
@@ -135,6 +250,11 @@ class ZoomTTA:
             for start in range(0, len(order), step):
                 batch = order[start : start + step]
                 logits = self.classifier.logits(torch.from_numpy(crops[start : start + step]))
+                if logits.shape[1] != NUM_CLASSES:  # its class_indices would index past them
+                    raise ValueError(
+                        f"this model gives {logits.shape[1]} logits per crop; the policy's model gives one per "
+                        f"ImageNet-1k class ({NUM_CLASSES}): not the network it was fitted for"
+                    )
                 self.classifier.check_finite(
                     self.classifier.finite(logits).cpu().numpy(),
                     lambda r, b=batch: f"view {self.views[b[r][1]]} of image {b[r][0]}",
@@ -144,7 +264,8 @@ class ZoomTTA:
                     pred[i, v], conf[i, v] = p, c
 
     def __call__(self, images: Sequence[Image.Image]) -> list[Answer]:
-        """Each image's :class:`Answer`, batched across images."""
+        """Each image's :class:`Answer`, batched across images (each decoded by :meth:`decoded`)."""
+        images = [self.decoded(image, f"image {i}") for i, image in enumerate(images)]
         n, k, rule = len(images), len(self.views), self.policy["rule"]
         pred, conf = np.zeros((n, k), np.int64), np.zeros((n, k), np.float32)  # views never run stay 0
         cut: dict[int, dict[int, np.ndarray]] = {}
