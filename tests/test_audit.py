@@ -1,13 +1,17 @@
 """zoomeval audit: the sample, its guarantee and the tolerance rule checked by hand and by exact enumeration; then a
 tiny sealed study (the demo model and the same weights under another normalisation, 4 images, 2 scales, one masked
-variant) audited clean, and copies of it forged with every hash rewritten, each caught."""
+variant) audited clean, and copies of it forged with every hash rewritten: each caught, or shown to pass where the
+audit's docs say it cannot catch it (a swapped image without --images, a relabelled manifest)."""
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import itertools
 import json
 import math
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,20 +22,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from PIL import Image, ImageOps
 
-from tests.conftest import ROOT, run_snakemake, write_config
+from tests.conftest import ROOT, copy_study, run_snakemake, write_config
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.cli import main
+from zoomeval.core.checksums import sha256_file
+from zoomeval.core.classes import wnids_of
 from zoomeval.core.config import InferenceSettings
 from zoomeval.core.io import read_json, read_metadata
 from zoomeval.core.layout import run_layout
-from zoomeval.core.manifest import read_manifest
+from zoomeval.core.manifest import read_manifest, write_manifest
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.recorded import recorded_spec
 from zoomeval.inference.tables import write_table
-from zoomeval.report.audit import audit_study, report_lines
+from zoomeval.report import audit_sample
+from zoomeval.report.audit import NOT_CHECKED, OWN_IMAGES, audit_study, report_lines
 from zoomeval.report.audit_files import audit_file, row_problems
 from zoomeval.report.audit_sample import (
     LOGIT_ERROR,
@@ -262,7 +270,8 @@ def test_an_untouched_study_audits_clean_when_every_row_is_checked(sealed: Path,
         assert item["rows"] == (4 if "standard" in item["path"] else 4 * 9 * 2)
         assert item["tolerance"] == pytest.approx(4e-3)  # fp32 on a CPU, audited so
     lines = report_lines(record)
-    assert "every one of the 72 rows was recomputed: no row differs beyond the tolerance" in lines[2]
+    assert lines[1:4] == [f"not checked: {item}" for item in (*NOT_CHECKED, OWN_IMAGES)]  # no --images
+    assert "every one of the 72 rows was recomputed: no row differs beyond the tolerance" in lines[5]
     assert lines[-1] == "all 6 files audited clean"
     assert main(["audit", str(sealed), "--limit", "4", "--sample", "2", "--seed", "5", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
@@ -277,8 +286,9 @@ def test_an_untouched_study_audits_clean_when_every_row_is_checked(sealed: Path,
     )
 
 
-def audit_one(folder: Path, path: str) -> Audited:
-    return audit_file(folder, "predictions", "lite0", folder / path, auditor(), Finders(folder, auditor()))
+def audit_one(folder: Path, path: str, **changes) -> Audited:
+    audit = auditor(**changes)
+    return audit_file(folder, "predictions", "lite0", folder / path, audit, Finders(folder, audit))
 
 
 @pytest.mark.workflow
@@ -451,3 +461,178 @@ def test_without_a_seed_an_audit_draws_one_fresh_and_keeps_the_rest() -> None:
     drawn = {given.seeded().seed for _ in range(3)}
     assert len(drawn) == 3 and all(isinstance(s, int) for s in drawn)
     assert given.seeded().layout == run_layout(4) and Auditor(seed=9).seeded().seed == 9
+
+
+def rewrite_manifest(folder: Path, change) -> None:
+    """The demo manifest of the study in ``folder`` written again with ``change`` applied to each record (its
+    metadata kept), as a forger would."""
+    path = folder / LAYOUT4.path("manifest", dataset="demo")
+    meta = read_metadata(path)
+    records = [change(r) for r in read_manifest(path)]
+    write_manifest(path, records, "demo", meta["classes"], meta["n_excluded"], meta["revisions"])
+
+
+@pytest.mark.workflow
+def test_a_manifest_naming_a_file_out_of_the_study_or_no_regular_file_is_refused_before_any_image_is_read(
+    sealed: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The study's images moved out of it and the manifest pointed at them (``..``, an absolute path, a symlink out),
+    at /proc or at a FIFO: each file refused, nothing hashed; with --images the manifest's paths are never read."""
+    folder = copy_study(sealed, tmp_path / "study")
+    images = folder / LAYOUT4.path("images", dataset="demo")
+    outside = Path(shutil.move(images, tmp_path / "outside"))
+    hashed: list[Path] = []
+    monkeypatch.setattr(audit_sample, "sha256_file", lambda p: hashed.append(Path(p)) or sha256_file(p))
+    originals = {r.image_id: r.path for r in read_manifest(folder / LAYOUT4.path("manifest", dataset="demo"))}
+    for path in (
+        lambda r: f"../outside/{Path(r.path).name}",
+        lambda r: str(outside / Path(r.path).name),
+        lambda r: "/proc/self/pagemap",  # hashing it would read 256 GB
+    ):
+        rewrite_manifest(folder, lambda r, path=path: dataclasses.replace(r, path=path(r)))
+        audited = audit_one(folder, LITE0)
+        assert (audited.checked, audited.mismatches) == (0, []), audited
+        assert "leads out of the study" in audited.refused, audited
+    rewrite_manifest(folder, lambda r: dataclasses.replace(r, path=f"../outside/{Path(r.path).name}"))
+    assert main(["audit", str(folder), "--limit", "4", "--sample", "1", "--seed", "5", "--device", "cpu"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("NOT AUDITED") == 6 and "6 of 6 files failed the audit" in out
+    rewrite_manifest(folder, lambda r: dataclasses.replace(r, path=originals[r.image_id]))
+    images.mkdir()
+    for image in sorted(outside.iterdir()):  # the study's images links out of it
+        (images / image.name).symlink_to(image)
+    assert "leads out of the study" in audit_one(folder, LITE0).refused
+    for link in sorted(images.iterdir()):  # the images back in the study, the first a FIFO (which blocks its reader)
+        link.unlink()
+        shutil.copy(outside / link.name, link)
+    first = folder / next(iter(originals.values()))
+    first.unlink()
+    os.mkfifo(first)
+    assert "is not a regular file" in audit_one(folder, LITE0).refused
+    assert hashed == []  # no image was read, in the study or out of it
+    assert audit_one(folder, LITE0, images=(outside,)).clean  # your copy: found by content, the study's files unread
+    links = tmp_path / "links"
+    links.mkdir()
+    for image in outside.iterdir():
+        (links / image.name).symlink_to(image)
+    mismatches = audit_one(folder, LITE0, images=(links,)).mismatches  # links out of your folder: skipped
+    assert len(mismatches) == N and all("was not found in your --images folders" in m for m in mismatches)
+
+
+def swap_image(sealed: Path, folder: Path) -> str:
+    """A copy of the study whose image of lite0's first sampled row was replaced by its mirror image, its sha256
+    rewritten in the manifest and lite0's original predictions recomputed from it honestly, every hash resealed;
+    returns the image's id."""
+    copy_study(sealed, folder)
+    swapped = pq.read_table(folder / LITE0)["image_id"][sampled(LITE0)[0]].as_py()
+    manifest = folder / LAYOUT4.path("manifest", dataset="demo")
+    path = folder / next(r.path for r in read_manifest(manifest) if r.image_id == swapped)
+    ImageOps.mirror(Image.open(path).convert("RGB")).save(path)
+    rewrite_manifest(folder, lambda r: dataclasses.replace(r, sha256=sha256_file(path)) if r.image_id == swapped else r)
+    meta = read_metadata(folder / LITE0)
+    settings = InferenceSettings(
+        device="cpu", precision="fp32", num_workers=0, threads=2, store_top5=True, resize_backend="pil"
+    )
+    with contextlib.chdir(folder):
+        predict_to_file(
+            LITE0,
+            LITE0.replace(".parquet", ".aggregates.parquet"),
+            read_manifest(manifest),
+            recorded_spec(meta["model"]),
+            ZoomGrid(meta["scales"]),
+            settings,
+            "demo",
+        )
+    reseal(folder)
+    return swapped
+
+
+@pytest.mark.workflow
+def test_an_image_swapped_with_its_rows_recomputed_fails_with_your_copy_of_the_dataset_and_passes_without(
+    sealed: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "swapped"
+    swapped = swap_image(sealed, folder)
+    _, problems = study_rows(folder, "swapped", check=True, layout=LAYOUT4)
+    assert problems == []  # the seal and --verify pass: the numbers follow from the predictions
+    assert audit_one(folder, LITE0).clean  # without --images the study's own file is believed
+    yours = sealed / LAYOUT4.path("images", dataset="demo")  # an untouched copy of the dataset
+    audited = audit_one(folder, LITE0, images=(yours,))
+    table = pq.read_table(folder / LITE0)["image_id"].to_pylist()
+    hits = [k for k in sampled(LITE0) if table[k] == swapped]
+    assert len(audited.mismatches) == len(hits) >= 1 and not audited.clean, audited
+    assert all("was not found in your --images folders" in m for m in audited.mismatches)
+
+
+@pytest.mark.workflow
+def test_a_relabelled_manifest_resealed_passes_the_leaderboard_and_the_audit_which_says_labels_are_not_checked(
+    sealed: Path, tmp_path: Path, capsys
+) -> None:
+    folder = copy_study(sealed, tmp_path / "relabelled")
+    rewrite_manifest(folder, lambda r: dataclasses.replace(r, labels=[0], wnids=wnids_of([0])))
+    reseal(folder)
+    assert main(["leaderboard", "--limit", "4", "--verify", str(folder)]) == 0
+    yours = sealed / LAYOUT4.path("images", dataset="demo")  # even your copy of the images leaves labels unchecked
+    args = ["--limit", "4", "--sample", "1", "--seed", "5", "--device", "cpu", "--images", str(yours)]
+    assert main(["audit", str(folder), *args]) == 0
+    out = capsys.readouterr().out
+    assert f"not checked: {NOT_CHECKED[0]}" in out and "all 6 files audited clean" in out
+    assert read_json(folder / LAYOUT4.path("audit"))["not_checked"] == list(NOT_CHECKED)
+    assert audit_one(folder, LITE0).clean  # and without --images
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["audit", "--seed=-1"], "zoomeval audit: --seed: -1 is no seed; give a whole number S >= 0"),
+        (["audit", "--device", "nonsense"], "zoomeval audit: --device: 'nonsense' is no torch device"),
+        (["leaderboard", "--audit", "1", "--seed=-1"], "zoomeval leaderboard: --seed: -1 is no seed"),
+        (["audit", "--device", "cpu"], "zoomeval audit: "),  # no seal (or a file that fails it): nothing audited
+    ],
+)
+def test_a_bad_seed_device_or_study_is_one_line_naming_it_exit_2_before_any_file_is_read(
+    args: list[str], message: str, tmp_path: Path, capsys
+) -> None:
+    assert main([*args, str(tmp_path)]) == 2  # an empty folder: a good seed and device reach its missing seal
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(message) and err.count("\n") == 1, err
+    assert ("an audit needs a sealed study" in err) == (message == "zoomeval audit: ")
+
+
+def test_each_test_the_docs_cite_for_a_check_is_a_test_here() -> None:
+    """Each ``tests/<file>.py::<test>`` that the audit's pages name as showing a claim is a test of that file."""
+    cited = {
+        cite
+        for doc in ("docs/how-to/audit.md", "docs/reference/cli.md")
+        for cite in re.findall(r"(test_\w+\.py)::(test_\w+)", (ROOT / doc).read_text())
+    }
+    wrong_class = "test_a_wrong_prediction_changed_to_another_wrong_class_passes_verify_and_is_caught"
+    assert ("test_audit.py", wrong_class) in cited, cited
+    assert [c for c in cited if f"\ndef {c[1]}(" not in (ROOT / "tests" / c[0]).read_text()] == []
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("entry", ["architecture", "checkpoint"])
+def test_a_resealed_model_record_naming_a_path_creates_links_and_hashes_nothing(sealed, tmp_path, entry) -> None:
+    """Prediction metadata forged to name a checkpoint model whose architecture is a path out of the study, or whose
+    checkpoint is a file of the auditor's own (pinned by its sha256): that file is refused in one line, and nothing
+    is created out of the study, nor linked, copied or hashed into its resources (zoomeval.inference.recorded)."""
+    outside, own = tmp_path / "outside", tmp_path / "own.pth"
+    outside.mkdir()
+    own.write_bytes(b"the auditor's private file")
+    sha = sha256_file(own)
+    meta = read_metadata(sealed / LITE0)
+    meta["model"] = {
+        **meta["model"],
+        "source": "checkpoint",
+        "architecture": "../" * 12 + str(outside / "X") if entry == "architecture" else "mobilenet_v3_small",
+        "weights": sha,
+        "checkpoint": {"path": str(own)},
+        "weights_sha256": sha,
+    }
+    folder = forge(sealed, tmp_path / "forged", LITE0, lambda table: table, meta)
+    resources = sorted(p for p in (folder / "resources").rglob("*"))
+    audited = audit_one(folder, LITE0)
+    why = "is not a name" if entry == "architecture" else f"no weights file with sha256 {sha[:12]} under"
+    assert audited.refused and why in audited.refused and "\n" not in audited.refused, audited
+    assert list(outside.iterdir()) == [] and sorted(p for p in (folder / "resources").rglob("*")) == resources

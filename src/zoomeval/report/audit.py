@@ -4,9 +4,10 @@ sealed study, recomputed here and compared with what the files store.
 A study's seal and ``leaderboard --verify`` check that its files are the ones its index names and that its metrics
 follow from its predictions; both must believe the predictions. An audit does not: for each file it draws ``sample``
 rows (a seeded draw without replacement, :func:`sample_rows`), finds each row's image by the sha256 its manifest
-records (:class:`ImageFinder`: the file the manifest names, else the study's own dataset folders or the auditor's
-``images`` folders) and the model by its recorded entry, checked against the weights' recorded sha256, and recomputes
-the row's logits through the code that wrote it (:mod:`zoomeval.inference.recompute`). A row agrees when its stored
+records (:class:`ImageFinder`: in the auditor's ``images`` folders where given, else among the study's own files,
+never read outside them) and the model by its recorded entry, checked against the weights' recorded sha256, and
+recomputes the row's logits through the code that wrote it (:mod:`zoomeval.inference.recompute`). What it takes from
+the study unchecked (the labels above all) is listed in its report (:data:`NOT_CHECKED`). A row agrees when its stored
 top-1 (over the class set, and over all classes) is the recomputed one and its stored confidence is within the
 tolerance of the recomputed probability of its class (:func:`row_problems`, with ``top5`` checked where stored).
 
@@ -42,9 +43,20 @@ from zoomeval.report.audit_sample import Audited, Auditor, Finders, detection_bo
 from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.verified import read_study
 
-#: Version of audit.json's layout.
-AUDIT_SCHEMA_VERSION = 1
+#: Version of audit.json's layout (2: ``not_checked``).
+AUDIT_SCHEMA_VERSION = 2
 declare("audit", schema_version=AUDIT_SCHEMA_VERSION)
+#: What an audit takes from the study as it is (printed, and kept in the record): the labels are only tied to the
+#: key by the seal, so a relabelled manifest, resealed, passes the audit as it passes the leaderboard.
+NOT_CHECKED = (
+    "the labels (each manifest's, taken as the study's: a relabelled manifest, resealed, is not caught)",
+    "the masks (SAM's or the boxes') and an open_clip model's zero-shot head (the study's files, taken as they are)",
+)
+#: ... and, without ``--images``, its images.
+OWN_IMAGES = (
+    "the images (the study's own files, taken as the dataset's: an image swapped and its rows recomputed is not "
+    "caught; give your copy of the dataset with --images)"
+)
 #: The fraction of altered rows the printed guarantee is stated for.
 SHOWN_FRACTION = 0.01
 
@@ -66,7 +78,9 @@ def study_files(directory: Path, layout: Any = LAYOUT) -> Iterator[tuple[str, st
 
 def audit_study(directory: Path, auditor: Auditor) -> dict[str, Any]:
     """Audit every file of a study (see the module's docstring); returns the audit's record (``audit.json``)."""
-    auditor, finders = auditor.seeded(), Finders(directory, auditor)
+    device = _device_type(auditor.device)  # a bad --device is refused before any file is read
+    auditor = auditor.seeded()
+    finders = Finders(directory, auditor)
     audited = [
         audit_file(directory, kind, model, path, auditor, finders)
         for kind, model, path in study_files(directory, auditor.layout)
@@ -80,9 +94,10 @@ def audit_study(directory: Path, auditor: Auditor) -> dict[str, Any]:
         "seal_sha256": sha256_file(index),
         "sample": auditor.sample,
         "seed": auditor.seed,
-        "device": _device_type(auditor.device),
+        "device": device,
         "precision": auditor.precision,
         "images": [str(p) for p in auditor.images],
+        "not_checked": [*NOT_CHECKED, *([] if auditor.images else [OWN_IMAGES])],
         "files": [asdict(a) for a in audited],
     }
 
@@ -106,6 +121,7 @@ def report_lines(record: dict[str, Any]) -> list[str]:
         f"audit of {record['study']}: seed {record['seed']}, {record['sample']} rows per file, on "
         f"{record['device']} at {record['precision']}"
     ]
+    lines += [f"not checked: {item}" for item in record["not_checked"]]
     for item in record["files"]:
         head = f"{item['model']}: {item['path']}"
         if item["refused"]:

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from zoomeval.core.checksums import sha256_file
-from zoomeval.core.manifest import read_manifest
-from zoomeval.report.audit_sample import Audited, Auditor, Finders, sample_rows, tolerance
+from zoomeval.report.audit_sample import Audited, Auditor, Finders, real_path, sample_rows, tolerance, within
 from zoomeval.report.verified import zoomeval_metadata
 
 
@@ -34,7 +33,7 @@ def audit_file(directory: Path, kind: str, model: str, path: Path, auditor: Audi
         picked = [{**row, "index": k} for k, row in zip(numbers, table[numbers].to_dicts(), strict=True)]
         device = resolve_device(auditor.device, "--device").type
         out.tolerance = tolerance((meta["precision"], str(meta.get("device") or "cpu")), (auditor.precision, device))
-        rows, missing = _sampled(directory, meta, picked, auditor, finders)
+        rows, missing = _sampled(meta, picked, finders)
         out.mismatches += missing
         logits = _recompute(directory, kind, meta, [r for r in rows if r["record"] is not None], auditor)
     except (ValueError, OSError, KeyError) as exc:
@@ -56,25 +55,21 @@ def _where(row: dict[str, Any]) -> str:
 
 
 def _sampled(
-    directory: Path, meta: dict[str, Any], rows: list[dict[str, Any]], auditor: Auditor, finders: Finders
+    meta: dict[str, Any], rows: list[dict[str, Any]], finders: Finders
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The sampled rows (each with its ``index`` in the file), each given its image's record (its path where the
     image was found by content; None where it was not, listed as a mismatch)."""
-    manifest = directory / auditor.layout.path("manifest", dataset=meta["dataset"])
-    records = {r.image_id: r for r in read_manifest(manifest)}
-    if any(not r.sha256 for r in records.values()):
-        raise ValueError(
-            f"{manifest}: records no sha256 per image (manifest schema < 3), so images cannot be found "
-            "by content; rebuild it (--forcerun dataset_manifest) and re-run the study"
-        )
+    finder = finders[meta["dataset"]]
+    where = "in your --images folders" if finders.auditor.images else "(give your copy of the dataset with --images)"
     missing = []
     for row in rows:
-        record = records.get(row["image_id"])
-        found = finders[meta["dataset"]].find(record) if record is not None else None
+        record = finder.records.get(row["image_id"])
+        found = finder.find(record) if record is not None else None
         row["record"] = None if found is None else replace(record, path=str(found))
-        if found is None:
-            why = "is not in the manifest" if record is None else f"with sha256 {record.sha256[:12]} was not found"
-            missing.append(f"{_where(row)}: the image {why} (give your copy of the dataset with --images)")
+        if record is None:
+            missing.append(f"{_where(row)}: the image is not in the manifest")
+        elif found is None:
+            missing.append(f"{_where(row)}: the image with sha256 {record.sha256[:12]} was not found {where}")
     return rows, missing
 
 
@@ -146,8 +141,10 @@ def _masks(directory: Path, meta: dict[str, Any], auditor: Auditor) -> dict[str,
             f"variant {meta['variant']}: the predictions record no masks_sha256 (an older zoomeval), so "
             "the masks they used cannot be found; re-run them"
         )
+    study = real_path(directory)
     for candidate in sorted(directory.glob(auditor.layout.glob("masks", dataset=meta["dataset"]))):
-        if sha256_file(candidate) == wanted:
+        # a mask file that is a link out of the study, or no regular file (a FIFO, a device), is not read
+        if within(candidate, [study]) is not None and candidate.is_file() and sha256_file(candidate) == wanted:
             return read_masks(candidate)
     raise ValueError(
         f"variant {meta['variant']}: no mask file of dataset {meta['dataset']} has the sha256 "

@@ -5,6 +5,7 @@ study's audit and each file's (:mod:`zoomeval.report.audit_files`) build on it."
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from zoomeval.core.checksums import sha256_file
-from zoomeval.core.manifest import Record
+from zoomeval.core.manifest import Record, read_manifest
 from zoomeval.report.study_index import LAYOUT
 
 #: Rows recomputed per file by default.
@@ -80,33 +81,78 @@ class Audited:
 
 
 class ImageFinder:
-    """Images by content: the file a record names (a relative path: in the study directory ``root``) if its sha256
-    is the record's, else any file with that sha256 in ``folders`` (hashed once, on the first image not found in
-    place)."""
+    """The images of one dataset of a study, found by the sha256 its manifest records and read only inside the folders
+    the audit trusts, ``roots`` (every symlink followed; a file out of them, or not a regular file, is never opened).
 
-    def __init__(self, root: Path, folders: Sequence[Path]) -> None:
-        self.root, self.folders, self._index = root, folders, None
+    With the auditor's ``--images`` folders, they are the roots and the only source: each image is a file there with
+    its recorded sha256, and the study's own file is never used in its place (an image swapped in the study, its
+    sha256 rewritten, has no such file there). Without them, the roots are the study's dataset folder and its
+    ``resources/``: an image is the file the manifest names, if its sha256 is the record's, else a file with that
+    sha256 in the study's images folder; a manifest naming a path out of the roots (``..``, an absolute path, a
+    symlink out of the study) or a file that is not a regular file (a device, a FIFO) is refused before any image is
+    read. The folders are hashed once, on the first image not found in place."""
+
+    def __init__(self, directory: Path, dataset: str, auditor: Auditor) -> None:
+        folder = real_path(directory / auditor.layout.path("dataset", dataset=dataset))
+        manifest = directory / auditor.layout.path("manifest", dataset=dataset)
+        if (path := within(manifest, [folder])) is None or not path.is_file():
+            raise ValueError(f"{manifest}: not a regular file in the study's {folder}")
+        self.records = {r.image_id: r for r in read_manifest(path)}
+        if any(not r.sha256 for r in self.records.values()):
+            raise ValueError(
+                f"{manifest}: records no sha256 per image (manifest schema < 3), so images cannot be found "
+                "by content; rebuild it (--forcerun dataset_manifest) and re-run the study"
+            )
+        self.roots = [real_path(p) for p in auditor.images] or [folder, real_path(directory / "resources")]
+        self.folders = auditor.images or (directory / auditor.layout.path("images", dataset=dataset),)
+        own = () if auditor.images else self.records.values()
+        self.placed = {r.image_id: self._placed(directory / r.path, r, manifest) for r in own}
+        self._index: dict[str, Path] | None = None
+
+    def _placed(self, path: Path, record: Record, manifest: Path) -> Path | None:
+        """The file a record names, every symlink followed (None: there is none), refused unless it lies in the roots
+        and is a regular file."""
+        found = within(path, self.roots)
+        if found is None or (found.exists() and not found.is_file()):
+            why = "leads out of the study" if found is None else "is not a regular file"
+            raise ValueError(
+                f"{manifest}: image {record.image_id} is {record.path!r}, which {why} (an audit reads the study's "
+                f"images only as regular files in {' or '.join(map(str, self.roots))}); give your copy of the "
+                "dataset with --images"
+            )
+        return found if found.exists() else None
 
     def find(self, record: Record) -> Path | None:
-        own = self.root / record.path
-        if record.sha256 and own.is_file() and sha256_file(own) == record.sha256:
+        own = self.placed.get(record.image_id)
+        if own is not None and sha256_file(own) == record.sha256:
             return own
         if self._index is None:
             files = (p for folder in self.folders if folder.is_dir() for p in sorted(folder.rglob("*")))
-            self._index = {sha256_file(p): p for p in files if p.is_file()}
-        return self._index.get(record.sha256) if record.sha256 else None
+            found = (within(p, self.roots) for p in files)
+            self._index = {sha256_file(p): p for p in found if p is not None and p.is_file()}
+        return self._index.get(record.sha256)
+
+
+def real_path(path: Path) -> Path:
+    """``path`` with every symlink followed (a symlink loop is left as it is, and is then no file)."""
+    return Path(os.path.realpath(path))
+
+
+def within(path: Path, roots: Sequence[Path]) -> Path | None:
+    """``path`` with every symlink followed, if that lies in one of ``roots`` (themselves followed); else None."""
+    found = real_path(path)
+    return found if any(found.is_relative_to(root) for root in roots) else None
 
 
 class Finders(dict[str, ImageFinder]):
-    """An :class:`ImageFinder` per dataset of a study: its own images folder, then the auditor's folders."""
+    """An :class:`ImageFinder` per dataset of a study (each manifest read and checked once)."""
 
     def __init__(self, directory: Path, auditor: Auditor) -> None:
         super().__init__()
         self.directory, self.auditor = directory, auditor
 
     def __missing__(self, dataset: str) -> ImageFinder:
-        own = self.directory / self.auditor.layout.path("images", dataset=dataset)
-        self[dataset] = finder = ImageFinder(self.directory, [own, *self.auditor.images])
+        self[dataset] = finder = ImageFinder(self.directory, dataset, self.auditor)
         return finder
 
 
@@ -123,6 +169,10 @@ class Auditor:
     resources: Path | None = None
     layout: Any = LAYOUT
     threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.seed is not None and not (isinstance(self.seed, int) and self.seed >= 0):  # numpy takes any such
+            raise ValueError(f"--seed: {self.seed} is no seed; give a whole number S >= 0")
 
     def seeded(self) -> Auditor:
         """This auditor with its seed drawn fresh where none was given."""
