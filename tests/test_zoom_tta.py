@@ -22,6 +22,7 @@ from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.policies import apply, choose_cascade, fit
 from zoomeval.analysis.policy_eval import budgets_for, cross_validate, read_views, transfer_document
 from zoomeval.cli import main, study_settings
+from zoomeval.core.checksums import sha256_file
 from zoomeval.core.classes import wnids
 from zoomeval.core.config import InferenceSettings
 from zoomeval.core.images import load_rgb
@@ -536,6 +537,7 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
         ("junk", "junk.jpg: not an image this reads"),
         ("policy", "policy.json: not a JSON document"),
         ("weights", "no such folder: the weights of the policy's model are not under"),
+        ("checkpoint", "the policy's model: no weights file with sha256 "),
         ("device", "--device: 'gpu0' is no torch device"),
         ("nonsense", "--device: 'nonsense' is no torch device"),
         ("batch 0", "--batch-size: 0 is no number of crops; give N >= 1"),
@@ -550,15 +552,21 @@ def test_predict_answers_files_and_folders_as_the_wrapper_does_one_csv_row_each(
 def test_predict_refuses_a_bad_input_in_one_line_exit_2(study, policy_file, tmp_path, capsys, case, message):
     (tmp_path / "junk.jpg").write_text("not a JPEG")
     (tmp_path / "policy.json").write_text("{")
-    if case == "weights":  # the demo's weights ship in the package: a model whose weights are kept in a folder
+    (private := tmp_path / "private.pth").write_bytes(b"a file of the user's own")
+    sha = sha256_file(private)
+    entries = {  # the demo's weights ship in the package: models whose weights are kept in a folder
+        "weights": {"name": "r18", "source": "torchvision", "architecture": "resnet18", "weights": "IMAGENET1K_V1"},
+        # a checkpoint path in the file is not read: the file is not hashed, nor its sha256 kept in the resources
+        "checkpoint": {"source": "checkpoint", "architecture": "resnet18", "weights": sha, "checkpoint": str(private)},
+    }
+    if case in entries:
         document = read_json(policy_file)
-        entry = {"name": "r18", "source": "torchvision", "architecture": "resnet18", "weights": "IMAGENET1K_V1"}
-        document["model"]["entry"] = {**document["model"]["entry"], **entry}
+        document["model"]["entry"] = {**document["model"]["entry"], **entries[case], "weights_sha256": sha}
         write_json(tmp_path / "policy.json", document)
     (tmp_path / "empty").mkdir()
     (tmp_path / "resources").mkdir()
-    policy = tmp_path / "policy.json" if case in ("policy", "weights") else policy_file
-    weights = ["--resources", str(tmp_path / "resources")] if case == "weights" else ["--study", str(study)]
+    policy = tmp_path / "policy.json" if case in ("policy", *entries) else policy_file
+    weights = ["--resources", str(tmp_path / "resources")] if case in entries else ["--study", str(study)]
     Image.new("L", (1, 20000)).save(tmp_path / "tall.png")  # 256 x 5,120,000 pixels at S = 256, but 100-odd bytes
     images = {"missing": "nowhere.jpg", "empty": str(tmp_path / "empty"), "too large": str(tmp_path / "tall.png")}
     image = images.get(case, str(tmp_path / "junk.jpg"))
@@ -569,6 +577,7 @@ def test_predict_refuses_a_bad_input_in_one_line_exit_2(study, policy_file, tmp_
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("zoomeval predict: ") and message in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+    assert list((tmp_path / "resources").iterdir()) == []
 
 
 def test_an_image_is_decoded_as_the_study_decodes_it_16_bit_included(
