@@ -1,5 +1,5 @@
 """What an audit (``zoomeval audit``) costs per row on this machine's CPU, and how far an fp16 or bf16 run's logits
-lie from an fp32 run's (what the audit's tolerance, ``zoomeval.report.audit.LOGIT_ERROR``, rests on).
+lie from an fp32 run's (what the audit's tolerance, ``zoomeval.audit.study.LOGIT_ERROR``, rests on).
 
 Each timed row is a different demo image at a random scale of the paper's 36 and a random anchor, recomputed as the
 audit does (:func:`zoomeval.inference.recompute.zoom_logits`: decode, resize to that scale, the crops cut, one of them
@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from zoomeval.audit.files import log_softmax
 from zoomeval.core.config import InferenceSettings, ModelSpec
 from zoomeval.core.images import screen
 from zoomeval.core.zoom import paper_scales
@@ -32,7 +33,6 @@ from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel
 from zoomeval.inference.recompute import zoom_logits
 from zoomeval.inference.sources import embedded
-from zoomeval.report.audit_files import log_softmax
 
 LITE0 = ModelSpec("lite0", "embedded", embedded.ARCHITECTURE, embedded.WEIGHTS_FILE, 224, embedded.MEAN, embedded.STD)
 RESNET50 = ModelSpec("resnet50", "torchvision", "resnet50", "IMAGENET1K_V1")

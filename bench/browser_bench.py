@@ -26,12 +26,12 @@ from PIL import Image, ImageDraw
 
 from zoomeval.analysis.cover import greedy_cover
 from zoomeval.analysis.matrix import write_matrix
+from zoomeval.browser.data import read_correctness, write_browser_data
+from zoomeval.browser.images import write_crops, write_thumbnails
+from zoomeval.browser.site import write_site
 from zoomeval.core.io import write_json, write_parquet
 from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import paper_scales, transforms
-from zoomeval.report.browser_data import read_correctness, write_browser_data
-from zoomeval.report.browser_images import write_crops, write_thumbnails
-from zoomeval.report.browser_site import write_site
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.chromium import CHROMIUM, Chromium  # noqa: E402 (the tests' DevTools driver)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from tests.test_leaderboard import LAYOUT, study
 from zoomeval.core.io import read_json, write_json
-from zoomeval.report.boards import merge
-from zoomeval.report.leaderboard import markdown
-from zoomeval.report.verified import read_study
+from zoomeval.publish.boards import merge
+from zoomeval.publish.leaderboard import markdown
+from zoomeval.study.verified import read_study
 
 
 def build(folder: Path, n: int) -> None:

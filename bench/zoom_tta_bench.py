@@ -20,8 +20,8 @@ from zoomeval.cli import study_settings
 from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
 from zoomeval.inference.crop_dataset import ZoomCrops
-from zoomeval.report.policy_export import export_policy, study_model
-from zoomeval.report.zoom_tta import study_classifier
+from zoomeval.policy.fitted import export_policy, study_model
+from zoomeval.policy.tta import study_classifier
 
 
 def timed(tta: zoomeval.ZoomTTA, images: list, repeats: int) -> tuple[float, float]:

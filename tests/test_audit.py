@@ -26,6 +26,19 @@ from PIL import Image, ImageOps
 
 from tests.conftest import ROOT, copy_study, run_snakemake, write_config
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
+from zoomeval.audit import sample as audit_sample
+from zoomeval.audit.files import audit_file, row_problems
+from zoomeval.audit.sample import (
+    LOGIT_ERROR,
+    Audited,
+    Auditor,
+    Finders,
+    detection_bound,
+    logit_error,
+    sample_rows,
+    tolerance,
+)
+from zoomeval.audit.study import NOT_CHECKED, OWN_IMAGES, audit_study, report_lines
 from zoomeval.cli import main
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.classes import wnids_of
@@ -38,21 +51,8 @@ from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD
 from zoomeval.inference.predict import predict_to_file
 from zoomeval.inference.recorded import recorded_spec
 from zoomeval.inference.tables import write_table
-from zoomeval.report import audit_sample
-from zoomeval.report.audit import NOT_CHECKED, OWN_IMAGES, audit_study, report_lines
-from zoomeval.report.audit_files import audit_file, row_problems
-from zoomeval.report.audit_sample import (
-    LOGIT_ERROR,
-    Audited,
-    Auditor,
-    Finders,
-    detection_bound,
-    logit_error,
-    sample_rows,
-    tolerance,
-)
-from zoomeval.report.leaderboard import ACCURACIES, hub_dataset, study_rows
-from zoomeval.report.study_index import write_index
+from zoomeval.publish.leaderboard import ACCURACIES, hub_dataset, study_rows
+from zoomeval.study.index import write_index
 
 # its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
 pytestmark = pytest.mark.xdist_group("test_audit")
@@ -77,7 +77,7 @@ def test_a_seeded_sample_is_the_same_in_every_run_and_another_for_another_seed_o
     first = sample_rows(1000, 10, 5, "results/predictions/demo/original/m.parquet")
     assert list(first) == sorted(set(first.tolist())) and len(first) == 10 and first.max() < 1000
     code = (
-        "from zoomeval.report.audit_sample import sample_rows; "
+        "from zoomeval.audit.sample import sample_rows; "
         "print(sample_rows(1000, 10, 5, 'results/predictions/demo/original/m.parquet').tolist())"
     )
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

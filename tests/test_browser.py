@@ -16,22 +16,22 @@ from tests.conftest import LAYOUT
 from tests.test_analysis import prediction_table
 from zoomeval.analysis.matrix import read_matrix, write_matrix
 from zoomeval.analysis.scoring import analyze_predictions, write_analysis
-from zoomeval.core.config import DatasetConfig, InputSpec
-from zoomeval.core.io import write_parquet
-from zoomeval.core.left_out import LeftOut
-from zoomeval.core.manifest import Record, write_manifest
-from zoomeval.core.zoom import Transform, transforms, zoom_crop
-from zoomeval.datasets.build import build_records
-from zoomeval.report.browser_data import (
+from zoomeval.browser.data import (
     first_solving,
     image_codes,
     read_correctness,
     sample_indices,
     write_browser_data,
 )
-from zoomeval.report.browser_images import write_crops, write_thumbnails
-from zoomeval.report.browser_site import write_site
-from zoomeval.report.hard_set import summary_rows, write_hard_set, write_summary
+from zoomeval.browser.hard_set import summary_rows, write_hard_set, write_summary
+from zoomeval.browser.images import write_crops, write_thumbnails
+from zoomeval.browser.site import write_site
+from zoomeval.core.config import DatasetConfig, InputSpec
+from zoomeval.core.io import write_parquet
+from zoomeval.core.left_out import LeftOut
+from zoomeval.core.manifest import Record, write_manifest
+from zoomeval.core.zoom import Transform, transforms, zoom_crop
+from zoomeval.datasets.build import build_records
 
 # its tests share a module-scoped fixture: one process runs them all (make test's parallel pytest), built once
 pytestmark = pytest.mark.xdist_group("test_browser")

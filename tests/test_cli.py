@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from zoomeval import study_dir
 from zoomeval.analysis.label_sets import LABEL_SETS
 from zoomeval.datasets.registry import ADAPTERS
 from zoomeval.inference.models import MODEL_SOURCES
+from zoomeval.study import directory as study_dir
 
 
 def listed(*args: str) -> list[list[str]]:

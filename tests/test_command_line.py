@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from zoomeval import __version__, cli, study_dir
+from zoomeval import __version__, cli
 from zoomeval.core.provenance import workflow_commit, workflow_root
 from zoomeval.preflight import missing_extras
 from zoomeval.registries import load_config
+from zoomeval.study import directory as study_dir
 
 MARKUP = re.compile(r"``|:\w+:`")
 
@@ -84,8 +85,8 @@ def yaml_config(path: Path) -> dict:
 
 
 def test_plain_removes_restructuredtext_roles_and_literals() -> None:
-    text = "``init`` writes; see :mod:`zoomeval.study_dir` and :class:`~zoomeval.core.manifest.Record`."
-    assert cli.plain(text) == "init writes; see zoomeval.study_dir and Record."
+    text = "``init`` writes; see :mod:`zoomeval.study.directory` and :class:`~zoomeval.core.manifest.Record`."
+    assert cli.plain(text) == "init writes; see zoomeval.study.directory and Record."
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ from zoomeval.analysis.policy_eval import POLICIES_DOCUMENT, cv_document, transf
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import Transform
-from zoomeval.report.study_index import STUDY_INDEX, Entry, index_document, read_index, write_index
 from zoomeval.report.tables import TABLE_A8_COLUMNS
-from zoomeval.report.verified import META_FIELDS, prediction_metadata
+from zoomeval.study.index import STUDY_INDEX, Entry, index_document, read_index, write_index
+from zoomeval.study.verified import META_FIELDS, prediction_metadata
 
 #: metrics.json's fields in the order schema 6 files have them: an interface, so a reordered declaration fails here.
 SCHEMA_6 = [
@@ -241,7 +241,7 @@ def test_a_policies_document_is_its_declared_fields_and_reads_back_to_the_same_b
 
 
 def test_the_prediction_metadata_a_row_needs_is_refused_naming_the_field(monkeypatch):
-    from zoomeval.report import verified
+    from zoomeval.study import verified
 
     meta = {
         "model": {"name": "m", "architecture": "a", "weights": "w", "param_count": 5},

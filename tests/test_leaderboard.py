@@ -28,8 +28,8 @@ from zoomeval.core.manifest import Record, write_manifest
 from zoomeval.core.strict_yaml import load_yaml
 from zoomeval.core.zoom import Transform, transforms
 from zoomeval.inference.tables import BASE_FIELDS
-from zoomeval.report.leaderboard import ACCURACIES, COLUMNS, HEADING, readable_architecture, study_rows
-from zoomeval.report.study_index import write_index
+from zoomeval.publish.leaderboard import ACCURACIES, COLUMNS, HEADING, readable_architecture, study_rows
+from zoomeval.study.index import write_index
 
 LAYOUT = Layout()
 N = 12
@@ -645,7 +645,7 @@ def test_duplicate_entries_and_deep_or_huge_indexes_are_refused_in_one_line(tmp_
     (a / path).write_text("[" * 100_000 + "]" * 100_000)
     reseal(a)
     assert f"{a / path}: nested deeper than any zoomeval document" in refused(a)
-    from zoomeval.report import study_index
+    from zoomeval.study import index as study_index
 
     study(a)
     monkeypatch.setattr(study_index, "MAX_INDEX_BYTES", 100)  # the bound, scaled down: checked before any read
@@ -711,7 +711,7 @@ def test_a_relabelled_manifest_is_refused_where_a_table_reads_it(tmp_path) -> No
 def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path, monkeypatch) -> None:
     """Linear in the index: two label sets share one prediction file and one standard evaluation; each is hashed
     once, and not again while unchanged (counted, not timed)."""
-    from zoomeval.report import verified
+    from zoomeval.study import verified
 
     a = study(tmp_path / "a", label_sets=("in", "real"))
     hashed: list[str] = []
@@ -731,7 +731,7 @@ def test_each_distinct_file_is_hashed_once_however_many_results_name_it(tmp_path
 
 def test_study_reads_a_sealed_study_through_the_leaderboards_checks(tmp_path) -> None:
     """zoomeval.Study refuses a prediction file changed after sealing with the leaderboard's line, or warns of it."""
-    from zoomeval.report.study import Study
+    from zoomeval.study.reader import Study
 
     a = study(tmp_path / "a")
     assert Study(a).problems == [] and len(Study(a).predictions("demo", "original", "r50").collect()) == N * 27
@@ -785,8 +785,8 @@ def test_published_rows_follow_a_matching_table_and_a_reproduced_row_notes_its_d
     """A published table made for the tiny study's protocol (the real ones need 50,000 images): the study's r50
     (timm resnet50.a1_in1k, seed 0: 1-crop 4 of 12, acc_max 11 of 12) notes the published values and its
     differences; the published rows come after it, unranked; the same study without a recorded adapter shows none."""
-    from zoomeval.report import leaderboard
-    from zoomeval.report.boards import write_merged
+    from zoomeval.publish import leaderboard
+    from zoomeval.publish.boards import write_merged
     from zoomeval.report.published import Protocol, PublishedRow, PublishedTable
 
     protocol = Protocol("demo", N, "in", "original", "full", tuple(SCALES), 3)

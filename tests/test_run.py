@@ -559,7 +559,7 @@ REFUSALS = {
 def typo_study(tmp_path_factory) -> Path:
     """A demo study of 3 scales (27 zoom transforms) and one dataset, shared so its model catalogues (under
     .snakemake/zoomeval) are listed once."""
-    from zoomeval.study_dir import init_study
+    from zoomeval.study.directory import init_study
 
     study = tmp_path_factory.mktemp("typos") / "study"
     init_study(study)

@@ -297,7 +297,7 @@ BAD_CONFIGS = list(bad_configs("M"))
 @pytest.mark.parametrize("case", BAD_CONFIGS)
 def test_zoomeval_run_refuses_every_bad_config_in_one_line_naming_the_file(tmp_path, capsys, case) -> None:
     from zoomeval.cli import main
-    from zoomeval.study_dir import init_study
+    from zoomeval.study.directory import init_study
 
     init_study(tmp_path / "study")
     marker = tmp_path / "marker"

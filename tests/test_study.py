@@ -14,9 +14,9 @@ import yaml
 from PIL import Image
 
 from tests.conftest import ROOT, SMALL_TARGETS, write_small_config
-from zoomeval import study_dir
 from zoomeval.core.provenance import workflow_commit
 from zoomeval.core.strict_yaml import load_yaml
+from zoomeval.study import directory as study_dir
 
 
 def zoomeval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from tests.test_leaderboard import study
-from zoomeval.report.boards import merge, write_merged
-from zoomeval.report.timm_results import timm_rows
+from zoomeval.publish.boards import merge, write_merged
+from zoomeval.publish.timm_results import timm_rows
 
 #: Real rows of timm's results/results-imagenet.csv (huggingface/pytorch-image-models, commit 0173a139).
 TIMM_CSV = """model,top1,top1_err,top5,top5_err,param_count,img_size,crop_pct,interpolation

@@ -34,9 +34,9 @@ from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_dataset import ZoomCrops
 from zoomeval.inference.models import IMAGENET_MEAN, IMAGENET_STD, load_model
 from zoomeval.inference.recorded import recorded_spec
-from zoomeval.report.policy_export import export_policy
-from zoomeval.report.policy_predict import open_image
-from zoomeval.report.zoom_tta import study_classifier
+from zoomeval.policy.apply import open_image
+from zoomeval.policy.fitted import export_policy
+from zoomeval.policy.tta import study_classifier
 
 LAYOUT6 = run_layout(6)
 SCALES = [64, 256]
@@ -96,7 +96,7 @@ def classifier(study: Path) -> Classifier:
 def fit_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The export's fits memoised for a test that exports every rule at every budget from the same study: each fit
     (a fold's, the all-image one) runs once, not once per file (each takes a quarter of a second)."""
-    import zoomeval.report.policy_export as export
+    import zoomeval.policy.fitted as export
 
     fits: dict = {}
 
@@ -357,7 +357,7 @@ def test_predict_refuses_a_hand_edited_policy_file_in_one_line_exit_2(study, exp
 
 
 def test_an_export_is_read_back_through_the_declaration_before_it_is_written(study, tmp_path, monkeypatch, capsys):
-    import zoomeval.report.policy_export as export
+    import zoomeval.policy.fitted as export
 
     real = export._model
     monkeypatch.setattr(export, "_model", lambda meta: {**real(meta), "crop_size": 0})

@@ -12,15 +12,15 @@ __all__ = ["Study", "ZoomTTA", "__version__", "compare_studies"]
 def __getattr__(name: str) -> Any:
     # zoomeval.Study is imported on first use: importing zoomeval (every job, every DAG build) stays free of polars.
     if name == "Study":
-        from zoomeval.report.study import Study
+        from zoomeval.study.reader import Study
 
         return Study
     if name == "compare_studies":
-        from zoomeval.report.study import compare_studies
+        from zoomeval.publish.compare import compare_studies
 
         return compare_studies
     if name == "ZoomTTA":
-        from zoomeval.report.zoom_tta import ZoomTTA
+        from zoomeval.policy.tta import ZoomTTA
 
         return ZoomTTA
     raise AttributeError(f"module 'zoomeval' has no attribute {name!r}")

@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from zoomeval import __version__, study_dir
+from zoomeval import __version__
 from zoomeval.core.cells import terminal_text
 from zoomeval.core.layout import Layout, limited_root
 from zoomeval.core.provenance import workflow_commit, workflow_root
 from zoomeval.core.strict_yaml import load_config_file
 from zoomeval.registries import REGISTRIES
+from zoomeval.study import directory as study_dir
 
 #: ``zoomeval list`` kinds that print a registry of the package.
 REGISTRY_KINDS = ("adapters", "sources", "label-sets", "presets")
@@ -106,7 +107,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _leaderboard(args: argparse.Namespace) -> int:
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.boards import write_merged
+    from zoomeval.publish.boards import write_merged
 
     output = _output(args)
     directories, layout = [Path(d) for d in args.directories], run_layout(_limit(args))
@@ -124,9 +125,9 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     """recompute a seeded sample of every file's rows of a sealed study here and compare them with what is stored;
     exit 1 on any mismatch"""
+    from zoomeval.audit.sample import Audited, Auditor
+    from zoomeval.audit.study import audit_study, report_lines, write_record
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.audit import audit_study, report_lines, write_record
-    from zoomeval.report.audit_sample import Audited, Auditor
 
     if args.sample < 1:
         raise ValueError(f"--sample: {args.sample} is no number of rows; give N >= 1")
@@ -152,7 +153,7 @@ def _board_auditor(args: argparse.Namespace, layout: object) -> object:
         return None
     if args.audit < 1:
         raise ValueError(f"--audit: {args.audit} is no number of rows; give N >= 1")
-    from zoomeval.report.audit_sample import Auditor
+    from zoomeval.audit.sample import Auditor
 
     return Auditor(args.audit, args.seed, images=tuple(args.images or ()), layout=layout)
 
@@ -161,7 +162,7 @@ def _export(args: argparse.Namespace) -> int:
     """write a study's verified results in the formats other tools read, as a bundle that zoomeval leaderboard reads
     back"""
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.export import write_bundle
+    from zoomeval.publish.bundle import write_bundle
 
     out = Path(args.output or f"{Path(args.directory).resolve().name}-{args.format}")
     options = {"date": args.date, "source_url": args.source_url}
@@ -302,7 +303,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def add_leaderboard(commands: argparse._SubParsersAction) -> None:
-    from zoomeval.report.leaderboard import RANK_BY
+    from zoomeval.publish.leaderboard import RANK_BY
 
     board = commands.add_parser("leaderboard", help="merge the metrics.json of study directories into one table")
     board.add_argument("directories", nargs="+", metavar="DIR", type=directory)
@@ -394,7 +395,7 @@ def add_export(commands: argparse._SubParsersAction) -> None:
 
 
 def add_audit(commands: argparse._SubParsersAction) -> None:
-    from zoomeval.report.audit_sample import DEFAULT_SAMPLE, LOGIT_ERROR
+    from zoomeval.audit.sample import DEFAULT_SAMPLE, LOGIT_ERROR
 
     audit = add_study_command(commands, "audit", _audit)
     audit.add_argument(
@@ -459,7 +460,7 @@ def add_predict(commands: argparse._SubParsersAction) -> None:
 
 def _predict(args: argparse.Namespace) -> int:
     from zoomeval.core.io import csv_text, write_text
-    from zoomeval.report.policy_predict import COLUMNS, image_paths, policy_wrapper, predict_rows
+    from zoomeval.policy.apply import COLUMNS, image_paths, policy_wrapper, predict_rows
 
     output, paths = _output(args), image_paths(args.images)
     resources = args.resources or args.study / "resources"
@@ -487,7 +488,7 @@ def _policy_export(args: argparse.Namespace) -> int:
     applies"""
     from zoomeval.core.io import write_json
     from zoomeval.core.layout import run_layout
-    from zoomeval.report.policy_export import export_policy, study_model
+    from zoomeval.policy.fitted import export_policy, study_model
 
     layout, folder, output = run_layout(_limit(args)), Path(args.directory), _output(args)
     model = args.model or study_model(folder, layout, args.fit, args.variant)

@@ -1,5 +1,5 @@
 # Stage 5c: the per-image browser (results/browser/index.html), a static site built from the manifests, the
-# correctness matrices, the greedy covers and the prediction files (see zoomeval.report.browser_data).
+# correctness matrices, the greedy covers and the prediction files (see zoomeval.browser.data).
 
 
 # One thumbnail per sampled image of a dataset, shared by its label sets.

@@ -1,5 +1,5 @@
 # Stage 5d: the hard sets, images that no configured model solves under any transform (original images), in
-# ImageNet-Hard's Hugging Face layout, and their composition by origin (see zoomeval.report.hard_set).
+# ImageNet-Hard's Hugging Face layout, and their composition by origin (see zoomeval.browser.hard_set).
 
 
 rule hard_set:

@@ -170,7 +170,7 @@ rule study_index:
         "../scripts/study_index.py"
 
 
-# The study's own leaderboard (zoomeval.report.leaderboard; `zoomeval leaderboard DIR...` merges several studies),
+# The study's own leaderboard (zoomeval.publish.leaderboard; `zoomeval leaderboard DIR...` merges several studies),
 # read through the study index as the command reads any study.
 rule leaderboard:
     input:

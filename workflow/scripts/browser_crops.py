@@ -1,11 +1,11 @@
 import logging
 
 from zoomeval.analysis.matrix import read_geometry
+from zoomeval.browser.data import read_correctness
+from zoomeval.browser.images import write_crops
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
 from zoomeval.registries import typed_config
-from zoomeval.report.browser_data import read_correctness
-from zoomeval.report.browser_images import write_crops
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

@@ -1,10 +1,10 @@
 import logging
 
+from zoomeval.browser.data import read_correctness, write_browser_data
 from zoomeval.core.images import bad_kinds
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
 from zoomeval.registries import typed_config
-from zoomeval.report.browser_data import read_correctness, write_browser_data
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

@@ -1,7 +1,7 @@
 from pathlib import Path
 
+from zoomeval.browser.site import write_site
 from zoomeval.core.logs import to_file
-from zoomeval.report.browser_site import write_site
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

@@ -1,9 +1,9 @@
 import logging
 
+from zoomeval.browser.images import write_thumbnails
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
 from zoomeval.registries import typed_config
-from zoomeval.report.browser_images import write_thumbnails
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

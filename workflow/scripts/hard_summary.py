@@ -1,5 +1,5 @@
+from zoomeval.browser.hard_set import write_summary
 from zoomeval.core.logs import to_file
-from zoomeval.report.hard_set import write_summary
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from zoomeval.core.layout import run_layout
 from zoomeval.core.logs import to_file
-from zoomeval.report.leaderboard import leaderboard, study_rows, with_published, write_board
+from zoomeval.publish.leaderboard import leaderboard, study_rows, with_published, write_board
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

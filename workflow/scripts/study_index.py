@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from zoomeval.core.logs import to_file
-from zoomeval.report.study_index import write_index
+from zoomeval.study.index import write_index
 
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):

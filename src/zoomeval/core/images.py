@@ -21,7 +21,7 @@ they resize to):
 * a manifest's ``border`` is cropped from every side.
 
 When a manifest is built, every image is read and decoded once (:func:`screen`), and the sha256 of the bytes read
-becomes the record's ``sha256`` (an audit finds the image by it, :mod:`zoomeval.report.audit`). An image cannot be
+becomes the record's ``sha256`` (an audit finds the image by it, :mod:`zoomeval.audit.study`). An image cannot be
 used when it is unreadable (empty or truncated file, bomb, unknown format), when its mode has no 8-bit RGB mapping
 (above), when its decoded size differs from the size its dataset's annotations give, or when resizing it to the
 largest scale would exceed ``max_resized_pixels``

@@ -3,7 +3,7 @@ the model from its recorded entry (:mod:`zoomeval.inference.recorded`, so every 
 apply), the zoom crops from :func:`zoomeval.inference.predict.crop_stream` and the standard evaluation's images
 from :class:`zoomeval.inference.standard_eval.StandardImages`, each batch through
 :class:`~zoomeval.inference.classifier.Classifier`. What an audit compares them with is its business
-(:mod:`zoomeval.report.audit`)."""
+(:mod:`zoomeval.audit.study`)."""
 
 from __future__ import annotations
 

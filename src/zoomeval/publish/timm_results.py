@@ -18,8 +18,8 @@ from typing import Any
 from zoomeval.analysis.comparability import key_differences
 from zoomeval.analysis.label_sets import scored_name
 from zoomeval.core.layout import Layout
-from zoomeval.report.study_index import LAYOUT
-from zoomeval.report.verified import scored_records
+from zoomeval.study.index import LAYOUT
+from zoomeval.study.verified import scored_records
 
 #: timm's results-CSV columns, in validate.py's order, then zoomeval's ``note``: how ``model`` was named, which
 #: studies a row merges and what keeps two rows of one name apart.

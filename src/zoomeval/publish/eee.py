@@ -1,4 +1,4 @@
-"""Every Eval Ever records of one verified result (:mod:`zoomeval.report.export`): the aggregate record and its
+"""Every Eval Ever records of one verified result (:mod:`zoomeval.publish.bundle`): the aggregate record and its
 instance-level lines, in that schema's version :data:`EEE_SCHEMA_VERSION`."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from zoomeval.core.layout import Layout
 from zoomeval.core.zoom import ONE_CROP, ZoomGrid
-from zoomeval.report.leaderboard import ACCURACIES, METRICS, hub_dataset, scored
-from zoomeval.report.verified import scored_records
+from zoomeval.publish.leaderboard import ACCURACIES, METRICS, hub_dataset, scored
+from zoomeval.study.verified import scored_records
 
 #: The Every Eval Ever schema version the records follow.
 EEE_SCHEMA_VERSION = "0.3.0"

@@ -1,6 +1,6 @@
 """``zoomeval leaderboard DIR...``: study directories and the bundles ``zoomeval export`` wrote, merged into one
-board (:mod:`zoomeval.report.leaderboard`) and written as the leaderboard or as timm's results CSV
-(:mod:`zoomeval.report.timm_results`)."""
+board (:mod:`zoomeval.publish.leaderboard`) and written as the leaderboard or as timm's results CSV
+(:mod:`zoomeval.publish.timm_results`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from zoomeval.core.io import csv_text, write_text
 from zoomeval.core.layout import Layout
-from zoomeval.report.export import check_bundle
-from zoomeval.report.leaderboard import (
+from zoomeval.publish.bundle import check_bundle
+from zoomeval.publish.leaderboard import (
     FORMATS,
     RANK_BY,
     check_output,
@@ -21,8 +21,8 @@ from zoomeval.report.leaderboard import (
     with_published,
     write_board,
 )
-from zoomeval.report.study_index import LAYOUT
-from zoomeval.report.timm_results import TIMM_COLUMNS, timm_rows
+from zoomeval.publish.timm_results import TIMM_COLUMNS, timm_rows
+from zoomeval.study.index import LAYOUT
 
 
 def studies(directories: Sequence[Path]) -> tuple[list[Path], list[str], dict[str, int]]:
@@ -47,7 +47,7 @@ def merge(
     ``allow_stale``; refused otherwise), each study read in ``layout`` (a limited run's own results root) and, with
     ``auditor``, audited here. A bundle that
     ``zoomeval export`` wrote is read as the study it holds, its exported files checked against it
-    (:func:`zoomeval.report.export.check_bundle`)."""
+    (:func:`zoomeval.publish.bundle.check_bundle`)."""
     distinct, named, repeated = studies(directories)
     rows, apart = [], []
     for directory, name in zip(distinct, named, strict=True):

@@ -22,12 +22,12 @@ import pyarrow.parquet as pq
 
 from zoomeval import __version__
 from zoomeval.analysis.label_sets import left_out_of, relabel
+from zoomeval.browser.data import Correctness
 from zoomeval.core.classes import description
 from zoomeval.core.io import read_metadata, write_parquet
 from zoomeval.core.layout import declare, run_layout
 from zoomeval.core.left_out import LeftOut
 from zoomeval.core.manifest import Record
-from zoomeval.report.browser_data import Correctness
 from zoomeval.report.left_out import LEFT_OUT_COLUMNS, append_left_out, left_out_note
 from zoomeval.report.tables import write_table
 

@@ -1,6 +1,6 @@
-"""One file of a study audited (:mod:`zoomeval.report.audit`): its sampled rows' images found by content, its model
+"""One file of a study audited (:mod:`zoomeval.audit.study`): its sampled rows' images found by content, its model
 loaded from its recorded entry with the recorded weights, the rows recomputed and each compared with what is stored
-(:func:`row_problems`), within the tolerance of :mod:`zoomeval.report.audit_sample`."""
+(:func:`row_problems`), within the tolerance of :mod:`zoomeval.audit.sample`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from zoomeval.audit.sample import Audited, Auditor, Finders, real_path, sample_rows, tolerance, within
 from zoomeval.core.checksums import sha256_file
-from zoomeval.report.audit_sample import Audited, Auditor, Finders, real_path, sample_rows, tolerance, within
-from zoomeval.report.verified import zoomeval_metadata
+from zoomeval.study.verified import zoomeval_metadata
 
 
 def audit_file(directory: Path, kind: str, model: str, path: Path, auditor: Auditor, finders: Finders) -> Audited:

@@ -1,6 +1,6 @@
 """The study index (``results/study.json``), written last: every finished result of a study with its path, content
 sha256 and comparability key. A study whose files no longer match its index is half-finished or was changed; the
-leaderboard (:mod:`zoomeval.report.leaderboard`) reads studies through their index only.
+leaderboard (:mod:`zoomeval.publish.leaderboard`) reads studies through their index only.
 """
 
 from __future__ import annotations

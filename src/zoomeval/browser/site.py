@@ -1,7 +1,7 @@
 """The browser's page: ``index.html``, its script and style (``assets/``, plain JavaScript and CSS shipped with the
 package, no external resources), the ImageNet-1k class names (``assets/classes.js``) and ``catalogue.js``, the
-scored datasets the page offers. Each dataset's data (:mod:`zoomeval.report.browser_data`) and pictures
-(:mod:`zoomeval.report.browser_images`) lie beside it, under ``data/``, ``thumbnails/`` and ``crops/``."""
+scored datasets the page offers. Each dataset's data (:mod:`zoomeval.browser.data`) and pictures
+(:mod:`zoomeval.browser.images`) lie beside it, under ``data/``, ``thumbnails/`` and ``crops/``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from importlib import resources
 from pathlib import Path
 
 from zoomeval import __version__
+from zoomeval.browser.data import BROWSER_SCHEMA_VERSION, script
 from zoomeval.core.classes import description
 from zoomeval.core.io import write_text
 from zoomeval.core.layout import relative_to
-from zoomeval.report.browser_data import BROWSER_SCHEMA_VERSION, script
 
 ASSETS = ("browser.js", "browser.css")
 
@@ -23,7 +23,7 @@ def write_site(out_dir: str | os.PathLike[str], datasets: Sequence[dict[str, obj
     """Write the page into ``out_dir``; ``datasets`` lists each scored dataset's ``name``, ``dataset``,
     ``label_set`` and ``n_images`` (images shown) in the order the page offers them."""
     out = Path(out_dir)
-    files = resources.files("zoomeval.report") / "browser_assets"
+    files = resources.files("zoomeval.browser") / "assets"
     # the page's own files where the layout puts them (index.html's links expect the layout's names)
     write_text(out / relative_to("browser", "browser"), (files / "index.html").read_text())
     assets = out / relative_to("browser_assets", "browser")

@@ -1,4 +1,4 @@
-"""A fitted label-free zoom policy (a file of ``zoomeval policy export``, :mod:`zoomeval.report.policy_export`) as a
+"""A fitted label-free zoom policy (a file of ``zoomeval policy export``, :mod:`zoomeval.policy.fitted`) as a
 test-time wrapper of a classifier: :class:`ZoomTTA` cuts the study's own crops of the policy's views
 (:func:`zoomeval.core.zoom.all_crops`, the predict job's host path), runs only the forward passes the policy needs
 (a cascade stops per image at the first view with ``conf >= tau``) and answers each image by the rule of

@@ -13,7 +13,7 @@ the study in it and writes the export again in memory: a number edited in an exp
   per file: the dataset's Hub id and revision where it was read from the Hub (else its zoomeval name), the metric as
   the task, the value in percent, the date, the source and the key and seal digests in the notes.
 * ``timm``: timm's results CSV of the standard evaluation, one per scored dataset
-  (:mod:`zoomeval.report.timm_results`; one per model where two entries share an architecture, since timm's CSVs
+  (:mod:`zoomeval.publish.timm_results`; one per model where two entries share an architecture, since timm's CSVs
   join by it).
 * ``eee``: Every Eval Ever records (schema 0.3.0), laid out as that project's repository lays them out: per result an
   aggregate record and its instance-level JSONL (each image's prediction and correctness under the 1-crop transform,
@@ -35,10 +35,10 @@ from zoomeval import __version__
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import csv_text, link_or_copy, read_json, write_json, write_text
 from zoomeval.core.layout import Layout
-from zoomeval.report.export_eee import aggregate_record, instance_lines, samples_path
-from zoomeval.report.leaderboard import ACCURACIES, METRICS, hub_dataset, leaderboard, scored, study_rows
-from zoomeval.report.study_index import LAYOUT
-from zoomeval.report.timm_results import TIMM_COLUMNS, timm_rows
+from zoomeval.publish.eee import aggregate_record, instance_lines, samples_path
+from zoomeval.publish.leaderboard import ACCURACIES, METRICS, hub_dataset, leaderboard, scored, study_rows
+from zoomeval.publish.timm_results import TIMM_COLUMNS, timm_rows
+from zoomeval.study.index import LAYOUT
 
 FORMATS = ("hf", "timm", "eee")
 #: Version of export.json's layout.
@@ -123,7 +123,7 @@ def core_files(directory: Path, layout: Layout = LAYOUT) -> list[Path]:
     """The study's files a bundle carries so that it verifies as the study does: its index, each result's metrics and
     inputs, the manifests, label files and mask files of its datasets (paths relative to ``directory``)."""
     from zoomeval.analysis.label_sets import LABEL_SETS
-    from zoomeval.report.verified import read_study
+    from zoomeval.study.verified import read_study
 
     results, problems = read_study(directory, layout)
     if problems:

@@ -21,7 +21,7 @@ from zoomeval.core.documents import COUNT, STRING, Field, Form, check_fields
 from zoomeval.core.io import NoMetadata, read_metadata
 from zoomeval.core.layout import Layout
 from zoomeval.core.manifest import Record
-from zoomeval.report.study_index import LAYOUT, Entry, inside, read_index
+from zoomeval.study.index import LAYOUT, Entry, inside, read_index
 
 #: The layout output each input of a metrics file must be.
 INPUTS = {"predictions": "predictions", "standard": "standard"}

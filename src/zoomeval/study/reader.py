@@ -1,11 +1,11 @@
 """Read a finished study from Python (``zoomeval.Study``): its tables as polars DataFrames, each prediction file as
 a LazyFrame with the transform decoded (and, :meth:`Study.class_predictions`, each class's wnid and English name),
-the standard evaluation per image, the correctness matrices and the provenance of the predictions; and several
-studies in one frame (:func:`compare_studies`), grouped by the comparability key as the leaderboard groups them.
+the standard evaluation per image, the correctness matrices and the provenance of the predictions (several studies
+in one frame: :func:`zoomeval.publish.compare.compare_studies`).
 
 Every path comes from :mod:`zoomeval.core.layout`; nothing is computed again, the files are read as the workflow
 wrote them. A missing file or directory is refused naming it. A sealed study (one with ``results/study.json``) is read
-through the leaderboard's checks (:mod:`zoomeval.report.verified`): a prediction file, standard evaluation, metrics
+through the leaderboard's checks (:mod:`zoomeval.study.verified`): a prediction file, standard evaluation, metrics
 file or correctness matrix of a result that the leaderboard would refuse is refused with the same line
 (``allow_stale=True``: a warning with it, as ``--allow-stale`` lists it apart). An unsealed study is read as it is.
 """
@@ -52,7 +52,7 @@ class Study:
     @functools.cached_property
     def problems(self) -> list[str]:
         """What the leaderboard would refuse in this study (one line each; none for an unsealed study)."""
-        from zoomeval.report.verified import read_study
+        from zoomeval.study.verified import read_study
 
         if not (self.path / self.layout.path("study_index")).is_file():
             return []
@@ -177,17 +177,3 @@ def with_names(frame: Any, column: str) -> Any:
     names = class_frame().rename({"class": column, "wnid": f"{column}_wnid", "name": f"{column}_name"})
     names = names.lazy() if isinstance(frame, pl.LazyFrame) else names
     return frame.with_columns(pl.col(column).cast(pl.Int16)).join(names, on=column, how="left", maintain_order="left")
-
-
-def compare_studies(*paths: str | os.PathLike[str], results: str = RESULTS) -> pl.DataFrame:
-    """Several studies in one frame: the leaderboard's rows (``zoomeval leaderboard``, each result verified against
-    its study's index first, a study that does not verify refused), one per study, model, dataset, variant and
-    label set. ``group`` is the heading of the row's evaluation protocol: its dataset, variant and label set, and
-    where two protocols would read alike, what separates each from the nearest in words (``— scales 224–448 (not
-    224–1024)``); the models of one protocol share it, best ``acc_max`` first. ``key_sha256`` is the digest of the
-    row's whole key (the model's settings and commit too). Only rows of one group compare."""
-    from zoomeval.report.boards import merge
-    from zoomeval.report.leaderboard import COLUMNS
-
-    board, _ = merge([Path(p).expanduser() for p in paths], layout=Layout(results))
-    return pl.DataFrame([{c: r[c] for c in COLUMNS} for r in board], infer_schema_length=None)

@@ -1,6 +1,6 @@
 """One table across study directories (``zoomeval leaderboard DIR...``): a row per (study, model, dataset, variant,
 label set) from each study's index (``results/study.json``), each result verified first
-(:mod:`zoomeval.report.verified`), with a 95 % Wilson interval on every accuracy, timm's results-CSV columns where
+(:mod:`zoomeval.study.verified`), with a 95 % Wilson interval on every accuracy, timm's results-CSV columns where
 they apply and where each number comes from (the prediction file's metadata and the files' sha256).
 
 Rows are ranked against each other within a group that shares the evaluation protocol (the protocol fields of the
@@ -36,9 +36,9 @@ from zoomeval.core.cells import html_text, markdown_line
 from zoomeval.core.io import write_csv, write_text
 from zoomeval.core.layout import Layout, declare
 from zoomeval.report.published import PublishedRow, PublishedTable, published_table
-from zoomeval.report.study_index import LAYOUT
 from zoomeval.report.tables import class_subsets, markdown_table
-from zoomeval.report.verified import Result, read_study, verify
+from zoomeval.study.index import LAYOUT
+from zoomeval.study.verified import Result, read_study, verify
 
 ACCURACIES = ("acc_standard", "acc_1crop", "acc_top_k", "acc_max")
 #: What each accuracy is, in words (the exported files' descriptions).
@@ -86,7 +86,7 @@ COLUMNS = (
     "predictions_sha256",
     "standard_sha256",
     "key_sha256",
-    # with --audit N: the rows recomputed from the result's files here, and how many differed (zoomeval.report.audit)
+    # with --audit N: the rows recomputed from the result's files here, and how many differed (zoomeval.audit.study)
     "audit_rows",
     "audit_mismatches",
 )
@@ -111,7 +111,7 @@ def study_rows(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows of one study directory, read through its index, and what was left apart (each line names the
     file and what is wrong). Without ``allow_stale``, anything left apart is refused; ``check`` recomputes each
-    result from its predictions (``--verify``); ``auditor`` (a :class:`zoomeval.report.audit.Auditor`, ``--audit N``)
+    result from its predictions (``--verify``); ``auditor`` (a :class:`zoomeval.audit.study.Auditor`, ``--audit N``)
     audits the study here first, and a row whose files fail is left apart. ``layout``: the run's (a limited run's own
     results root)."""
     results, problems = read_study(directory, layout)
@@ -120,7 +120,7 @@ def study_rows(
         verify(directory, result, layout)
     rows = _rows(results, directory, study)
     if auditor is not None and rows:
-        from zoomeval.report.audit import audited_rows
+        from zoomeval.audit.study import audited_rows
 
         rows, failed = audited_rows(directory, rows, auditor)
         _refuse(failed, allow_stale)

@@ -1,6 +1,6 @@
-"""What an audit of a study's files is made of (:mod:`zoomeval.report.audit`): the auditor's settings, the seeded
+"""What an audit of a study's files is made of (:mod:`zoomeval.audit.study`): the auditor's settings, the seeded
 sample of a file's rows, the tolerance between two runs, the images found by content and one file's result. Both the
-study's audit and each file's (:mod:`zoomeval.report.audit_files`) build on it."""
+study's audit and each file's (:mod:`zoomeval.audit.files`) build on it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.manifest import Record, read_manifest
-from zoomeval.report.study_index import LAYOUT
+from zoomeval.study.index import LAYOUT
 
 #: Rows recomputed per file by default.
 DEFAULT_SAMPLE = 1000

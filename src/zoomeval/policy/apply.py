@@ -1,5 +1,5 @@
-"""``zoomeval predict --policy FILE IMAGES...``: an exported zoom policy (:mod:`zoomeval.report.policy_export`)
-applied by :class:`zoomeval.report.zoom_tta.ZoomTTA` to image files and folders, one CSV row per image."""
+"""``zoomeval predict --policy FILE IMAGES...``: an exported zoom policy (:mod:`zoomeval.policy.fitted`)
+applied by :class:`zoomeval.policy.tta.ZoomTTA` to image files and folders, one CSV row per image."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from PIL import Image
 from zoomeval.core.classes import description, wnids
 from zoomeval.core.images import opened
 from zoomeval.datasets.files import IMAGE_SUFFIXES, image_files
-from zoomeval.report.zoom_tta import ZoomTTA, read_policy, study_classifier
+from zoomeval.policy.tta import ZoomTTA, read_policy, study_classifier
 
 #: The columns of ``zoomeval predict``'s CSV: the image, its class (ImageNet-1k index, wnid and name), confidence,
 #: the view that answered and the forward passes spent.

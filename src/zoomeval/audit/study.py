@@ -24,7 +24,7 @@ without replacement, the chance is larger still). The seed must not be known to 
 ``--seed`` it is drawn fresh and printed. The record (``audit.json`` beside the study) is for reference; no command
 takes it as proof, each audit recomputes.
 
-The sample, the tolerance, the image finders and the auditor's settings are :mod:`zoomeval.report.audit_sample`'s.
+The sample, the tolerance, the image finders and the auditor's settings are :mod:`zoomeval.audit.sample`'s.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from zoomeval import __version__
+from zoomeval.audit.files import audit_file
+from zoomeval.audit.sample import Audited, Auditor, Finders, detection_bound
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.io import write_json
 from zoomeval.core.layout import declare
-from zoomeval.report.audit_files import audit_file
-from zoomeval.report.audit_sample import Audited, Auditor, Finders, detection_bound
-from zoomeval.report.study_index import LAYOUT
-from zoomeval.report.verified import read_study
+from zoomeval.study.index import LAYOUT
+from zoomeval.study.verified import read_study
 
 #: Version of audit.json's layout (2: ``not_checked``).
 AUDIT_SCHEMA_VERSION = 2

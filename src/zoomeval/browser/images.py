@@ -12,11 +12,7 @@ from pathlib import Path
 from PIL import Image
 
 from zoomeval.analysis.label_sets import relabel
-from zoomeval.core.images import load_rgb
-from zoomeval.core.io import atomic_path
-from zoomeval.core.manifest import Record
-from zoomeval.core.zoom import zoom_crop
-from zoomeval.report.browser_data import (
+from zoomeval.browser.data import (
     Correctness,
     crop_name,
     first_solving,
@@ -24,6 +20,10 @@ from zoomeval.report.browser_data import (
     sample_indices,
     thumbnail_name,
 )
+from zoomeval.core.images import load_rgb
+from zoomeval.core.io import atomic_path
+from zoomeval.core.manifest import Record
+from zoomeval.core.zoom import zoom_crop
 
 JPEG_QUALITY = 85
 

@@ -1,5 +1,5 @@
 """``zoomeval policy export``: one fitted label-free zoom policy of a study as a small versioned file that
-:class:`zoomeval.report.zoom_tta.ZoomTTA` applies to new images.
+:class:`zoomeval.policy.tta.ZoomTTA` applies to new images.
 
 The policy is fitted again by :func:`zoomeval.analysis.policies.fit`, with the study's ``policies`` settings and
 budgets (the policies job's own), from the correctness matrix and prediction file the study's analysis read (the
@@ -34,7 +34,7 @@ from zoomeval.analysis.policy_eval import (
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.io import read_metadata
-from zoomeval.report.zoom_tta import POLICY, RULES
+from zoomeval.policy.tta import POLICY, RULES
 
 
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
@@ -231,7 +231,7 @@ def export_policy(
     settings: PoliciesConfig,
     fold: int | None = None,
 ) -> dict[str, Any]:
-    """The policy file's document (:data:`zoomeval.report.zoom_tta.POLICY`, checked as its readers check it) of
+    """The policy file's document (:data:`zoomeval.policy.tta.POLICY`, checked as its readers check it) of
     policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``: fitted on every image, or with ``fold``
     cross-validation fold ``fold``'s own policy."""
     if name not in RULES:

@@ -1,0 +1,1 @@
+"""The per-image browser and the hard set: its data, pictures and page."""
