@@ -26,7 +26,7 @@ from PIL import Image, ImageDraw
 
 from zoomeval.analysis.cover import greedy_cover
 from zoomeval.analysis.matrix import write_matrix
-from zoomeval.browser.data import read_correctness, write_browser_data
+from zoomeval.browser.data import read_scored_matrices, write_browser_data
 from zoomeval.browser.images import write_crops, write_thumbnails
 from zoomeval.browser.site import write_site
 from zoomeval.core.io import write_json, write_parquet
@@ -132,7 +132,7 @@ def main() -> None:
         )
         site = root / "browser"
         start = time.perf_counter()
-        correctness = read_correctness(matrices)
+        correctness = read_scored_matrices(matrices)
         shown = write_browser_data(
             site / "data" / "bench",
             scored="bench",
@@ -153,7 +153,7 @@ def main() -> None:
         write_thumbnails(records, site / "thumbnails" / "bench", max_images=SAMPLE, size=THUMBNAIL_SIZE)
         thumb_seconds = time.perf_counter() - start
         thumb_bytes, _ = folder_size(site / "thumbnails")
-        original = read_correctness({(m, "original"): matrices[m, "original"] for m in MODELS})
+        original = read_scored_matrices({(m, "original"): matrices[m, "original"] for m in MODELS})
         start = time.perf_counter()
         n_crops = write_crops(
             records,

@@ -19,7 +19,7 @@ from zoomeval.analysis.scoring import analyze_predictions, write_analysis
 from zoomeval.browser.data import (
     first_solving,
     image_codes,
-    read_correctness,
+    read_scored_matrices,
     sample_indices,
     write_browser_data,
 )
@@ -114,7 +114,7 @@ def read_back(path: Path, image_dir: Path) -> list[Record]:
 
 
 def build_browser(files: dict, out: Path, page_size: int = 2) -> None:
-    correctness = read_correctness(files["matrices"])
+    correctness = read_scored_matrices(files["matrices"])
     covers = {m: files["covers"][m, "original"] for m in MODELS}
     write_browser_data(
         out / "data" / "toy",
@@ -132,7 +132,7 @@ def build_browser(files: dict, out: Path, page_size: int = 2) -> None:
         bad={"unreadable": 1},
     )
     write_thumbnails(files["records"], out / "thumbnails" / "toy", max_images=100, size=32)
-    original = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
+    original = read_scored_matrices({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
     write_crops(
         files["records"],
         "in",
@@ -235,7 +235,7 @@ def test_thumbnails_and_first_solving_crops(built):
 
 def test_hard_set_reads_back_through_the_imagenet_hard_adapter(built, tmp_path):
     files, _ = built
-    correctness = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
+    correctness = read_scored_matrices({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
     path = tmp_path / "toy.parquet"
     bad = {"unreadable": 1}  # one more image of the dataset was left out as bad
     assert write_hard_set(path, files["records"], "in", correctness, name="toy", dataset="toy", bad=bad) == len(
@@ -268,7 +268,7 @@ def test_hard_set_reads_back_through_the_imagenet_hard_adapter(built, tmp_path):
 
 def test_hard_set_refuses_a_matrix_of_other_images(built, tmp_path):
     files, _ = built
-    correctness = read_correctness({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
+    correctness = read_scored_matrices({(m, "original"): files["matrices"][m, "original"] for m in MODELS})
     with pytest.raises(ValueError, match="do not belong to the manifest"):
         write_hard_set(tmp_path / "x.parquet", files["records"][:4], "in", correctness, name="toy", dataset="toy")
 
@@ -391,4 +391,4 @@ def test_matrices_of_other_images_are_refused(built, tmp_path):
     other = tmp_path / "other.npz"
     write_matrix(other, matrix[:, :4], order, files["records"][:4], 32)
     with pytest.raises(ValueError, match="different images or transforms"):
-        read_correctness({("m1", "original"): files["matrices"]["m1", "original"], ("m2", "original"): other})
+        read_scored_matrices({("m1", "original"): files["matrices"]["m1", "original"], ("m2", "original"): other})

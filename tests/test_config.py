@@ -744,3 +744,27 @@ def test_the_workflows_checks_refuse_top_k_beyond_the_zoom_transforms(tmp_path) 
         raw = {**copy.deepcopy(demo), "scales": [224, 256], "top_k": top_k}
         config, found = checked_config(raw, tmp_path / "catalogues", check_paths=False)
         assert (config.top_k, found) == (top_k, problems)
+
+
+def test_each_config_enum_spelled_in_python_is_the_schemas() -> None:
+    """The config values the code names itself (the variants, count methods, SAM methods, zero-shot duplicate
+    policies, precisions with an audit tolerance, crop backends, MEMO methods) are the schema's enums, so neither
+    can gain a value the other does not know."""
+    from zoomeval.analysis.stats import COUNT_METHODS
+    from zoomeval.audit.sample import LOGIT_ERROR
+    from zoomeval.core.config_schema import key_schema
+    from zoomeval.core.zoom import RESIZE_BACKENDS
+    from zoomeval.inference.crop_dataset import DEVICE_BACKEND
+    from zoomeval.inference.zero_shot import DUPLICATE_POLICIES
+    from zoomeval.masks import SAM_METHODS
+    from zoomeval.masks.boxes import VARIANTS
+    from zoomeval.report.zoom_policies import MEMO_METHODS
+
+    dataset = key_schema("datasets", "*")["properties"]
+    assert dataset["variants"]["items"]["enum"] == list(VARIANTS)
+    assert dataset["count_method"]["enum"] == list(COUNT_METHODS)
+    assert dataset["mask_method"]["enum"] == ["bbox", *SAM_METHODS]
+    assert key_schema("models", "*", "duplicate_names")["enum"] == list(DUPLICATE_POLICIES)
+    assert sorted(key_schema("inference", "precision")["enum"]) == sorted({p for p, _ in LOGIT_ERROR})
+    assert key_schema("inference", "resize_backend")["enum"] == ["auto", *RESIZE_BACKENDS, DEVICE_BACKEND]
+    assert key_schema("tta", "methods")["items"]["enum"] == ["none", *MEMO_METHODS]

@@ -1,7 +1,7 @@
 import logging
 
 from zoomeval.analysis.matrix import read_geometry
-from zoomeval.browser.data import read_correctness
+from zoomeval.browser.data import read_scored_matrices
 from zoomeval.browser.images import write_crops
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
@@ -10,7 +10,7 @@ from zoomeval.registries import typed_config
 sm = snakemake  # noqa: F821 (snakemake is injected by the script directive)
 with to_file(sm.log[0]):
     browser, models = typed_config(sm.config).browser, sm.params.models
-    correctness = read_correctness({(m, "original"): p for m, p in zip(models, sm.input.matrices, strict=True)})
+    correctness = read_scored_matrices({(m, "original"): p for m, p in zip(models, sm.input.matrices, strict=True)})
     n = write_crops(
         read_manifest(sm.input.manifest),
         sm.params.label_set,

@@ -1,6 +1,6 @@
 import logging
 
-from zoomeval.browser.data import read_correctness, write_browser_data
+from zoomeval.browser.data import read_scored_matrices, write_browser_data
 from zoomeval.core.images import bad_kinds
 from zoomeval.core.logs import to_file
 from zoomeval.core.manifest import read_manifest
@@ -16,7 +16,7 @@ with to_file(sm.log[0]):
         dataset=sm.params.dataset,
         label_set=sm.params.label_set,
         records=read_manifest(sm.input.manifest),
-        correctness=read_correctness(dict(zip(keys, sm.input.matrices, strict=True))),
+        correctness=read_scored_matrices(dict(zip(keys, sm.input.matrices, strict=True))),
         covers=dict(zip(models, sm.input.covers, strict=True)),
         predictions=dict(zip(models, sm.input.predictions, strict=True)),
         max_images=browser.max_images,

@@ -1,6 +1,6 @@
 import logging
 
-from zoomeval.browser.data import read_correctness
+from zoomeval.browser.data import read_scored_matrices
 from zoomeval.browser.hard_set import write_hard_set
 from zoomeval.core.images import bad_kinds
 from zoomeval.core.logs import to_file
@@ -13,7 +13,7 @@ with to_file(sm.log[0]):
         sm.output[0],
         read_manifest(sm.input.manifest),
         sm.params.label_set,
-        read_correctness(paths),
+        read_scored_matrices(paths),
         name=sm.wildcards.scored,
         dataset=sm.params.dataset,
         labels_path=sm.input.labels or None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -113,11 +114,20 @@ def write_matrix(
         )
 
 
-def read_matrix(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[Transform], list[str]]:
+class Correctness(NamedTuple):
+    """One correctness matrix: ``matrix[t, i]`` says whether transform ``transforms[t]`` classifies image
+    ``image_ids[i]`` correctly."""
+
+    matrix: np.ndarray
+    transforms: list[Transform]
+    image_ids: list[str]
+
+
+def read_matrix(path: str | os.PathLike[str]) -> Correctness:
     """The matrix, transform order and image ids saved by :func:`write_matrix`."""
     with np.load(path) as data:
         matrix = np.unpackbits(data["packed"], axis=1, count=int(data["n_images"])).astype(bool)
-    return matrix, *read_index(path)
+    return Correctness(matrix, *read_index(path))
 
 
 def read_index(path: str | os.PathLike[str]) -> tuple[list[Transform], list[str]]:

@@ -65,7 +65,7 @@ def crop_name(index: int, model: str) -> str:
 
 
 @dataclass(frozen=True)
-class Correctness:
+class ScoredMatrices:
     """The correctness matrices of one scored dataset, one per (model, variant), over the same images and
     transforms (``matrices[model, variant]`` is ``(len(order), len(image_ids))``)."""
 
@@ -80,7 +80,7 @@ class Correctness:
         return list(dict.fromkeys(t.scale for t in self.order))
 
 
-def read_correctness(paths: Mapping[tuple[str, str], str | os.PathLike[str]]) -> Correctness:
+def read_scored_matrices(paths: Mapping[tuple[str, str], str | os.PathLike[str]]) -> ScoredMatrices:
     """Read the ``correct.npz`` of each (model, variant); refuse files whose images or transforms differ."""
     matrices: dict[tuple[str, str], np.ndarray] = {}
     first: tuple[str, list[Transform], list[str]] | None = None
@@ -100,7 +100,7 @@ def read_correctness(paths: Mapping[tuple[str, str], str | os.PathLike[str]]) ->
         raise ValueError("no correctness matrices given")
     models = list(dict.fromkeys(m for m, _ in paths))
     variants = list(dict.fromkeys(v for _, v in paths))
-    return Correctness(models, variants, first[1], first[2], matrices)
+    return ScoredMatrices(models, variants, first[1], first[2], matrices)
 
 
 def first_solving(matrix: np.ndarray, greedy: Sequence[int]) -> np.ndarray:
@@ -189,7 +189,12 @@ class Shown:
 
 
 def shown_images(
-    scored: str, records: list[Record], label_set: str, c: Correctness, max_images: int, labels_path: str | None = None
+    scored: str,
+    records: list[Record],
+    label_set: str,
+    c: ScoredMatrices,
+    max_images: int,
+    labels_path: str | None = None,
 ) -> Shown:
     """The manifest's sample (:func:`sample_indices`) that the label set scores (ReaL and Shankar et al.'s labels
     leave some out; ``labels_path``: the label set's labels file if it has one)."""
@@ -206,7 +211,7 @@ Paths = Mapping[str, str | os.PathLike[str]]
 
 
 def model_details(
-    c: Correctness, shown: Shown, covers: Paths, predictions: Paths, predictions_shown: int
+    c: ScoredMatrices, shown: Shown, covers: Paths, predictions: Paths, predictions_shown: int
 ) -> list[dict]:
     """Per model: its first greedy picks, and per image shown the first solving pick and the listed predictions."""
     ids = [r.image_id for r in shown.records]
@@ -226,7 +231,7 @@ def model_details(
     return details
 
 
-def index_document(c: Correctness, shown: Shown, models: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+def index_document(c: ScoredMatrices, shown: Shown, models: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
     """The index of one scored dataset; ``fields``: name, dataset, label_set, page_size, shard_images, left_out."""
     one = Transform(*ONE_CROP)
     origins = sorted({r.origin for r in shown.records})
@@ -250,7 +255,7 @@ def index_document(c: Correctness, shown: Shown, models: list[dict[str, Any]], *
     }
 
 
-def page_cards(c: Correctness, shown: Shown, models: list[dict[str, Any]], ks: range) -> list[dict[str, Any]]:
+def page_cards(c: ScoredMatrices, shown: Shown, models: list[dict[str, Any]], ks: range) -> list[dict[str, Any]]:
     """The details of the images shown at positions ``ks`` of the sample (one page shard)."""
     columns = shown.columns[ks.start : ks.stop]
     bits = {key: np.packbits(matrix[:, columns].T, axis=1) for key, matrix in c.matrices.items()}
@@ -278,7 +283,7 @@ def write_browser_data(
     dataset: str,
     label_set: str,
     records: list[Record],
-    correctness: Correctness,
+    correctness: ScoredMatrices,
     covers: Paths,
     predictions: Paths,
     max_images: int,

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from zoomeval import __version__
 from zoomeval.analysis.label_sets import left_out_of, relabel
-from zoomeval.browser.data import Correctness
+from zoomeval.browser.data import ScoredMatrices
 from zoomeval.core.classes import description
 from zoomeval.core.io import read_metadata, write_parquet
 from zoomeval.core.layout import declare, run_layout
@@ -53,7 +53,7 @@ declare("hard", HARD_SCHEMA, HARD_SCHEMA_VERSION)
 declare("hard_summary", [*SUMMARY_COLUMNS, *LEFT_OUT_COLUMNS])
 
 
-def unsolved(correctness: Correctness, variant: str = "original") -> np.ndarray:
+def unsolved(correctness: ScoredMatrices, variant: str = "original") -> np.ndarray:
     """Per image, True where no model's transform on ``variant`` classifies it correctly."""
     return ~np.any([correctness.matrices[m, variant].any(axis=0) for m in correctness.models], axis=0)
 
@@ -62,7 +62,7 @@ def write_hard_set(
     path: str | os.PathLike[str],
     records: list[Record],
     label_set: str,
-    correctness: Correctness,
+    correctness: ScoredMatrices,
     *,
     name: str,
     dataset: str,

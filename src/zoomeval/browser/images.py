@@ -13,7 +13,7 @@ from PIL import Image
 
 from zoomeval.analysis.label_sets import relabel
 from zoomeval.browser.data import (
-    Correctness,
+    ScoredMatrices,
     crop_name,
     first_solving,
     greedy_rows,
@@ -65,7 +65,7 @@ def write_thumbnails(
 def write_crops(
     records: list[Record],
     label_set: str,
-    correctness: Correctness,
+    correctness: ScoredMatrices,
     covers: Mapping[str, str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
     *,

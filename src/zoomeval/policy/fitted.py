@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zoomeval.analysis.metrics import read_metrics
-from zoomeval.analysis.policies import FEATURES, Policy, Views, fit
+from zoomeval.analysis.policies import FEATURES, RULES, Policy, Views, fit
 from zoomeval.analysis.policy_eval import (
     POLICIES_DOCUMENT,
     assign_folds,
@@ -34,7 +34,7 @@ from zoomeval.analysis.policy_eval import (
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.io import read_metadata
-from zoomeval.policy.tta import POLICY, RULES
+from zoomeval.policy.tta import POLICY
 
 
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:

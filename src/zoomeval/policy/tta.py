@@ -17,6 +17,7 @@ from PIL import Image
 
 from zoomeval.analysis.policies import (
     FEATURES,
+    RULES,
     Selector,
     Views,
     choose_cascade,
@@ -53,8 +54,6 @@ from zoomeval.inference.classifier import Classifier, parameters_sha256
 #: Version of a policy file's layout.
 SCHEMA_VERSION = 1
 KIND = "zoom_policy"
-#: The rules a policy file can name, each :mod:`zoomeval.analysis.policies`' choice of the same name.
-RULES = ("max_conf", "vote", "cascade", "selector")
 
 _POSITIVE = Form(lambda value: number().accepts(value) and value > 0, "a number > 0")
 #: What identifies the model and its inputs: the prediction file's metadata (config enums and ranges: the schema's).

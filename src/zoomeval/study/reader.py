@@ -15,28 +15,16 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from zoomeval.analysis.matrix import read_matrix
+from zoomeval.analysis.matrix import Correctness, read_matrix
 from zoomeval.core import classes
 from zoomeval.core.io import read_metadata
 from zoomeval.core.layout import OUTPUTS, RESULTS, Layout, cases_of
-from zoomeval.core.zoom import Transform, ZoomGrid
-
-
-@dataclass(frozen=True)
-class Correctness:
-    """One correctness matrix: ``matrix[t, i]`` says whether transform ``transforms[t]`` classifies image
-    ``image_ids[i]`` correctly."""
-
-    matrix: np.ndarray
-    transforms: list[Transform]
-    image_ids: list[str]
+from zoomeval.core.zoom import ZoomGrid
 
 
 class Study:
@@ -129,7 +117,7 @@ class Study:
     def correct(self, scored: str, variant: str, model: str) -> Correctness:
         """The correctness matrix of a scored dataset (the dataset's name, suffixed ``_<label set>`` for its other
         label sets), variant and model."""
-        return Correctness(*read_matrix(self._file("correct", "metrics", scored=scored, variant=variant, model=model)))
+        return read_matrix(self._file("correct", "metrics", scored=scored, variant=variant, model=model))
 
     def provenance(self, dataset: str, variant: str, model: str) -> dict[str, Any]:
         """Where a prediction file came from: the model and its weights (with their sha256), the scales, device,
