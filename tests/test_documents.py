@@ -18,7 +18,7 @@ from zoomeval.core.left_out import LeftOut
 from zoomeval.core.zoom import Transform
 from zoomeval.report.tables import TABLE_A8_COLUMNS
 from zoomeval.study.index import STUDY_INDEX, Entry, index_document, read_index, write_index
-from zoomeval.study.verified import META_FIELDS, prediction_metadata
+from zoomeval.study.verified import META_FIELDS, checked_prediction_metadata
 
 #: metrics.json's fields in the order schema 6 files have them: an interface, so a reordered declaration fails here.
 SCHEMA_6 = [
@@ -267,8 +267,8 @@ def test_the_prediction_metadata_a_row_needs_is_refused_naming_the_field(monkeyp
     ]:
         monkeypatch.setattr(verified, "zoomeval_metadata", lambda path, edit=edit: {**meta, **edit})
         if message is None:
-            assert prediction_metadata(Path("p.parquet")) == meta
+            assert checked_prediction_metadata(Path("p.parquet")) == meta
             continue
         with pytest.raises(ValueError) as refused:
-            prediction_metadata(Path("p.parquet"))
+            checked_prediction_metadata(Path("p.parquet"))
         assert str(refused.value) == f"p.parquet: metadata field {message}"

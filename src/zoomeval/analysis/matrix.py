@@ -127,10 +127,10 @@ def read_matrix(path: str | os.PathLike[str]) -> Correctness:
     """The matrix, transform order and image ids saved by :func:`write_matrix`."""
     with np.load(path) as data:
         matrix = np.unpackbits(data["packed"], axis=1, count=int(data["n_images"])).astype(bool)
-    return Correctness(matrix, *read_index(path))
+    return Correctness(matrix, *read_matrix_index(path))
 
 
-def read_index(path: str | os.PathLike[str]) -> tuple[list[Transform], list[str]]:
+def read_matrix_index(path: str | os.PathLike[str]) -> tuple[list[Transform], list[str]]:
     """The transform order and image ids saved by :func:`write_matrix`, without reading the matrix (the labels)."""
     with np.load(path) as data:
         order = [Transform(int(s), int(r), int(c)) for s, r, c in data["transforms"]]

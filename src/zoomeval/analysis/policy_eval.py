@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from zoomeval.analysis.cover import greedy_cover
-from zoomeval.analysis.matrix import PredictionRows, read_index, read_matrix
+from zoomeval.analysis.matrix import PredictionRows, read_matrix, read_matrix_index
 from zoomeval.analysis.metrics import Metrics, Scored
 from zoomeval.analysis.policies import Policy, Views, apply, fit, start_view
 from zoomeval.analysis.policy_choices import SCHEMA, choices_table
@@ -280,7 +280,7 @@ def transfer_document(
     """The policies fitted on every image of the ``source`` (correctness matrix, predictions) scored on every image of
     the ``target``, whose labels (its correctness matrix) are read only once the choices are made."""
     source_views, _ = read_views(*source)
-    order, image_ids = read_index(target[0])
+    order, image_ids = read_matrix_index(target[0])
     if order != source_views.order:
         raise ValueError(f"{target[0]}: its transforms are not those of {source[0]}; transfer needs the same scales")
     columns = PredictionRows(target[1], image_ids, order).columns(["pred", "conf"])

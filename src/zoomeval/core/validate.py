@@ -200,7 +200,7 @@ def config_problems(config: Config, registries: Registries, check_paths: bool = 
     checks += [partial(check_device, "inference.device", config.inference.device), partial(check_compile, config)]
     if config.sam is not None:
         checks.append(partial(check_device, "sam.device", config.sam.device))
-    checks += [partial(check_model, model, registries, check_paths) for model in config.models.values()]
+    checks += [partial(check_model_entry, model, registries, check_paths) for model in config.models.values()]
     checks += [partial(check_tta, config), partial(check_policies, config), partial(check_where_zoom_helps, config)]
     problems = []
     for check in checks:
@@ -261,7 +261,7 @@ def check_stats(config: Config) -> None:
         )
 
 
-def check_model(model: Any, registries: Registries, check_paths: bool) -> None:
+def check_model_entry(model: Any, registries: Registries, check_paths: bool) -> None:
     """A model entry's checkpoint key: read by its source (one that declares ``local``), and pinned by a real
     sha256."""
     readers = [s.name for s in registries.sources.values() if s.local is not None]

@@ -123,7 +123,7 @@ def check_entry(directory: Path, entry: Entry, layout: Layout = LAYOUT) -> Resul
         raise ValueError(f"{path}: its comparability key is not the one {index} records; re-run the workflow")
     _check_names(path, entry, metrics, layout)
     inputs = _inputs(directory, path, metrics, layout)
-    meta = prediction_metadata(inputs["predictions"])
+    meta = checked_prediction_metadata(inputs["predictions"])
     _check_key(path, metrics, meta)
     _check_counts(path, metrics, meta, inputs)
     standard = inputs.get("standard")
@@ -194,7 +194,7 @@ def zoomeval_metadata(path: Path) -> dict[str, Any]:
     return meta
 
 
-def prediction_metadata(path: Path) -> dict[str, Any]:
+def checked_prediction_metadata(path: Path) -> dict[str, Any]:
     """A prediction file's metadata, refused unless it has what a row needs in the form expected."""
     meta = zoomeval_metadata(path)
     check_fields(meta, META_FIELDS, str(path), "metadata field ")
