@@ -1,4 +1,5 @@
-"""The zoomeval command as a user meets it: --version, init's next steps, plain-word help and list text, and every
+"""The zoomeval command as a user meets it: --version, init's next steps, plain-word help and list text, what list
+prints of the registries and the model libraries, the help's command order, the old spelling policy export, and every
 bad argument or input refused in one line naming it, exit status 2, without a traceback."""
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import pytest
 
 from tests.conftest import ROOT
 from zoomeval import __version__, cli
+from zoomeval.analysis.label_sets import LABEL_SETS
+from zoomeval.cli.common import plain
+from zoomeval.cli.list import registry_rows
 from zoomeval.core.provenance import workflow_commit, workflow_root
+from zoomeval.datasets.registry import ADAPTERS
+from zoomeval.inference.models import MODEL_SOURCES
 from zoomeval.preflight import missing_extras
 from zoomeval.registries import load_config
 from zoomeval.study import directory as study_dir
@@ -41,7 +47,7 @@ def test_the_version_is_declared_once_and_the_changelog_has_its_section() -> Non
 
 
 def test_the_quick_preset_comes_first_and_is_inits_default() -> None:
-    assert next(iter(study_dir.PRESETS)) == "quick" == cli.registry_rows("presets")[0][0]
+    assert next(iter(study_dir.PRESETS)) == "quick" == registry_rows("presets")[0][0]
     assert cli.parser().parse_args(["init", "s"]).preset == "quick"
 
 
@@ -86,7 +92,7 @@ def yaml_config(path: Path) -> dict:
 
 def test_plain_removes_restructuredtext_roles_and_literals() -> None:
     text = "``init`` writes; see :mod:`zoomeval.study.directory` and :class:`~zoomeval.core.manifest.Record`."
-    assert cli.plain(text) == "init writes; see zoomeval.study.directory and Record."
+    assert plain(text) == "init writes; see zoomeval.study.directory and Record."
 
 
 @pytest.mark.parametrize(
@@ -117,18 +123,84 @@ def test_every_list_entry_has_its_own_description(kind: str) -> None:
 
 
 def test_preset_summaries_name_no_file_a_study_does_not_have() -> None:
-    summaries = dict(cli.registry_rows("presets"))
+    summaries = dict(registry_rows("presets"))
     assert summaries["gpu"] != summaries["imagenet-val"] and "bf16" in summaries["gpu"]
     assert [name for name, text in summaries.items() if re.search(r"[\w/]+\.(ya?ml|md)\b|config/", text)] == []
 
 
-def test_a_pattern_that_matches_no_model_says_so_and_fails() -> None:
+def test_list_models_says_when_a_pattern_matches_no_model_and_fails() -> None:
     proc = zoomeval("list", "models", "torchvision", "nosuch*")
     assert proc.returncode == 2 and proc.stdout == ""
     assert (
         proc.stderr == "zoomeval list: no torchvision model matches 'nosuch*' (a shell pattern over "
         "architecture.weights, e.g. 'resnet50*')\n"
     )
+
+
+def listed(*args: str) -> list[list[str]]:
+    proc = zoomeval("list", *args)
+    assert proc.returncode == 0, proc.stderr
+    return [line.split("\t") for line in proc.stdout.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("kind", "registry"),
+    [("adapters", ADAPTERS), ("sources", MODEL_SOURCES), ("label-sets", LABEL_SETS), ("presets", study_dir.PRESETS)],
+)
+def test_list_prints_every_entry_of_a_registry_in_its_order(kind, registry) -> None:
+    rows = listed(kind)
+    assert [row[0] for row in rows] == list(registry)
+    assert all(len(row) == 2 and row[1] for row in rows)  # each with what it is
+
+
+def test_list_models_prints_the_librarys_pretrained_models_matching_a_pattern() -> None:
+    import timm
+    import torchvision
+
+    assert [f"{a}.{t}" for a, t in listed("models", "timm", "resnet50.a*")] == timm.list_pretrained("resnet50.a*")
+    weights = [w.name for w in torchvision.models.get_model_weights("resnet50")]
+    assert listed("models", "torchvision", "resnet50.*") == [["resnet50", name] for name in weights]
+    # models whose output is not ImageNet-1k's classes are marked with why (timm's pretrained configs)
+    assert listed("models", "timm", "resnet50_clip*.openai") == [
+        [
+            "resnet50_clip",
+            "openai",
+            "not evaluable: a 1024-wide output (timm's config), not ImageNet-1k's 1000 classes",
+        ],
+        [
+            "resnet50_clip_gap",
+            "openai",
+            "not evaluable: no classifier head (timm's config gives 0 outputs: a feature extractor)",
+        ],
+    ]
+
+
+def test_list_models_refuses_a_source_that_lists_no_models() -> None:
+    """(A missing source is one of :data:`REFUSALS`.)"""
+    proc = zoomeval("list", "models", "embedded")
+    assert proc.returncode == 2
+    listing = "['entry_point', 'open_clip', 'timm', 'torchvision']"
+    assert f"model source 'embedded' lists no models; sources that do: {listing}" in proc.stderr
+
+
+def test_run_is_the_first_command_the_help_lists() -> None:
+    """The way in first, the other commands in their order."""
+    text = cli.parser().format_help()
+    assert "{run,init,list,leaderboard,export,audit,policy,predict}" in text
+    assert re.findall(r"^    (\w+) ", text, re.M)[0] == "run"
+
+
+def test_the_old_spelling_policy_export_runs_policy_save_after_one_line_naming_it(tmp_path: Path, capsys) -> None:
+    """`policy save` was `policy export`, which read like `zoomeval export` (a study's results as a bundle): the old
+    spelling still runs it, its output byte for byte, after one line on stderr."""
+    notice = "zoomeval policy export is now zoomeval policy save; running that\n"
+    args = [str(tmp_path), "--policy", "vote", "--budget", "1", "--fit", "x"]
+    assert cli.main(["policy", "save", *args]) == 2
+    saved = capsys.readouterr()
+    assert cli.main(["policy", "export", *args]) == 2
+    assert capsys.readouterr() == (saved.out, notice + saved.err) and saved.err.startswith("zoomeval policy save: ")
+    helps = [zoomeval("policy", spelling, "--help") for spelling in ("save", "export")]
+    assert helps[1].stdout == helps[0].stdout and (helps[0].stderr, helps[1].stderr) == ("", notice)
 
 
 @pytest.mark.parametrize(
@@ -257,9 +329,9 @@ REFUSALS = [
         "zoomeval leaderboard: {tmp}/array/results/analysis/demo/original/m/metrics.json: not a metrics document",
     ),
     (
-        "policy export",
-        ["policy", "export", "{tmp}/array", "--policy", "vote", "--budget", "4", "--fit", "demo"],
-        "zoomeval policy export: --model: {tmp}/array/results/policies/demo/original holds policies of 0 models",
+        "policy save",
+        ["policy", "save", "{tmp}/array", "--policy", "vote", "--budget", "4", "--fit", "demo"],
+        "zoomeval policy save: --model: {tmp}/array/results/policies/demo/original holds policies of 0 models",
     ),
     (
         "predict",
@@ -306,7 +378,7 @@ def test_a_reader_that_goes_away_stops_the_listing_quietly() -> None:
     [
         ["export", "{d}", "--format", "hf"],
         ["audit", "{d}"],
-        ["policy", "export", "{d}", "--policy", "vote", "--budget", "1", "--fit", "x"],
+        ["policy", "save", "{d}", "--policy", "vote", "--budget", "1", "--fit", "x"],
     ],
 )
 def test_a_refusal_naming_a_file_prints_no_escape_code(
@@ -318,3 +390,18 @@ def test_a_refusal_naming_a_file_prints_no_escape_code(
     assert cli.main([a.format(d=folder) for a in args]) == 2
     line = capsys.readouterr().err
     assert "\x1b" not in line and f"{tmp_path}/x[31mred/" in line and len(line.splitlines()) == 1, line
+
+
+def test_policy_save_offers_the_rules_a_policy_file_carries(tmp_path, capsys) -> None:
+    """The command line spells its --policy choices (its parser imports no numpy): they are analysis.policies'."""
+    from zoomeval.analysis.policies import RULES
+
+    def accepted(rule: str) -> bool:
+        try:
+            cli.parser().parse_args(["policy", "save", str(tmp_path), "--policy", rule, "--budget", "1", "--fit", "d"])
+        except SystemExit:
+            return False
+        return True
+
+    assert [r for r in (*RULES, "max_conf_cover") if accepted(r)] == list(RULES)
+    assert "invalid choice: 'max_conf_cover'" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""What the commands write to: `-o` of leaderboard, policy export and predict never replaces what is not a regular
+"""What the commands write to: `-o` of leaderboard, policy save and predict never replaces what is not a regular
 file (a device or a FIFO is written through, a symlink followed, the rest refused before any work), `zoomeval run`
 never follows a symlink where its lock belongs, and `export --date` takes a calendar date YYYY-MM-DD only; each
 refusal one line, exit status 2 (the writer itself: tests/test_io.py)."""
@@ -27,7 +27,7 @@ def refusal(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
 #: Each command with an -o FILE, over an empty folder (the refusal comes before it is read).
 COMMANDS = {
     "predict": ["predict", "--policy", "{tmp}/nosuch.json", "--resources", "{tmp}/empty", "{tmp}/nosuch.jpg"],
-    "policy export": ["policy", "export", "{tmp}/empty", "--policy", "vote", "--budget", "1", "--fit", "x"],
+    "policy save": ["policy", "save", "{tmp}/empty", "--policy", "vote", "--budget", "1", "--fit", "x"],
     "leaderboard": ["leaderboard", "{tmp}/empty"],
 }
 #: What -o may not name, made at a path, and the refusal's words.

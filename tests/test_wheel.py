@@ -61,7 +61,7 @@ def test_the_wheel_holds_every_file_of_the_package_and_of_the_workflow(first_stu
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert {
-        "zoomeval/cli.py",
+        "zoomeval/cli/__init__.py",
         "snakemake_logger_plugin_zoomeval/__init__.py",
         "zoomeval/report/published.yaml",
     } <= modules
