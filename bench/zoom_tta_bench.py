@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import zoomeval
-from zoomeval.cli import study_settings
+from zoomeval.cli.policy import study_settings
 from zoomeval.core.layout import run_layout
 from zoomeval.core.manifest import read_manifest
 from zoomeval.inference.crop_dataset import ZoomCrops

@@ -81,7 +81,7 @@ def walk(root: Path) -> dict:
     """The wheel installed in ``root/env``, then in an empty folder ``root/work``: ``zoomeval --version``, ``init
     study --preset quick``, ``run --limit 2`` (with stand-ins for a full run's files, which it must leave alone), a
     ``run`` interrupted by Ctrl-C after its first prediction shard and run again, ``leaderboard`` (full and limited),
-    a notebook's ``zoomeval.Study``, ``policy export`` and the zoom-policy how-to's ``ZoomTTA`` snippet."""
+    a notebook's ``zoomeval.Study``, ``policy save`` and the zoom-policy how-to's ``ZoomTTA`` snippet."""
     wheel = build_wheel(root / "dist")
     python = fresh_environment(root / "env")
     install = pip_into(python, "install", "--no-deps", "--no-index", str(wheel))
@@ -118,7 +118,7 @@ def walk(root: Path) -> dict:
     table_a8 = "zoomeval.Study('study').table('table_a8').select('variant', 'n_images').rows()"
     steps["notebook"] = script(f"import zoomeval; print({table_a8})")
     policy = ("--policy", "cascade", "--budget", "4", "--fit", "demo", "-o", "cascade-4.json")
-    steps["export"] = command("policy", "export", "study", *policy)
+    steps["export"] = command("policy", "save", "study", *policy)
     images = sorted((study / "results" / "datasets" / "demo").rglob("*.png"))[:2]
     how_to = (ROOT / "docs" / "how-to" / "zoom-policy.md").read_text()
     snippet = how_to.split("## Apply it\n\n```python\n")[1].split("```")[0]

@@ -1,8 +1,9 @@
-"""zoomeval policy export and zoomeval.ZoomTTA on a tiny finished study (the demo model, its first 6 images, 2 scales):
+"""zoomeval policy save and zoomeval.ZoomTTA on a tiny finished study (the demo model, its first 6 images, 2 scales):
 the wrapper, recomputing every view it runs, answers each image exactly as the policies' rules answer on the study's
 prediction matrix, for every policy and budget; its crops are the predict job's, pixel for pixel; it decodes images
-as the study does; another model or network is refused; a hand-edited policy file is refused naming its field; bad
-arguments are one line, exit 2."""
+as the study does; another model or network is refused; the public API (``ZoomTTA.from_file``, the user's own
+module, uint8 tensors) answers alike; a hand-edited policy file is refused naming its field; bad arguments are one
+line, exit 2."""
 
 import csv
 import dataclasses
@@ -21,7 +22,8 @@ from tests.conftest import ROOT, run_snakemake, write_config
 from zoomeval.analysis.metrics import read_metrics
 from zoomeval.analysis.policies import apply, choose_cascade, fit
 from zoomeval.analysis.policy_eval import budgets_for, cross_validate, read_views, transfer_document
-from zoomeval.cli import main, study_settings
+from zoomeval.cli import main
+from zoomeval.cli.policy import study_settings
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.classes import wnids
 from zoomeval.core.config import InferenceSettings
@@ -277,7 +279,7 @@ ANCHOR = "expected a whole number from 0 to 2"
 NUMBERS = "expected a list of 5 numbers, one per feature"
 #: Hand-edited policy files (the cascade's unless the id says selector), each refused naming the field.
 EDITS = {
-    "a list": (lambda d: [d], "not a zoom policy document (a JSON object); export it again (zoomeval policy export)"),
+    "a list": (lambda d: [d], "not a zoom policy document (a JSON object); save it again (zoomeval policy save)"),
     "kind": (at("kind", "zoom_policies"), "kind is 'zoom_policies'; expected 'zoom_policy'"),
     "schema_version true": (at("schema_version", True), "zoom policy schema_version True is not one this zoomeval"),
     "schema_version 2": (at("schema_version", 2), "zoom policy schema_version 2 is not one this zoomeval reads (1)"),
@@ -363,9 +365,9 @@ def test_an_export_is_read_back_through_the_declaration_before_it_is_written(stu
     monkeypatch.setattr(export, "_model", lambda meta: {**real(meta), "crop_size": 0})
     out = tmp_path / "p.json"
     args = ["--policy", "vote", "--budget", "2", "--fit", "demo", "--limit", "6", "-o", str(out)]
-    code = run_cli(["policy", "export", str(study), *args])
+    code = run_cli(["policy", "save", str(study), *args])
     err = capsys.readouterr().err.strip()
-    expected = f"zoomeval policy export: vote policy exported from {study}: model.crop_size is 0; expected a whole"
+    expected = f"zoomeval policy save: vote policy exported from {study}: model.crop_size is 0; expected a whole"
     assert code == 2 and err.startswith(expected) and "\n" not in err, err
     assert not out.exists()
 
@@ -388,10 +390,10 @@ def run_cli(args: list[str]) -> int:
     ],
 )
 def test_bad_arguments_are_one_line_exit_2(study, tmp_path, capsys, args, message):
-    code = run_cli(["policy", "export", str(study), *args, "--limit", "6", "-o", str(tmp_path / "p.json")])
+    code = run_cli(["policy", "save", str(study), *args, "--limit", "6", "-o", str(tmp_path / "p.json")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and message.lower() in err.lower() and len(err.splitlines()) == 1, err
-    assert err.startswith("zoomeval policy export: ")  # the subcommand that refused it
+    assert err.startswith("zoomeval policy save: ")  # the subcommand that refused it
     assert not (tmp_path / "p.json").exists()
 
 
@@ -638,3 +640,56 @@ def test_a_network_that_is_not_the_recorded_weights_is_refused_before_its_first_
     tta = zoomeval.ZoomTTA(Classifier(spec, settings, None, loaded=small), document)
     with pytest.raises(ValueError, match=r"^this model gives 10 logits per crop; the policy's model gives one per"):
         tta(images[:1])
+
+
+def test_the_public_api_as_the_how_to_shows_it_with_the_users_own_module(study, images, policy_file, tmp_path):
+    """``zoomeval.ZoomTTA.from_file`` and ``zoomeval.ZoomTTA`` around a plain ``nn.Module`` (the demo's timm network,
+    built by the user's code) give the same answers; uint8 tensors, one by one or as a batch, answer as the PIL
+    images of their pixels do."""
+    from zoomeval.inference.sources.embedded import load_efficientnet_lite0
+
+    width, height = min(i.width for i in images[:3]), min(i.height for i in images[:3])
+    paths = [tmp_path / f"{i}.png" for i in range(3)]
+    for path, image in zip(paths, images, strict=False):
+        image.crop((0, 0, width, height)).save(path)  # one size: the tensors stack into a batch
+    tta = zoomeval.ZoomTTA.from_file(policy_file, weights=study)
+    answers = tta([Image.open(p) for p in paths])
+    assert all(isinstance(a, zoomeval.Answer) for a in answers) and len(answers) == 3
+    model = zoomeval.ZoomTTA(load_efficientnet_lite0(), zoomeval.load_policy(policy_file), weights=study)
+    assert model([Image.open(p) for p in paths]) == answers
+    tensors = [torch.from_numpy(np.array(Image.open(p))).permute(2, 0, 1) for p in paths]  # (3, H, W) uint8
+    assert model(tensors) == model(torch.stack(tensors)) == answers
+    with pytest.raises(ValueError, match=r"^image 0 is a torch.float32 tensor of shape \(3, \d+, \d+\); expected a"):
+        model([tensors[0].float()])
+    with pytest.raises(ValueError, match=r"^a batch tensor is \(N, C, H, W\), this one has shape \(3, \d+, \d+\)$"):
+        model(tensors[0])
+
+
+def zeroed_head(module: torch.nn.Module) -> torch.nn.Module:
+    with torch.no_grad():
+        module.classifier.weight.zero_()
+    return module
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (zeroed_head, "its classifier.weight has other values than the policy's verified weights"),
+        (lambda m: m.half(), r"its blocks.0.0.bn1.bias is torch.float16 \(\d+,\), the policy's model's torch.float32"),
+        (lambda m: torch.nn.Sequential(m).eval(), "0.blocks.0.0.bn1.bias is in this module only"),
+        (lambda m: m.train(), "^the module is in training mode"),
+    ],
+    ids=["zeroed head", "half", "wrapped", "training"],
+)
+def test_a_module_that_is_not_the_policys_network_is_refused_naming_what_differs(study, policy_file, edit, message):
+    from zoomeval.inference.sources.embedded import load_efficientnet_lite0
+
+    with pytest.raises(ValueError, match=message):
+        zoomeval.ZoomTTA(edit(load_efficientnet_lite0()), policy_file, weights=study)
+
+
+def test_a_module_needs_the_weights_it_is_checked_against(policy_file):
+    with pytest.raises(ValueError, match="^weights: give the study directory or resources folder holding"):
+        zoomeval.ZoomTTA(torch.nn.Identity(), policy_file)
+    with pytest.raises(TypeError, match="^expected a torch.nn.Module or a zoomeval Classifier, not a str$"):
+        zoomeval.ZoomTTA("model.pth", policy_file)

@@ -1,18 +1,21 @@
 """The generated reference pages: the config keys from the JSON schema (the one declaration of each key's type,
-default, description and what a change reruns), the rules from ``workflow/rules/*.smk`` and the outputs from the
-results layout (:mod:`zoomeval.core.layout`, with the columns and schema versions each stage declares to it); and
-the config files that the how-to pages show, copied into them so
-that the pages read the same on GitHub as on the site.
+default, description and what a change reruns), the rules from ``workflow/rules/*.smk``, the outputs from the
+results layout (:mod:`zoomeval.core.layout`, with the columns and schema versions each stage declares to it) and
+the Python API from the docstrings of what ``zoomeval`` exports; and the config files that the how-to pages show,
+copied into them so that the pages read the same on GitHub as on the site.
 
 ``python tools/docs.py`` (from the repository root) rewrites docs/reference/config.md, config/README.md,
-docs/reference/rules.md, docs/reference/outputs.md and the included config blocks of the pages under docs/;
+docs/reference/rules.md, docs/reference/outputs.md, docs/reference/api.md and the included config blocks of the
+pages under docs/;
 ``--check`` only says which are stale (tests/test_docs.py runs it). A developer tool: it lives outside the package.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import inspect
 import json
 import pkgutil
 import re
@@ -286,6 +289,54 @@ def outputs_reference(notes: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _signature(obj: Any) -> str:
+    """``obj``'s parameters as a call shows them: no annotations (the docstring says what each takes), no self."""
+    signature = inspect.signature(obj)
+    bare = [p.replace(annotation=p.empty) for p in signature.parameters.values() if p.name != "self"]
+    return str(signature.replace(parameters=bare, return_annotation=signature.empty))
+
+
+def _markdown(doc: str | None) -> str:
+    """A docstring in Markdown: reST literals and roles (``x``, :class:`~a.b.C`: its last part) as code."""
+    text = re.sub(r":\w+:`~[^`]*?([^.`]+)`", r"`\1`", inspect.cleandoc(doc or ""))
+    return re.sub(r":\w+:`([^`]+)`", r"`\1`", text).replace("``", "`")
+
+
+def _api_entry(name: str, obj: Any, level: str) -> list[str]:
+    call = [] if obj is None else ["```python", f"{name}{_signature(obj)}", "```", ""]
+    return [f"{level} `{name}`", "", *call, _markdown(obj.__doc__ if obj is not None else None), ""]
+
+
+def api_reference() -> str:
+    """docs/reference/api.md: each name ``zoomeval`` exports (``__all__``) with its call and docstring, and each
+    public method and property of a class."""
+    lines = [
+        "# Python API",
+        "",
+        GENERATED.format(source="the docstrings of what `zoomeval` exports (`zoomeval.__all__`)"),
+        "",
+        "`import zoomeval` loads neither torch nor polars: each name below is imported on its first use.",
+        "`zoomeval.__version__` is the installed version. Guides: [a study in a notebook](../how-to/notebook.md)",
+        "(`Study`, `compare_studies`), [a zoom policy at test time](../how-to/zoom-policy.md) (`ZoomTTA`,",
+        "`load_policy`, `Answer`).",
+        "",
+    ]
+    for name in zoomeval.__all__:
+        obj = getattr(zoomeval, name)
+        if not callable(obj):  # __version__
+            continue
+        lines += _api_entry(f"zoomeval.{name}", obj, "##")
+        for attr, member in vars(obj).items() if isinstance(obj, type) else ():
+            if attr.startswith("_") and attr != "__call__":
+                continue
+            if isinstance(member, property | functools.cached_property):
+                doc = (member.fget if isinstance(member, property) else member.func).__doc__
+                lines += [f"### `{name}.{attr}`", "", _markdown(doc), ""]
+            elif isinstance(member, classmethod | staticmethod) or inspect.isfunction(member):
+                lines += _api_entry(f"{name}.{attr}", getattr(obj, attr), "###")
+    return "\n".join(lines).rstrip() + "\n"
+
+
 #: A file shown in a page: the block between these two lines is the file's text, fenced (``{path}`` relative to the
 #: repository), written by :func:`included_files`.
 INCLUDE_START = "<!-- include {path}: python tools/docs.py copies the file here; edit the file, not this -->"
@@ -317,6 +368,7 @@ def outputs(root: Path) -> dict[Path, str]:
         Path("config/README.md"): config_readme(schema),
         Path("docs/reference/rules.md"): rules_reference(root, rule_files),
         Path("docs/reference/outputs.md"): outputs_reference(yaml.safe_load((root / OUTPUT_NOTES).read_text())),
+        Path("docs/reference/api.md"): api_reference(),
         **{path: included_files(root, text) for path, text in pages.items() if INCLUDE.search(text)},
     }
 

@@ -34,7 +34,7 @@ from zoomeval.core.zoom import ONE_CROP, Transform
 
 #: The label-free policies, in the table's order.
 POLICIES = ("max_conf", "max_conf_cover", "vote", "cascade", "selector")
-#: The rules a policy file carries (zoomeval policy export), each applied as here: every policy but the paper's
+#: The rules a policy file carries (zoomeval policy save), each applied as here: every policy but the paper's
 #: picks, max_conf_cover, which is there for comparison.
 RULES = tuple(p for p in POLICIES if p != "max_conf_cover")
 #: The selector's features of a view: its conf, log2(S / 256), anchor steps from the centre, agreement with the

@@ -72,7 +72,7 @@ class Classifier:
         loaded = loaded or load_model(spec, weights, head)
         self.weights_sha256 = loaded.weights_sha256
         #: the network's parameters as loaded (:func:`parameters_sha256`), by which a reader tells that they are
-        #: still those of the weights ``weights_sha256`` names (:func:`zoomeval.policy.tta.check_model`)
+        #: still those of the weights ``weights_sha256`` names (:func:`zoomeval.policy.tta.check_classifier`)
         self.parameters_sha256 = parameters_sha256(loaded.module)
         self.provenance = loaded.provenance
         self.normalisation = {"mean": list(loaded.mean), "std": list(loaded.std)}

@@ -13,7 +13,7 @@ from PIL import Image
 from zoomeval.core.classes import description, wnids
 from zoomeval.core.images import opened
 from zoomeval.datasets.files import IMAGE_SUFFIXES, image_files
-from zoomeval.policy.tta import ZoomTTA, read_policy, study_classifier
+from zoomeval.policy.tta import ZoomTTA, read_policy
 
 #: The columns of ``zoomeval predict``'s CSV: the image, its class (ImageNet-1k index, wnid and name), confidence,
 #: the view that answered and the forward passes spent.
@@ -61,13 +61,12 @@ def policy_wrapper(
         raise ValueError(f"--batch-size: {batch_size} is no number of crops; give N >= 1")
     resolve_device(device, "--device")
     try:
-        classifier = study_classifier(document, resources, device, batch_size, fetch=False)
+        return ZoomTTA.from_file(document, resources, device, batch_size, fetch=False)
     except ValueError as exc:
         raise ValueError(
             f"{policy}: {exc} (give the study the policy came from, --study DIR, or the folder holding its "
             "weights, --resources DIR)"
         ) from None
-    return ZoomTTA(classifier, document)
 
 
 def predict_rows(tta: ZoomTTA, paths: Sequence[Path], per_call: int = IMAGES_PER_CALL) -> Iterator[list[Any]]:

@@ -1,4 +1,4 @@
-"""``zoomeval policy export``: one fitted label-free zoom policy of a study as a small versioned file that
+"""``zoomeval policy save``: one fitted label-free zoom policy of a study as a small versioned file that
 :class:`zoomeval.policy.tta.ZoomTTA` applies to new images.
 
 The policy is fitted again by :func:`zoomeval.analysis.policies.fit`, with the study's ``policies`` settings and

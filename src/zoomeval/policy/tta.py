@@ -1,4 +1,4 @@
-"""A fitted label-free zoom policy (a file of ``zoomeval policy export``, :mod:`zoomeval.policy.fitted`) as a
+"""A fitted label-free zoom policy (a file of ``zoomeval policy save``, :mod:`zoomeval.policy.fitted`) as a
 test-time wrapper of a classifier: :class:`ZoomTTA` cuts the study's own crops of the policy's views
 (:func:`zoomeval.core.zoom.all_crops`, the predict job's host path), runs only the forward passes the policy needs
 (a cascade stops per image at the first view with ``conf >= tau``) and answers each image by the rule of
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -128,7 +130,7 @@ POLICY = Document(
         Field("held_out", nullable(OBJECT)),  # the study's row of its policies table
         Field("transferred", list_of(OBJECT, what="rows")),
     ),
-    "export it again (zoomeval policy export)",
+    "save it again (zoomeval policy save)",
     kind=KIND,
 )
 
@@ -144,13 +146,14 @@ class Answer(NamedTuple):
 
 
 def read_policy(policy: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """A policy file (or its parsed document) checked against :data:`POLICY`: refused in one line naming the file
-    and the first field that is not as declared."""
+    """The document of a policy file of ``zoomeval policy save`` (or of its parsed JSON), read strictly through its
+    declaration :data:`zoomeval.policy.tta.POLICY` (``docs/how-to/zoom-policy.md`` lists its fields): a
+    ``ValueError`` in one line naming the file and the first field that is not as declared."""
     fields = POLICY.upgraded(dict(policy), "the policy") if isinstance(policy, Mapping) else POLICY.read(policy)
     return POLICY.document(fields)
 
 
-def check_model(classifier: Classifier, document: Mapping[str, Any]) -> None:
+def check_classifier(classifier: Classifier, document: Mapping[str, Any]) -> None:
     """Refuse a classifier other than the one the policy was fitted for: other weights (by sha256), another
     normalisation of its inputs (the same weights fed otherwise give other confidences), another class set (other
     softmaxes), or parameters changed since it loaded its weights (:attr:`Classifier.parameters_sha256`: a head
@@ -180,31 +183,74 @@ def check_model(classifier: Classifier, document: Mapping[str, Any]) -> None:
 
 
 class ZoomTTA:
-    """``classifier`` answering through a fitted zoom policy (a file of ``zoomeval policy export``, or its parsed
-    document, read through :data:`POLICY`).
+    """``model`` answering through a fitted zoom policy (a file of ``zoomeval policy save``, or its document,
+    read by :func:`read_policy`, ``zoomeval.load_policy``): ``tta(images)`` gives each image's :class:`Answer`.
 
-    Before its first answer it refuses a classifier that is not the network the policy was fitted for
-    (:func:`check_model`: the weights file's sha256, the normalisation, the class set, and the parameters' sha256
-    recomputed against the one the classifier took when it loaded its verified weights) and, at the first batch, one
-    whose logits are not one per ImageNet-1k class. So it catches weights changed in memory after the classifier was
-    built (a zeroed head, a fine-tuned layer). It cannot catch a network changed before the :class:`Classifier` was
-    built from it (``loaded=``: its ``weights_sha256`` is then the caller's word), nor a change of code rather than
-    parameters (a patched ``forward``), nor parameters changed after this check.
+    ``model`` is your own ``torch.nn.Module`` (in eval mode, on the device it runs on, mapping a float batch
+    ``(N, 3, crop_size, crop_size)`` normalised with the policy's ``mean``/``std`` to 1000 ImageNet-1k logits) or a
+    :class:`zoomeval.inference.classifier.Classifier`; :meth:`from_file` builds the policy's own model. A module is
+    run as the study ran its model: normalised by the wrapper, at the policy's ``precision``, converted in place to
+    channels-last where the policy's model was, ``batch_size`` crops per forward pass. It is refused unless its
+    parameters and buffers are those of the policy's verified weights, which ``weights`` (a study directory or
+    resources folder, as for :meth:`from_file`) must hold (:func:`zoomeval.policy.tta.same_network`, naming the first
+    that differs).
 
-    Images are decoded as the study decodes them (:meth:`decoded`); ``max_pixels`` is the study's
-    ``max_resized_pixels`` (by default the config's)."""
+    Before its first answer it refuses a network that is not the one the policy was fitted for
+    (:func:`zoomeval.policy.tta.check_classifier`: the weights file's sha256, the normalisation, the class set, and the
+    parameters' sha256 recomputed against the one taken when the verified weights were loaded or the module was
+    compared with them) and, at the first batch, one whose logits are not one per ImageNet-1k class. So it catches
+    other weights, a fine-tuned layer, a zeroed head, BatchNorm statistics updated in training mode, another dtype,
+    a module left in training mode, and a wrapper that adds or renames parameters or buffers (a ``torch.compile``'d
+    module too: give it before compiling). It cannot catch a change of code rather than parameters (a patched
+    ``forward``, a wrapper without parameters of its own, a library version whose layers compute otherwise), a
+    :class:`Classifier` built from a network changed before (``loaded=``: its ``weights_sha256`` is then the
+    caller's word), nor parameters changed after this check.
+
+    Images are PIL images as opened or ``torch.uint8`` tensors ``(C, H, W)`` (torchvision's layout, C 1 to 4: grey,
+    grey and alpha, RGB, RGBA), or a batch tensor ``(N, C, H, W)``, of any size: each is decoded as the study decodes
+    its images (:meth:`decoded`); ``max_pixels`` is the study's ``max_resized_pixels`` (by default the config's)."""
 
     def __init__(
         self,
-        classifier: Classifier,
+        model: Classifier | torch.nn.Module,
         policy: str | os.PathLike[str] | Mapping[str, Any],
         max_pixels: int = MAX_RESIZED_PIXELS,
+        *,
+        weights: str | os.PathLike[str] | None = None,
+        batch_size: int = 64,
     ) -> None:
         self.policy = read_policy(policy)
-        check_model(classifier, self.policy)
-        self.classifier, self.max_pixels = classifier, max_pixels
+        if isinstance(model, torch.nn.Module):
+            if weights is None:
+                raise ValueError(
+                    "weights: give the study directory or resources folder holding the policy's verified weights: "
+                    "a module is checked against them"
+                )
+            model = study_classifier(self.policy, study_resources(weights), batch_size=batch_size, module=model)
+        elif not isinstance(model, Classifier):
+            raise TypeError(f"expected a torch.nn.Module or a zoomeval Classifier, not a {type(model).__name__}")
+        check_classifier(model, self.policy)
+        self.classifier, self.max_pixels = model, max_pixels
         self.views = [tuple(v) for v in self.policy["views"]]
         self.size, self.backend = self.policy["model"]["crop_size"], self.policy["model"]["crop_backend"]
+
+    @classmethod
+    def from_file(
+        cls,
+        policy: str | os.PathLike[str] | Mapping[str, Any],
+        weights: str | os.PathLike[str],
+        device: str = "cpu",
+        batch_size: int = 64,
+        max_pixels: int = MAX_RESIZED_PIXELS,
+        fetch: bool = True,
+    ) -> ZoomTTA:
+        """The wrapper of the policy file ``policy`` around the model it was fitted for, built by
+        :func:`zoomeval.policy.tta.study_classifier` from the verified weights under ``weights``: a study directory
+        (its ``resources/``) or a resources folder (a library's weights fetched there if missing and ``fetch``), on
+        ``device``, ``batch_size`` crops per forward pass."""
+        document = read_policy(policy)
+        classifier = study_classifier(document, study_resources(weights), device, batch_size, fetch)
+        return cls(classifier, document, max_pixels)
 
     def decoded(self, image: Image.Image, where: str) -> Image.Image:
         """``image`` as the study decodes its images (:func:`zoomeval.core.images.to_rgb`: 16-bit greyscale scaled,
@@ -262,9 +308,12 @@ class ZoomTTA:
                 for (i, v), p, c in zip(batch, columns["pred"], columns["conf"], strict=True):
                     pred[i, v], conf[i, v] = p, c
 
-    def __call__(self, images: Sequence[Image.Image]) -> list[Answer]:
-        """Each image's :class:`Answer`, batched across images (each decoded by :meth:`decoded`)."""
-        images = [self.decoded(image, f"image {i}") for i, image in enumerate(images)]
+    def __call__(self, images: Sequence[Image.Image | torch.Tensor] | torch.Tensor) -> list[Answer]:
+        """Each image's :class:`Answer`, batched across images (each taken by :func:`zoomeval.policy.tta.as_image`
+        and decoded by :meth:`decoded`): PIL images, uint8 tensors ``(C, H, W)`` or a batch tensor ``(N, C, H, W)``."""
+        if isinstance(images, torch.Tensor) and images.dim() != 4:
+            raise ValueError(f"a batch tensor is (N, C, H, W), this one has shape {tuple(images.shape)}")
+        images = [self.decoded(as_image(image, f"image {i}"), f"image {i}") for i, image in enumerate(images)]
         n, k, rule = len(images), len(self.views), self.policy["rule"]
         pred, conf = np.zeros((n, k), np.int64), np.zeros((n, k), np.float32)  # views never run stay 0
         cut: dict[int, dict[int, np.ndarray]] = {}
@@ -301,16 +350,23 @@ def study_classifier(
     device: str = "cpu",
     batch_size: int = 64,
     fetch: bool = True,
+    module: torch.nn.Module | None = None,
 ) -> Classifier:
     """The classifier a policy was fitted for, loaded as ``zoomeval audit`` loads a study's model: its recorded
     entry (:func:`zoomeval.inference.recorded.recorded_model`: nothing it records becomes a path or a download), the
     weights under ``resources`` (a library's tag fetched there if missing and ``fetch``) checked against their
-    sha256, the study's class set and precision."""
+    sha256, the study's class set and precision. With ``module`` (a user's network, on its own device), that
+    network in place of the one loaded, as :func:`same_network` allows."""
     from zoomeval.core.config import InferenceSettings
+    from zoomeval.inference.models import load_model
     from zoomeval.inference.recorded import recorded_model
 
     model = document["model"]
     spec, folder = recorded_model(model["entry"], str(resources), fetch, "the policy's model")
+    loaded = load_model(spec, folder)
+    if module is not None:
+        loaded = replace(loaded, module=same_network(module, loaded.module))
+        device = str(next(module.parameters()).device)  # where the user put it
     settings = InferenceSettings(
         batch_size=batch_size,
         device=device,
@@ -319,4 +375,50 @@ def study_classifier(
         resize_backend="pil",
         channels_last=bool(model["channels_last"]),
     )
-    return Classifier(spec, settings, model["class_indices"], folder)
+    return Classifier(spec, settings, model["class_indices"], loaded=loaded)
+
+
+def same_network(module: torch.nn.Module, recorded: torch.nn.Module) -> torch.nn.Module:
+    """``module``, refused unless it is in eval mode and its parameters and buffers (``state_dict`` tensors: what
+    :func:`parameters_sha256` digests) have ``recorded``'s names, dtypes, shapes and values, naming the first that
+    differs; ``recorded`` is the policy's model, loaded from its verified weights."""
+    if training := [name or "the module" for name, part in module.named_modules() if part.training]:
+        raise ValueError(f"{training[0]} is in training mode (dropout, batch statistics): call model.eval() first")
+    own, theirs = (
+        {k: v.detach() for k, v in m.state_dict().items() if isinstance(v, torch.Tensor)} for m in (module, recorded)
+    )
+    for name in sorted(own.keys() | theirs.keys()):
+        if name not in theirs or name not in own:
+            where = "this module" if name in own else "the policy's model"
+            raise ValueError(f"this module is not the policy's model: {name} is in {where} only")
+        a, b = own[name].cpu(), theirs[name]
+        if (a.dtype, a.shape) != (b.dtype, b.shape):
+            raise ValueError(
+                f"this module is not the policy's model: its {name} is {a.dtype} {tuple(a.shape)}, the policy's "
+                f"model's {b.dtype} {tuple(b.shape)}"
+            )
+        if not torch.equal(a, b):
+            raise ValueError(
+                f"this module is not the policy's model: its {name} has other values than the policy's verified "
+                "weights (fine-tuned, edited, or BatchNorm statistics updated in training mode)"
+            )
+    return module
+
+
+def study_resources(weights: str | os.PathLike[str]) -> Path:
+    """The resources folder of ``weights``: a study directory's ``resources/``, or ``weights`` itself."""
+    return Path(weights) / "resources" if (Path(weights) / "resources").is_dir() else Path(weights)
+
+
+def as_image(image: Image.Image | torch.Tensor, where: str) -> Image.Image:
+    """A PIL image as given, or a ``torch.uint8`` tensor ``(C, H, W)`` (C 1 to 4) as the PIL image of its pixels
+    (grey, grey and alpha, RGB, RGBA: decoded then as PIL images of those modes are); anything else is refused
+    naming ``where``."""
+    if isinstance(image, Image.Image):
+        return image
+    tensor = isinstance(image, torch.Tensor)
+    if not (tensor and image.dtype == torch.uint8 and image.dim() == 3 and 1 <= image.shape[0] <= 4):
+        what = f"a {image.dtype} tensor of shape {tuple(image.shape)}" if tensor else f"a {type(image).__name__}"
+        raise ValueError(f"{where} is {what}; expected a PIL image or a torch.uint8 tensor (C, H, W), C 1 to 4")
+    pixels = image.permute(1, 2, 0).cpu().numpy()
+    return Image.fromarray(pixels[:, :, 0] if image.shape[0] == 1 else pixels)
