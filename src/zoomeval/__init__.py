@@ -15,7 +15,7 @@ _PUBLIC = {
     "Study": ("zoomeval.study.reader", "Study"),
     "ZoomTTA": ("zoomeval.policy.tta", "ZoomTTA"),
     "compare_studies": ("zoomeval.publish.compare", "compare_studies"),
-    "load_policy": ("zoomeval.policy.tta", "read_policy"),
+    "load_policy": ("zoomeval.policy.document", "read_policy"),
 }
 
 

@@ -13,7 +13,8 @@ from PIL import Image
 from zoomeval.core.classes import description, wnids
 from zoomeval.core.images import opened
 from zoomeval.datasets.files import IMAGE_SUFFIXES, image_files
-from zoomeval.policy.tta import ZoomTTA, read_policy
+from zoomeval.policy.document import read_policy
+from zoomeval.policy.tta import ZoomTTA
 
 #: The columns of ``zoomeval predict``'s CSV: the image, its class (ImageNet-1k index, wnid and name), confidence,
 #: the view that answered and the forward passes spent.

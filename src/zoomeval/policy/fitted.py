@@ -34,7 +34,7 @@ from zoomeval.analysis.policy_eval import (
 from zoomeval.core.checksums import sha256_file
 from zoomeval.core.config import PoliciesConfig
 from zoomeval.core.io import read_metadata
-from zoomeval.policy.tta import POLICY
+from zoomeval.policy.document import POLICY
 
 
 def study_model(directory: Path, layout: Any, scored: str, variant: str) -> str:
@@ -231,7 +231,7 @@ def export_policy(
     settings: PoliciesConfig,
     fold: int | None = None,
 ) -> dict[str, Any]:
-    """The policy file's document (:data:`zoomeval.policy.tta.POLICY`, checked as its readers check it) of
+    """The policy file's document (:data:`zoomeval.policy.document.POLICY`, checked as its readers check it) of
     policy ``name`` at ``budget`` for ``model`` on ``scored``/``variant``: fitted on every image, or with ``fold``
     cross-validation fold ``fold``'s own policy."""
     if name not in RULES:

@@ -2,8 +2,8 @@
 test-time wrapper of a classifier: :class:`ZoomTTA` cuts the study's own crops of the policy's views
 (:func:`zoomeval.core.zoom.all_crops`, the predict job's host path), runs only the forward passes the policy needs
 (a cascade stops per image at the first view with ``conf >= tau``) and answers each image by the rule of
-:mod:`zoomeval.analysis.policies`, applied to the outputs it computed. The file is declared once, :data:`POLICY`,
-and read only through that declaration."""
+:mod:`zoomeval.analysis.policies`, applied to the outputs it computed. The file is read only through its
+declaration, :data:`zoomeval.policy.document.POLICY`."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ import torch
 from PIL import Image
 
 from zoomeval.analysis.policies import (
-    FEATURES,
-    RULES,
     Selector,
     Views,
     choose_cascade,
@@ -29,110 +27,10 @@ from zoomeval.analysis.policies import (
 )
 from zoomeval.core.classes import NUM_CLASSES
 from zoomeval.core.config import MAX_RESIZED_PIXELS
-from zoomeval.core.config_schema import key_schema
-from zoomeval.core.documents import (
-    BOOLEAN,
-    COUNT,
-    OBJECT,
-    SHA256,
-    STRING,
-    Document,
-    Field,
-    Form,
-    list_of,
-    nullable,
-    number,
-    object_of,
-    one_of,
-    schema_form,
-    tagged,
-    tuple_of,
-    whole,
-)
 from zoomeval.core.images import to_rgb, too_large
-from zoomeval.core.zoom import RESIZE_BACKENDS, Transform, all_crops
+from zoomeval.core.zoom import Transform, all_crops
 from zoomeval.inference.classifier import Classifier, parameters_sha256
-
-#: Version of a policy file's layout.
-SCHEMA_VERSION = 1
-KIND = "zoom_policy"
-
-_POSITIVE = Form(lambda value: number().accepts(value) and value > 0, "a number > 0")
-#: What identifies the model and its inputs: the prediction file's metadata (config enums and ranges: the schema's).
-_MODEL = object_of(
-    Field("name", STRING),
-    Field("architecture", STRING),
-    Field("source", STRING),
-    Field("weights_sha256", SHA256),
-    Field("mean", list_of(number(), 3, 3, what="numbers")),
-    Field("std", list_of(_POSITIVE, 3, 3, what="numbers")),
-    Field("crop_size", schema_form(key_schema("models", "*", "input_size"))),
-    Field("scales", schema_form(key_schema("scales"))),
-    Field("resize_backend", schema_form(key_schema("inference", "resize_backend"))),
-    Field("crop_backend", one_of(RESIZE_BACKENDS)),
-    Field("precision", schema_form(key_schema("inference", "precision"))),
-    Field("channels_last", BOOLEAN),
-    Field("class_set", nullable(schema_form(key_schema("datasets", "*", "class_set")))),
-    Field("class_indices", nullable(list_of(whole(0, NUM_CLASSES - 1), 1, NUM_CLASSES, True, "class indices"))),
-    Field("entry", OBJECT),  # read as a config entry is (zoomeval.inference.recorded.recorded_spec)
-)
-
-
-def _views(policy: Mapping[str, Any]) -> Form:
-    """Views ``[scale, row, col]`` the study evaluated: at its scales, each at most once."""
-    scales = policy["model"]["scales"]
-    at = one_of(scales, f"one of model.scales ({', '.join(map(str, scales))})")
-    anchor = whole(0, 2)
-    return list_of(tuple_of(("scale", at), ("row", anchor), ("col", anchor)), 1, 9 * len(scales), True, "views")
-
-
-def _rule(policy: Mapping[str, Any]) -> Form:
-    """The rule by its name, with the fitted parameters it reads (a cascade's ``length``: every view)."""
-    n, features, k = len(policy["views"]), list(FEATURES), len(FEATURES)
-    parameters = {
-        "cascade": (
-            Field("tau", nullable(number(0, 1, "a number from 0 to 1"))),  # a confidence; null: never stop early
-            Field("length", one_of([n], f"the number of views ({n})")),
-        ),
-        "selector": (
-            Field("features", Form(lambda value: value == features, f"the features {features}")),
-            Field("mean", list_of(number(), k, k, what="numbers, one per feature")),
-            Field("scale", list_of(_POSITIVE, k, k, what="numbers, one per feature")),
-            Field("coef", list_of(number(), k, k, what="numbers, one per feature")),
-            Field("intercept", number()),
-        ),
-    }
-    return tagged("name", {name: parameters.get(name, ()) for name in RULES})
-
-
-#: A policy file: its views, their rule and model are what :class:`ZoomTTA` reads; the rest says where it came from.
-POLICY = Document(
-    "zoom policy",
-    SCHEMA_VERSION,
-    (
-        Field("policy", one_of(RULES)),
-        Field("budget", whole(1)),
-        Field("views", _views),
-        Field("rule", _rule),
-        Field("model", _MODEL),
-        Field(
-            "fitted_on",
-            object_of(
-                *(Field(key, STRING) for key in ("dataset", "scored", "variant", "model")),
-                Field("fold", nullable(COUNT)),
-                Field("n_images", COUNT),
-                Field("image_ids_sha256", SHA256),
-                Field("predictions", STRING),
-                Field("predictions_sha256", SHA256),
-                *(Field(key, schema_form(key_schema("policies", key))) for key in ("budgets", "seed", "selector_rows")),
-            ),
-        ),
-        Field("held_out", nullable(OBJECT)),  # the study's row of its policies table
-        Field("transferred", list_of(OBJECT, what="rows")),
-    ),
-    "save it again (zoomeval policy save)",
-    kind=KIND,
-)
+from zoomeval.policy.document import read_policy
 
 
 class Answer(NamedTuple):
@@ -143,14 +41,6 @@ class Answer(NamedTuple):
     confidence: float
     view: tuple[int, int, int]
     passes: int
-
-
-def read_policy(policy: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """The document of a policy file of ``zoomeval policy save`` (or of its parsed JSON), read strictly through its
-    declaration :data:`zoomeval.policy.tta.POLICY` (``docs/how-to/zoom-policy.md`` lists its fields): a
-    ``ValueError`` in one line naming the file and the first field that is not as declared."""
-    fields = POLICY.upgraded(dict(policy), "the policy") if isinstance(policy, Mapping) else POLICY.read(policy)
-    return POLICY.document(fields)
 
 
 def check_classifier(classifier: Classifier, document: Mapping[str, Any]) -> None:
