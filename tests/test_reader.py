@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from tests.conftest import ROOT
@@ -72,6 +73,35 @@ def test_a_study_reads_its_tables_runs_predictions_matrix_and_provenance(tmp_pat
         {"image_id": "b", "labels": [2, 5]},
     ]
     assert study.provenance("toy", "original", "m")["model"]["weights_sha256"] == "ab"
+
+
+def test_predictions_decode_each_transform_as_a_join_on_the_grid_would(tmp_path: Path) -> None:
+    """The transform index is computed, not joined: the frame equals a join of the file with the grid's table of
+    transforms (the way it was read before), ``name`` an Enum in the grid's order; a transform out of the grid has
+    neither."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from zoomeval import Study
+
+    study = Study(make_study(tmp_path))
+    frame = study.predictions("toy", "original", "m").collect()
+    order = GRID.transforms
+    table = pl.DataFrame(
+        {"scale": [t.scale for t in order], "row": [t.row for t in order], "col": [t.col for t in order]},
+        schema={"scale": pl.Int16, "row": pl.Int8, "col": pl.Int8},
+    ).with_columns(transform=pl.int_range(len(order), dtype=pl.Int32), name=pl.Series([t.name for t in order]))
+    path = tmp_path / "results/predictions/toy/original/m.parquet"
+    raw = pl.read_parquet(path).with_columns(pl.col("image_id").cast(pl.String))
+    joined = raw.join(table, on=["scale", "row", "col"], how="left", maintain_order="left")
+    first = ["image_id", "scale", "row", "col", "transform", "name"]
+    assert frame.schema["name"] == pl.Enum([t.name for t in order])
+    assert frame.with_columns(pl.col("name").cast(pl.String)).equals(joined.select(*first, pl.exclude(first)))
+    stray = pq.read_table(path)  # a scale out of the grid: a null transform and name, as the join gives
+    stray = stray.set_column(1, "scale", pa.array([240] * stray.num_rows, stray.schema.field("scale").type))
+    pq.write_table(stray.replace_schema_metadata(pq.read_table(path).schema.metadata), path)
+    frame = study.predictions("toy", "original", "m").collect()
+    assert frame["transform"].null_count() == frame["name"].null_count() == frame.height
 
 
 def test_a_missing_study_or_file_is_refused_naming_it(tmp_path: Path) -> None:

@@ -95,22 +95,22 @@ class Study:
     def predictions(self, dataset: str, variant: str, model: str) -> pl.LazyFrame:
         """The prediction file, one row per image and zoom transform, lazily: ``image_id`` (a string), ``scale``,
         ``row`` (0 = top), ``col`` (0 = left), ``transform`` (the transform's row in :meth:`correct`'s matrix,
-        :func:`zoomeval.core.zoom.transforms` order) and ``name`` (``LOC:row_col_Size:scale``), then the file's
+        :func:`zoomeval.core.zoom.transforms` order) and ``name`` (``LOC:row_col_Size:scale``, an Enum of the
+        transforms in that order), then the file's
         columns (``pred``, ``conf``, ...)."""
         path = self._file("predictions", dataset=dataset, variant=variant, model=model)
-        order = ZoomGrid(read_metadata(path)["scales"]).transforms
-        index = pl.DataFrame(
-            {
-                "scale": [t.scale for t in order],
-                "row": [t.row for t in order],
-                "col": [t.col for t in order],
-                "transform": range(len(order)),
-                "name": [t.name for t in order],
-            },
-            schema={"scale": pl.Int16, "row": pl.Int8, "col": pl.Int8, "transform": pl.Int32, "name": pl.String},
+        grid = ZoomGrid(read_metadata(path)["scales"])
+        # each transform's index looked up by one gather on scale * 9 + anchor (null for a transform out of the grid,
+        # as a join would give), not a join on three columns: that costs several times the read, in time and memory
+        table = [None] * ((max(grid.scales) + 1) * 9)
+        for k, t in enumerate(grid.transforms):
+            table[9 * t.scale + 3 * t.row + t.col] = k
+        key = 9 * pl.col("scale").cast(pl.Int32) + 3 * pl.col("row") + pl.col("col")
+        names = pl.Series([t.name for t in grid.transforms], dtype=pl.Enum([t.name for t in grid.transforms]))
+        frame = pl.scan_parquet(path).with_columns(
+            pl.col("image_id").cast(pl.String), pl.lit(pl.Series(table, dtype=pl.Int32)).gather(key).alias("transform")
         )
-        frame = pl.scan_parquet(path).with_columns(pl.col("image_id").cast(pl.String))
-        decoded = frame.join(index.lazy(), on=["scale", "row", "col"], how="left", maintain_order="left")
+        decoded = frame.with_columns(pl.lit(names).gather(pl.col("transform")).alias("name"))
         first = ["image_id", "scale", "row", "col", "transform", "name"]
         return decoded.select(*first, pl.exclude(first))
 
