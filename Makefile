@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CORES ?= 8
+# the machine's cores: each job starts as many torch threads as Snakemake gives it, and no more
+CORES ?= $(shell nproc 2>/dev/null || echo 1)
 
 .PHONY: demo test bench clean
 

@@ -396,6 +396,14 @@ def test_the_gpu_presets_settings_fit_a_cpu_job_saying_so(caplog) -> None:
     assert gpu.for_device("cuda") is gpu and Settings(num_workers=0).for_job(2).num_workers == 0
 
 
+def test_a_job_runs_on_its_snakemake_threads_unless_inference_threads_says_otherwise() -> None:
+    """threads 0 (the default): the job's Snakemake threads, at most the machine's cores; a number: that."""
+    cores = os.cpu_count() or 1
+    assert Settings(threads=0).for_job(1).threads == 1
+    assert Settings(threads=0).for_job(cores + 3).threads == cores
+    assert Settings(threads=3).for_job(1).threads == 3
+
+
 def test_a_compiled_model_runs_uncompiled_on_a_cpu_and_a_compiler_failure_names_the_setting(monkeypatch) -> None:
     calls = []
     monkeypatch.setattr(torch, "compile", lambda fn, options=None: calls.append(fn) or fn)

@@ -154,3 +154,10 @@ def test_a_predict_job_orphaned_by_killing_only_snakemake_makes_the_rerun_refuse
             os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the first run's process group
         except ProcessLookupError:
             pass
+
+
+def test_a_predict_job_runs_torch_on_the_threads_snakemake_gave_it(small_reference: Path) -> None:
+    """The reference run's predict job had Snakemake's --cores 2 (threads: the cores over the parts, one part):
+    its log says torch ran on that many threads (no more than the machine has)."""
+    log = (small_reference / SMALL_PREDICT_LOG).read_text()
+    assert re.findall(r"torch threads: (\d+)", log) == [str(min(2, os.cpu_count() or 1))], log

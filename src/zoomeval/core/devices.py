@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from zoomeval.core.config import ConfigError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +30,16 @@ NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 GPU_LOCKS = Path(tempfile.gettempdir()) / f"zoomeval-gpus-{os.getuid()}"
 #: The GPU lock files this process holds.
 _HELD_GPUS: set[Path] = set()
+
+
+def use_threads(threads: int) -> int:
+    """Run torch on ``threads`` CPU threads (a job's: its Snakemake ``threads`` or ``inference.threads``; 0: the
+    machine's cores, a lone command's), said in the job's log; returns the count."""
+    import torch
+
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    log.info("torch threads: %d", torch.get_num_threads())
+    return torch.get_num_threads()
 
 
 def cuda_index(device: str) -> int | None:

@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader
 
 from zoomeval import __version__
 from zoomeval.core.config import MAX_RESIZED_PIXELS, InferenceSettings, ModelSpec
+from zoomeval.core.devices import use_threads
 from zoomeval.core.images import too_large
 from zoomeval.core.manifest import Record
 from zoomeval.core.progress import ProgressLog
@@ -290,7 +291,7 @@ def predict_to_file(
         return _empty_part(path, aggregates_path, settings.store_top5, part)
     store = ShardStore(Path(path), Path(aggregates_path))
     with store.locked():
-        torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+        use_threads(settings.threads)
         classifier = Classifier(spec, settings, class_indices, weights, head=head)
         metadata = prediction_metadata(
             classifier, spec, grid, settings, class_indices, dataset=dataset, variant=variant, n_images=len(records)

@@ -41,6 +41,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoomeval import __version__
 from zoomeval.core.config import InferenceSettings, ModelSpec
+from zoomeval.core.devices import use_threads
 from zoomeval.core.images import load_rgb
 from zoomeval.core.io import write_parquet
 from zoomeval.core.layout import declare
@@ -140,7 +141,7 @@ def evaluate_to_file(
     weights; ``head``: the zero-shot head of an open_clip model."""
     if not records:
         raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to evaluate")
-    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+    use_threads(settings.threads)
     classifier, transform = standard_classifier(spec, settings, class_indices, weights, head)
     loader = DataLoader(
         StandardImages(records, transform.geometry),

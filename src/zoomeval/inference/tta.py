@@ -30,7 +30,7 @@ import torch
 
 from zoomeval import __version__
 from zoomeval.core.config import MemoSettings, ModelSpec
-from zoomeval.core.devices import resolve_device
+from zoomeval.core.devices import resolve_device, use_threads
 from zoomeval.core.images import load_rgb
 from zoomeval.core.layout import declare
 from zoomeval.core.manifest import Record
@@ -204,7 +204,7 @@ def run_tta_to_file(
         raise ValueError(f"dataset {dataset!r}: the manifest lists no images, so there is nothing to predict")
     store = ShardStore(Path(path))
     with store.locked():
-        torch.set_num_threads(threads or os.cpu_count() or 1)
+        use_threads(threads)
         adapter, loaded = make_adapter(
             spec, method, settings or MemoSettings(), seed, class_indices, device, weights, head
         )
