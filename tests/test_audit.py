@@ -636,3 +636,10 @@ def test_a_resealed_model_record_naming_a_path_creates_links_and_hashes_nothing(
     why = "is not a name" if entry == "architecture" else f"no weights file with sha256 {sha[:12]} under"
     assert audited.refused and why in audited.refused and "\n" not in audited.refused, audited
     assert list(outside.iterdir()) == [] and sorted(p for p in (folder / "resources").rglob("*")) == resources
+
+
+def test_recomputing_zoom_rows_imports_no_torchvision() -> None:
+    """torchvision (about 2 s: its package imports its models and torch's compiler) is imported by an audit only
+    where a standard-evaluation file is recomputed, whose transform it builds."""
+    code = "import sys, zoomeval.audit.study, zoomeval.inference.recompute; print('torchvision' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

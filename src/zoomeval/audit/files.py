@@ -80,12 +80,13 @@ def _recompute(
     the recorded sha256)."""
     from zoomeval.inference.classifier import Classifier
     from zoomeval.inference.recompute import audit_settings, standard_logits, zoom_logits
-    from zoomeval.inference.standard_eval import standard_classifier
 
     spec, weights, head = _weights(directory, meta["model"], auditor)
     settings = audit_settings(meta, auditor.device, auditor.precision, auditor.threads)
     classes = meta.get("class_indices")
-    if kind == "standard":
+    if kind == "standard":  # torchvision's transforms: imported only for a standard-evaluation file
+        from zoomeval.inference.standard_eval import standard_classifier
+
         loaded = _loaded(replace(spec, mean=None, std=None), weights, head)
         classifier, transform = standard_classifier(spec, settings, classes, weights, head, loaded)
         logits = standard_logits(classifier, transform, [r["record"] for r in rows])

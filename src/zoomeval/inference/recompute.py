@@ -8,7 +8,7 @@ from :class:`zoomeval.inference.standard_eval.StandardImages`, each batch throug
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -18,9 +18,10 @@ from zoomeval.core.manifest import Record
 from zoomeval.core.zoom import ZoomGrid
 from zoomeval.inference.classifier import Classifier
 from zoomeval.inference.crop_dataset import DEVICE_BACKEND
-from zoomeval.inference.eval_transform import EvalTransform
 from zoomeval.inference.predict import crop_stream
-from zoomeval.inference.standard_eval import StandardImages
+
+if TYPE_CHECKING:  # torchvision, imported by the standard evaluation only where a file of it is recomputed
+    from zoomeval.inference.eval_transform import EvalTransform
 
 
 def audit_settings(meta: dict[str, Any], device: str, precision: str, threads: int) -> InferenceSettings:
@@ -64,6 +65,8 @@ def zoom_logits(
 def standard_logits(classifier: Classifier, transform: EvalTransform, records: Sequence[Record]) -> np.ndarray:
     """The full logits of each of ``records`` through the standard evaluation's model and transform
     (:func:`~zoomeval.inference.standard_eval.standard_classifier`), as its job computes them."""
+    from zoomeval.inference.standard_eval import StandardImages
+
     images = StandardImages(records, transform.geometry)
     return _logits(classifier, [images[i][1] for i in range(len(records))])
 
