@@ -45,7 +45,9 @@ def open_image(path: Path, tta: ZoomTTA) -> Image.Image:
     too large for the policy's scales (checked from its header, before its pixels are read), is refused naming it."""
     try:
         with opened(path) as raw:
-            return tta.decoded(raw, str(path))
+            image = tta.decoded(raw, str(path))
+            image.load()  # while the file is open: an RGB file comes back as it was opened
+            return image
     except (OSError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ValueError(f"{path}: not an image this reads ({type(exc).__name__}: {exc})") from None
 

@@ -149,6 +149,8 @@ class ZoomTTA:
         (:func:`zoomeval.core.images.too_large`, the study's check, made before its pixels are read)."""
         if why := too_large(image.width, image.height, max(v[0] for v in self.views), self.max_pixels):
             raise ValueError(f"{where}: {why}")
+        if image.mode == "RGB":  # already the study's form (predict's images arrive decoded): no copy
+            return image
         try:
             return to_rgb(image)
         except ValueError as exc:
